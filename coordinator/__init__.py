@@ -1,0 +1,1 @@
+"""meshcast coordinator: plans, runtimes, reference model, metrics, reports and CLI."""

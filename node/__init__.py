@@ -1,0 +1,1 @@
+"""meshcast node: topology, wire format, routing rules and the trio actor of one router."""

@@ -1,0 +1,104 @@
+"""Routing rules, one module per algorithm family, and the registry that names them.
+
+Third-party rules register through the entry-point group ``meshcast.algorithms``: each entry
+point loads an :class:`Algorithm` or an iterable of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from importlib import metadata
+from types import ModuleType
+
+from node.routing.base import Algorithm, Forward, Header, HeaderError, PlanError, Send
+
+__all__ = [
+    "Algorithm",
+    "Forward",
+    "Header",
+    "HeaderError",
+    "PlanError",
+    "Registry",
+    "Send",
+    "UnknownAlgorithm",
+    "registry",
+]
+
+_SUPPORT_MODULES = frozenset({"base", "tree", "zones"})
+ENTRY_POINT_GROUP = "meshcast.algorithms"
+
+
+def _families() -> list[ModuleType]:
+    """Every module of this package that defines ``ALGORITHMS`` (one module per family)."""
+    mods = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name in _SUPPORT_MODULES or info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(mod, "ALGORITHMS"):
+            mods.append(mod)
+    return mods
+
+
+class UnknownAlgorithm(KeyError):
+    """An algorithm name that no rule is registered under."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Registry:
+    """Algorithms by name; refuses a duplicate name."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Algorithm] = {}
+
+    def register(self, algorithm: Algorithm) -> None:
+        if algorithm.name in self._by_name:
+            raise ValueError(f"algorithm {algorithm.name!r} is already registered")
+        self._by_name[algorithm.name] = algorithm
+
+    def get(self, name: str) -> Algorithm:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            known = ", ".join(sorted(self._by_name))
+            raise UnknownAlgorithm(f"unknown algorithm {name!r}; known: {known}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterable[Algorithm]:  # type: ignore[override]
+        return iter(sorted(self._by_name.values(), key=lambda a: (a.family, a.name)))
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+def _load_entry_points(reg: Registry) -> list[str]:
+    """Register third-party algorithms; return one message per entry point that failed."""
+    problems: list[str] = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            algs = [obj] if isinstance(obj, Algorithm) else list(obj)
+            for a in algs:
+                if not isinstance(a, Algorithm):
+                    raise TypeError(f"{a!r} is not an Algorithm")
+                reg.register(a)
+        except Exception as exc:  # a broken plug-in must not break the built-in rules
+            problems.append(f"entry point {ep.name!r}: {exc}")
+    return problems
+
+
+def _build() -> tuple[Registry, list[str]]:
+    reg = Registry()
+    for family in _families():
+        for a in family.ALGORITHMS:
+            reg.register(a)
+    return reg, _load_entry_points(reg)
+
+
+registry, plugin_errors = _build()
