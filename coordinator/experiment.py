@@ -1,0 +1,65 @@
+"""Run a plan on a runtime and shape the result (the ``--json`` document)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from coordinator.metrics import jitter, multicast_metrics, summarise
+from coordinator.model import run_model
+from coordinator.plan import Plan
+from coordinator.records import RawRun, RunSettings
+
+__all__ = ["RUNTIMES", "emulate", "result_document"]
+
+RUNTIMES = ("in-process", "processes", "containers", "model")
+
+Progress = Callable[[int, int], None]
+
+
+async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None = None) -> RawRun:
+    """Run ``plan`` on ``settings.runtime`` and return its raw records."""
+    if settings.runtime == "in-process":
+        from coordinator.inprocess import run_inprocess
+
+        return await run_inprocess(plan, settings, progress)
+    if settings.runtime == "model":
+        return await trio.to_thread.run_sync(run_model, plan, settings)
+    raise ValueError(f"runtime {settings.runtime!r} is not available in this build")
+
+
+def result_document(plan: Plan, settings: RunSettings, raw: RawRun) -> dict[str, Any]:
+    """The run's results in the documented ``--json`` shape (plus run status and jitter)."""
+    records = multicast_metrics(plan, raw, trace=settings.trace)
+    by_alg: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_alg.setdefault(r["algorithm"], []).append(r)
+    errors = list(raw.errors)
+    for r in records:
+        if r["missing"]:
+            errors.append({"kind": "undelivered", "mc": r["id"], "missing": r["missing"]})
+        if r["duplicates"]:
+            errors.append({"kind": "duplicate", "mc": r["id"], "count": r["duplicates"]})
+        if r["stray"]:
+            errors.append({"kind": "stray", "mc": r["id"], "count": r["stray"]})
+    return {
+        "run": {
+            "topology": plan.topology.spec,
+            "port_model": settings.port_model,
+            "clock": settings.clock,
+            "contention": settings.contention,
+            "runtime": settings.runtime,
+            "seed": settings.seed,
+            "complete": not raw.incomplete,
+            "incomplete": list(raw.incomplete),
+            "steps": raw.last_step,
+            "wall_s": round(raw.wall_s, 6),
+        },
+        "multicasts": records,
+        "summary": summarise(records),
+        "by_algorithm": {a: summarise(rs) for a, rs in by_alg.items()},
+        "jitter": jitter(records),
+        "errors": errors,
+    }

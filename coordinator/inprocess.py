@@ -1,0 +1,76 @@
+"""The in-process runtime: every node a trio task, links = memory channels of msgpack bytes.
+
+The coordinator side of the control protocol lives in :mod:`coordinator.session`; this module
+only wires nodes and channels together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import trio
+
+from coordinator.plan import Plan
+from coordinator.records import RawRun, RunSettings
+from coordinator.session import Session
+from node.actor import Assignment, Node
+from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
+from node.topology import Coord
+
+__all__ = ["run_inprocess", "wire_links"]
+
+
+def wire_links(plan: Plan, capacity: int = 16) -> dict[Coord, dict[str, MemoryLink]]:
+    """One bidirectional memory link per pair of neighbours, as each node's port → end."""
+    topo = plan.topology
+    ends: dict[Coord, dict[str, MemoryLink]] = {n: {} for n in topo.nodes()}
+    for a, port, b in topo.links():
+        if port in ends[a]:
+            continue
+        ea, eb = memory_link_pair(capacity)
+        ends[a][port] = ea
+        ends[b][topo.opposite(port)] = eb
+    return ends
+
+
+def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
+    @asynccontextmanager
+    async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
+        try:
+            yield dict(links)
+        finally:
+            for link in links.values():
+                await link.aclose()
+
+    return open_links
+
+
+async def run_inprocess(
+    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+) -> RawRun:
+    """Run ``plan`` with one trio task per node in this process."""
+    topo = plan.topology
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
+    to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
+    nodes: list[Node] = []
+    for here, links in wire_links(plan).items():
+        tx, rx = trio.open_memory_channel[bytes](math.inf)
+        to_nodes[here] = tx
+        nodes.append(Node(here, MemoryControl(to_coord_tx.clone(), rx), _opener(links)))  # type: ignore[arg-type]
+
+    async def send_to(node: Coord, data: bytes) -> None:
+        to_nodes[node].send_nowait(data)
+
+    async def broadcast(data: bytes) -> None:
+        for tx in to_nodes.values():
+            tx.send_nowait(data)
+
+    session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress)
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            nursery.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
+        raw = await session.run(set(topo.nodes()))
+        nursery.cancel_scope.cancel()
+    return raw

@@ -1,0 +1,155 @@
+"""Per-multicast metrics and their aggregates (mean and 95% confidence interval).
+
+time = max arrival step over destinations; traffic = link traversals; additional traffic =
+traffic − destinations; cv = population SD / mean of the destinations' arrival steps (seed 004
+§4.2.2); jitter = SD over repetitions of one node's arrival (steps and wall clock).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from coordinator.plan import Multicast, Plan
+from coordinator.records import Arrival, RawRun
+
+__all__ = ["ci95", "jitter", "multicast_metrics", "summarise", "t_critical"]
+
+# two-sided 95% Student t critical values for df = 1..30
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_critical(df: int) -> float:
+    if df < 1:
+        return math.nan
+    if df <= 30:
+        return _T95[df - 1]
+    # Cornish-Fisher style expansion around the normal quantile, good to 3 decimals above 30
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def ci95(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and the 95% confidence interval of the mean (Student t)."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return {"mean": None, "ci95": [None, None], "n": 0}
+    mean = statistics.fmean(vals)
+    if len(vals) < 2:
+        return {"mean": mean, "ci95": [mean, mean], "n": len(vals)}
+    half = t_critical(len(vals) - 1) * statistics.stdev(vals) / math.sqrt(len(vals))
+    return {"mean": mean, "ci95": [mean - half, mean + half], "n": len(vals)}
+
+
+def _cv(steps: Sequence[int]) -> float | None:
+    if not steps:
+        return None
+    mean = statistics.fmean(steps)
+    return statistics.pstdev(steps) / mean if mean else 0.0
+
+
+def multicast_metrics(plan: Plan, raw: RawRun, trace: bool = False) -> list[dict[str, Any]]:
+    """One record per multicast in the ``--json`` shape."""
+    by_mc: dict[int, list[Arrival]] = defaultdict(list)
+    for a in raw.arrivals:
+        by_mc[a.mc].append(a)
+    links_by_mc: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    if trace:
+        topo = plan.topology
+        for mc, node, port, step in sorted(raw.trace, key=lambda e: (e[0], e[3], e[1], e[2])):
+            to = topo.neighbour(node, port)
+            links_by_mc[mc].append({"from": list(node), "to": list(to) if to else None, "step": step})
+    out = []
+    for m in plan.multicasts:
+        out.append(_one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None))
+    return out
+
+
+def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[dict[str, Any]] | None) -> dict[str, Any]:
+    dests = set(m.destinations)
+    first: dict[tuple[int, int], Arrival] = {}
+    duplicates = stray = 0
+    for a in sorted(arrivals, key=lambda a: (a.step, a.node)):
+        if a.node not in dests:
+            stray += 1
+        elif a.node in first:
+            duplicates += 1
+        else:
+            first[a.node] = a
+    steps = [a.step for a in first.values()]
+    inj = raw.injected.get(m.id)
+    recs = []
+    for d in m.destinations:
+        a = first.get(d)
+        if a is None:
+            continue
+        wall = None
+        if inj is not None and a.wall_ns is not None and a.host == inj[1]:
+            wall = a.wall_ns - inj[0]
+        recs.append({"node": list(d), "step": a.step, "hops": a.hops, "startups": a.startups, "wall_ns": wall})
+    traffic = raw.traffic.get(m.id, 0)
+    rec: dict[str, Any] = {
+        "id": m.id,
+        "algorithm": m.algorithm,
+        "source": list(m.source),
+        "destinations": [list(d) for d in m.destinations],
+        "time": max(steps) if len(steps) == len(dests) else None,
+        "traffic": traffic,
+        "distinct_links": len(raw.links.get(m.id, ())),
+        "additional_traffic": traffic - len(dests),
+        "mean_arrival": statistics.fmean(steps) if steps else None,
+        "cv": _cv(steps),
+        "missing": [list(d) for d in m.destinations if d not in first],
+        "duplicates": duplicates,
+        "stray": stray,
+        "arrivals": recs,
+    }
+    if links is not None:
+        rec["links"] = links
+    return rec
+
+
+SUMMARY_FIELDS = ("time", "traffic", "additional_traffic", "mean_arrival", "cv")
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and 95% CI of each metric over ``records``."""
+    recs = list(records)
+    return {f: ci95([r[f] for r in recs if r[f] is not None]) for f in SUMMARY_FIELDS}
+
+
+def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per node, SD over repetitions of the same multicast of its arrival step and wall latency."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        key = (r["algorithm"], tuple(r["source"]), tuple(tuple(d) for d in r["destinations"]))
+        groups[key].append(r)
+    out = []
+    for (alg, src, _), recs in groups.items():
+        if len(recs) < 2:
+            continue
+        per_node: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        for r in recs:
+            for a in r["arrivals"]:
+                per_node[tuple(a["node"])].append(a)  # type: ignore[index]
+        for node, arr in sorted(per_node.items()):
+            walls = [a["wall_ns"] for a in arr if a["wall_ns"] is not None]
+            out.append(
+                {
+                    "algorithm": alg,
+                    "source": list(src),
+                    "node": list(node),
+                    "repetitions": len(arr),
+                    "step_sd": statistics.pstdev([a["step"] for a in arr]),
+                    "wall_ns_mean": statistics.fmean(walls) if walls else None,
+                    "wall_ns_sd": statistics.pstdev(walls) if len(walls) > 1 else None,
+                }
+            )
+    return out

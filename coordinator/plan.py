@@ -1,0 +1,148 @@
+"""Injection plans: which multicasts start where, when, with which algorithm; validated up front.
+
+Every user input is checked here before anything starts, and a bad one raises
+:class:`PlanError` with a message that names it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.routing import UnknownAlgorithm, registry
+from node.routing.base import PlanError
+from node.topology import Coord, Topology, TopologyError
+
+__all__ = ["Multicast", "Plan", "PlanError", "explicit", "random_plan", "validate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Multicast:
+    """One multicast of a plan."""
+
+    id: int
+    algorithm: str
+    source: Coord
+    destinations: tuple[Coord, ...]
+    step: int = 0
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.id,
+            self.algorithm,
+            list(self.source),
+            [list(d) for d in self.destinations],
+            self.step,
+            dict(self.params),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    topology: Topology
+    multicasts: tuple[Multicast, ...]
+
+    @property
+    def last_step(self) -> int:
+        return max((m.step for m in self.multicasts), default=0)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "plan", "last_step": self.last_step, "multicasts": [m.to_wire() for m in self.multicasts]}
+
+
+def check_algorithm(name: str, topology: Topology) -> None:
+    try:
+        alg = registry.get(name)
+    except UnknownAlgorithm as exc:
+        raise PlanError(str(exc)) from None
+    why = alg.unsupported(topology)
+    if why:
+        raise PlanError(why)
+
+
+def validate(topology: Topology, algorithm: str, source: Coord, destinations: Sequence[Coord]) -> tuple[Coord, ...]:
+    """Check one multicast; return its destinations as a tuple of coordinates."""
+    check_algorithm(algorithm, topology)
+    try:
+        src = topology.check(source, "source")
+        dests = tuple(topology.check(d, "destination") for d in destinations)
+    except TopologyError as exc:
+        raise PlanError(str(exc)) from None
+    if not dests:
+        raise PlanError("a multicast needs at least one destination")
+    if src in dests:
+        raise PlanError(f"destination ({src[0]},{src[1]}) is the source itself")
+    seen: set[Coord] = set()
+    for d in dests:
+        if d in seen:
+            raise PlanError(f"destination ({d[0]},{d[1]}) is listed twice")
+        seen.add(d)
+    return dests
+
+
+def explicit(
+    topology: Topology,
+    algorithms: Sequence[str],
+    source: Coord,
+    destinations: Sequence[Coord],
+    repeat: int = 1,
+    params: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The same multicast ``repeat`` times for each algorithm."""
+    if repeat < 1:
+        raise PlanError(f"--repeat must be at least 1, got {repeat}")
+    dests = ()
+    for a in algorithms:
+        dests = validate(topology, a, source, destinations)
+    mcs = []
+    for a in algorithms:
+        for _ in range(repeat):
+            mcs.append(Multicast(len(mcs), a, tuple(source), dests, 0, dict(params or {})))  # type: ignore[arg-type]
+    return Plan(topology, tuple(mcs))
+
+
+def random_plan(
+    topology: Topology,
+    algorithms: Sequence[str],
+    k: int | Sequence[int],
+    repeat: int = 1,
+    seed: int = 1,
+    source: Coord | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> Plan:
+    """``repeat`` destination sets of each size in ``k`` (uniform, seeded), shared by every algorithm.
+
+    The source is ``source`` or, if None, drawn uniformly for each set. Each algorithm gets the
+    very same sets, as the seed papers compared them.
+    """
+    ks = [k] if isinstance(k, int) else list(k)
+    if repeat < 1:
+        raise PlanError(f"--repeat must be at least 1, got {repeat}")
+    for a in algorithms:
+        check_algorithm(a, topology)
+    if source is not None:
+        try:
+            source = topology.check(source, "source")
+        except TopologyError as exc:
+            raise PlanError(str(exc)) from None
+    for kk in ks:
+        if not 1 <= kk <= topology.size - 1:
+            raise PlanError(
+                f"cannot pick {kk} destinations on {topology.spec}: between 1 and {topology.size - 1}"
+            )
+    rng = random.Random(seed)
+    nodes = list(topology.nodes())
+    sets: list[tuple[Coord, tuple[Coord, ...]]] = []
+    for kk in ks:
+        for _ in range(repeat):
+            src = source if source is not None else rng.choice(nodes)
+            others = [n for n in nodes if n != src]
+            sets.append((src, tuple(rng.sample(others, kk))))
+    mcs: list[Multicast] = []
+    for a in algorithms:
+        for src, dests in sets:
+            mcs.append(Multicast(len(mcs), a, src, dests, 0, dict(params or {})))
+    return Plan(topology, tuple(mcs))

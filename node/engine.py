@@ -1,0 +1,259 @@
+"""The port discipline of one node, sans-IO: queues, one-port / all-port, isolated / shared.
+
+The actor feeds it arrivals and asks it what to send at each step; it calls the routing rules
+and keeps the node's records. Nothing here awaits, so the same engine runs under any runtime.
+
+Step t at a node (lockstep):
+1. packets sent to it at t-1 join its input buffer (canonical port order);
+2. multicasts injected here at t run ``prepare`` and queue their sends;
+3. it takes in packets from the input buffer — all under all-port, one per step under
+   one-port — and runs ``forward`` on each (a delivery is recorded at step t);
+4. it sends: one packet in total under one-port, one per output link under all-port.
+Under ``isolated`` contention each multicast has its own buffers and port capacity; under
+``shared`` all multicasts share them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from node.routing import Registry, UnknownAlgorithm
+from node.routing.base import HeaderError
+from node.topology import PORTS, Coord, Topology
+from node.wire import Packet
+
+__all__ = ["CONTENTIONS", "PORT_MODELS", "Delivery", "Engine", "Injection", "NodeError"]
+
+PORT_MODELS: Final = ("one-port", "all-port")
+CONTENTIONS: Final = ("isolated", "shared")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A packet delivered at this node: multicast, logical step, hops, start-ups, wall clock."""
+
+    mc: int
+    step: int
+    hops: int
+    startups: int
+    wall_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """Something dropped at this node, with its kind and cause (reported, never raised)."""
+
+    kind: str
+    cause: str
+    mc: int | None = None
+
+
+@dataclass(slots=True)
+class _Queued:
+    port: str
+    mc: int
+    alg: str
+    header: Any
+    hops: int
+    startups: int
+
+
+@dataclass(slots=True)
+class _Domain:
+    """Buffers of one contention domain (one multicast when isolated, all when shared)."""
+
+    inbox: deque[Packet] = field(default_factory=deque)
+    out: dict[str, deque[_Queued]] = field(default_factory=dict)
+    # free clock: next step at which the input / each output can be used
+    in_free: int = 0
+    out_free: dict[str, int] = field(default_factory=dict)
+
+    def queued(self) -> int:
+        return len(self.inbox) + sum(len(q) for q in self.out.values())
+
+
+@dataclass(slots=True)
+class Injection:
+    mc: int
+    alg: str
+    destinations: list[Coord]
+    params: Mapping[str, Any]
+    step: int = 0
+
+
+class Engine:
+    """One node's buffers and port discipline; deterministic given its inputs."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        here: Coord,
+        registry: Registry,
+        *,
+        port_model: str = "one-port",
+        contention: str = "isolated",
+        hop_limit: int | None = None,
+        trace: bool = False,
+        clock_ns: Any = None,
+    ) -> None:
+        if port_model not in PORT_MODELS:
+            raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
+        if contention not in CONTENTIONS:
+            raise ValueError(f"unknown contention {contention!r}: use one of {', '.join(CONTENTIONS)}")
+        self.topology = topology
+        self.here = here
+        self.registry = registry
+        self.one_port = port_model == "one-port"
+        self.isolated = contention == "isolated"
+        self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
+        self.trace = trace
+        self._clock = clock_ns
+        self._ports = topology.ports(here)
+        self._domains: dict[int, _Domain] = {}
+        self.deliveries: list[Delivery] = []
+        self.errors: list[NodeError] = []
+        self.injected: dict[int, int] = {}
+        self.traffic: dict[int, int] = {}
+        self.links_used: dict[int, set[str]] = {}
+        self.link_trace: list[tuple[int, str, int]] = []
+        self.sent = 0
+        self.received = 0
+        self.peak_queue = 0
+
+    # -- helpers -----------------------------------------------------------------------
+    def _now(self) -> int:
+        return int(self._clock()) if self._clock is not None else 0
+
+    def _domain(self, mc: int) -> _Domain:
+        key = mc if self.isolated else 0
+        d = self._domains.get(key)
+        if d is None:
+            d = self._domains[key] = _Domain()
+        return d
+
+    def busy(self) -> bool:
+        return any(d.queued() for d in self._domains.values())
+
+    def error(self, kind: str, cause: str, mc: int | None = None) -> None:
+        self.errors.append(NodeError(kind, cause, mc))
+
+    def _queue(self, dom: _Domain, item: _Queued) -> None:
+        key = "*" if self.one_port else item.port
+        q = dom.out.get(key)
+        if q is None:
+            q = dom.out[key] = deque()
+        q.append(item)
+
+    def _enqueue_sends(
+        self, dom: _Domain, mc: int, alg: str, sends: Iterable[tuple[str, Any]], hops: int, startups: int
+    ) -> list[_Queued]:
+        items = []
+        for port, header in sends:
+            if port not in self._ports:
+                self.error("bad-send", f"rule {alg!r} sent on {port!r}, not a link of {self.here}", mc)
+                continue
+            items.append(_Queued(port, mc, alg, header, hops, startups))
+        return items
+
+    # -- inputs ------------------------------------------------------------------------
+    def _prepare(self, inj: Injection) -> tuple[_Domain, list[_Queued]]:
+        dom = self._domain(inj.mc)
+        try:
+            algorithm = self.registry.get(inj.alg)
+            sends = algorithm.prepare(self.topology, self.here, inj.destinations, inj.params)
+        except (UnknownAlgorithm, ValueError, TypeError, KeyError, IndexError) as exc:
+            self.error("bad-injection", f"{type(exc).__name__}: {exc}", inj.mc)
+            return dom, []
+        self.injected[inj.mc] = self._now()
+        return dom, self._enqueue_sends(dom, inj.mc, inj.alg, sends, 1, 1)
+
+    def inject(self, inj: Injection) -> None:
+        """Lockstep: start multicast ``inj`` here (the source) at this step."""
+        dom, items = self._prepare(inj)
+        for it in items:
+            self._queue(dom, it)
+
+    def receive(self, packet: Packet) -> None:
+        """A packet arrived (lockstep): it waits in the input buffer for the next step."""
+        self.received += 1
+        self._domain(packet.mc).inbox.append(packet)
+
+    def _take_in(self, packet: Packet, step: int) -> list[_Queued]:
+        """Run the rule on one packet taken in at ``step``; return the sends it produced."""
+        if packet.hops > self.hop_limit:
+            self.error("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", packet.mc)
+            return []
+        try:
+            algorithm = self.registry.get(packet.alg)
+            fwd = algorithm.forward(self.topology, self.here, packet.header)
+        except UnknownAlgorithm as exc:
+            self.error("unknown-algorithm", str(exc), packet.mc)
+            return []
+        except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            self.error("bad-header", f"{packet.alg}: {type(exc).__name__}: {exc}", packet.mc)
+            return []
+        if fwd.deliver:
+            self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
+        startups = packet.startups + (1 if fwd.startup else 0)
+        return self._enqueue_sends(
+            self._domain(packet.mc), packet.mc, packet.alg, fwd.sends, packet.hops + 1, startups
+        )
+
+    def _emit(self, item: _Queued, step: int) -> tuple[str, Packet]:
+        self.sent += 1
+        self.traffic[item.mc] = self.traffic.get(item.mc, 0) + 1
+        self.links_used.setdefault(item.mc, set()).add(item.port)
+        if self.trace:
+            self.link_trace.append((item.mc, item.port, step))
+        return item.port, Packet(item.mc, item.alg, item.header, item.hops, item.startups, step)
+
+    # -- lockstep ----------------------------------------------------------------------
+    def step(self, t: int) -> list[tuple[str, Packet]]:
+        """Do step ``t`` (arrivals and injections already given); return what goes out now."""
+        out: list[tuple[str, Packet]] = []
+        for key in sorted(self._domains):
+            dom = self._domains[key]
+            n_in = 1 if self.one_port else len(dom.inbox)
+            for _ in range(min(n_in, len(dom.inbox))):
+                for it in self._take_in(dom.inbox.popleft(), t):
+                    self._queue(dom, it)
+            self.peak_queue = max(self.peak_queue, dom.queued())
+            if self.one_port:
+                q = dom.out.get("*")
+                if q:
+                    out.append(self._emit(q.popleft(), t))
+            else:
+                for p in PORTS:
+                    q = dom.out.get(p)
+                    if q:
+                        out.append(self._emit(q.popleft(), t))
+            if not dom.queued():
+                del self._domains[key]
+        return out
+
+    # -- free clock --------------------------------------------------------------------
+    def _schedule_free(self, dom: _Domain, items: Sequence[_Queued], ready: int) -> list[tuple[str, Packet]]:
+        out = []
+        for it in items:
+            key = "*" if self.one_port else it.port
+            t = max(ready, dom.out_free.get(key, 0))
+            dom.out_free[key] = t + 1
+            out.append(self._emit(it, t))
+        return out
+
+    def inject_free(self, inj: Injection) -> list[tuple[str, Packet]]:
+        """Free clock: inject now; sends leave at once with their logical send steps."""
+        dom, items = self._prepare(inj)
+        return self._schedule_free(dom, items, inj.step)
+
+    def receive_free(self, packet: Packet) -> list[tuple[str, Packet]]:
+        """Free clock: take a packet in at once (Lamport time) and return its sends."""
+        self.received += 1
+        dom = self._domain(packet.mc)
+        arrival = packet.sent + 1
+        t = max(arrival, dom.in_free) if self.one_port else arrival
+        dom.in_free = t + 1
+        return self._schedule_free(dom, self._take_in(packet, t), t)

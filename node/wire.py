@@ -1,0 +1,177 @@
+"""msgpack frames on links and control messages, decoded strictly.
+
+Link frames are msgpack arrays tagged by their first element:
+
+* ``["S", step, last_busy, [packet, ...]]`` — lockstep: one per link per step (maybe empty);
+* ``["P", packet]`` — free clock: one data packet;
+* ``["H", token, [x, y]]`` — the first frame of a TCP link: who is calling, for which run.
+
+A packet is ``[mc, algorithm, header, hops, startups, sent_step]``. Decoding never raises:
+it returns a frame or a :class:`WireError` naming the cause, so a bad frame from a peer
+becomes a counted, reported event instead of an exception that kills the node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from node.topology import Coord
+
+__all__ = [
+    "MAX_FRAME",
+    "HelloFrame",
+    "LinkFrame",
+    "Packet",
+    "PacketFrame",
+    "StepFrame",
+    "WireError",
+    "decode_control",
+    "decode_link",
+    "encode_control",
+    "encode_link",
+]
+
+MAX_FRAME: Final = 8 * 1024 * 1024
+"""Largest frame a link or control channel accepts, in bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireError:
+    """A frame that could not be decoded or validated, with its cause."""
+
+    cause: str
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _int(v: object, what: str, lo: int = 0) -> int:
+    if type(v) is not int or v < lo:
+        raise _Invalid(f"{what} must be an integer >= {lo}, got {v!r:.40}")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """One data packet: multicast id, algorithm, routing header, hops, start-ups, send step."""
+
+    mc: int
+    alg: str
+    header: Any
+    hops: int
+    startups: int
+    sent: int
+
+    def to_wire(self) -> list[Any]:
+        return [self.mc, self.alg, self.header, self.hops, self.startups, self.sent]
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Packet:
+        if not isinstance(obj, list) or len(obj) != 6:
+            raise _Invalid(f"packet must be a 6-element array, got {obj!r:.60}")
+        mc, alg, header, hops, startups, sent = obj
+        if not isinstance(alg, str) or not alg:
+            raise _Invalid(f"packet algorithm must be a non-empty string, got {alg!r:.40}")
+        return cls(
+            _int(mc, "packet multicast id"),
+            alg,
+            header,
+            _int(hops, "packet hops", 1),
+            _int(startups, "packet start-ups", 1),
+            _int(sent, "packet send step"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepFrame:
+    """Lockstep: what one node sent one neighbour at ``step`` and the latest busy step it knows."""
+
+    step: int
+    last_busy: int
+    packets: tuple[Packet, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PacketFrame:
+    """Free clock: a single packet."""
+
+    packet: Packet
+
+
+@dataclass(frozen=True, slots=True)
+class HelloFrame:
+    """First frame on a TCP link: the run token and the caller's coordinates."""
+
+    token: str
+    node: Coord
+
+
+LinkFrame = StepFrame | PacketFrame | HelloFrame
+
+
+def encode_link(frame: LinkFrame) -> bytes:
+    if isinstance(frame, StepFrame):
+        obj: list[Any] = ["S", frame.step, frame.last_busy, [p.to_wire() for p in frame.packets]]
+    elif isinstance(frame, PacketFrame):
+        obj = ["P", frame.packet.to_wire()]
+    else:
+        obj = ["H", frame.token, list(frame.node)]
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(data: bytes) -> Any:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _Invalid(f"frame must be bytes, got {type(data).__name__}")
+    if len(data) > MAX_FRAME:
+        raise _Invalid(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated types for garbage
+        raise _Invalid(f"not msgpack ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_link(obj: Any) -> LinkFrame:
+    if not isinstance(obj, list) or not obj:
+        raise _Invalid(f"link frame must be a tagged array, got {obj!r:.60}")
+    tag = obj[0]
+    if tag == "S" and len(obj) == 4:
+        step = _int(obj[1], "step")
+        busy = _int(obj[2], "last busy step", -1)
+        if not isinstance(obj[3], list):
+            raise _Invalid("step frame packets must be an array")
+        return StepFrame(step, busy, tuple(Packet.from_wire(p) for p in obj[3]))
+    if tag == "P" and len(obj) == 2:
+        return PacketFrame(Packet.from_wire(obj[1]))
+    if tag == "H" and len(obj) == 3:
+        node = obj[2]
+        if not (isinstance(obj[1], str) and isinstance(node, list) and len(node) == 2):
+            raise _Invalid("hello frame must be ['H', token, [x, y]]")
+        return HelloFrame(obj[1], (_int(node[0], "x"), _int(node[1], "y")))
+    raise _Invalid(f"unknown link frame tag {tag!r:.20} with {len(obj)} fields")
+
+
+def decode_link(data: bytes) -> LinkFrame | WireError:
+    """Decode one link frame, or say why it is not one."""
+    try:
+        return _decode_link(_unpack(data))
+    except _Invalid as exc:
+        return WireError(str(exc))
+
+
+def encode_control(msg: dict[str, Any]) -> bytes:
+    return msgpack.packb(msg, use_bin_type=True)
+
+
+def decode_control(data: bytes) -> dict[str, Any] | WireError:
+    """Decode a control message: a map with a string ``type``."""
+    try:
+        obj = _unpack(data)
+    except _Invalid as exc:
+        return WireError(str(exc))
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        return WireError(f"control message must be a map with a 'type', got {obj!r:.60}")
+    return obj
