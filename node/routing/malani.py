@@ -267,7 +267,8 @@ def diag_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
     x, y, x, y… (x first) while both offsets are non-zero, then straight. Every other
     destination leaves the trunk by one straight segment: upward from the trunk's last node in
     its column if it lies above the trunk, otherwise rightward from the trunk's last node in
-    its row. All paths are monotone, hence shortest.
+    its row. All paths are monotone, hence shortest. The source computes the tree (per
+    quadrant or zone) and the headers carry it.
     """
     tree = _Tree(width, height)
     ds = set(dests)
@@ -308,7 +309,7 @@ def dist_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
 
     Destinations in increasing distance from the origin (ties smallest (x, y)); each joins the
     tree by an XY path (x first) from the nearest tree node (ties smallest (x, y)). Paths from
-    the origin need not be shortest.
+    the origin need not be shortest. The source computes the tree and the headers carry it.
     """
     tree = _Tree(width, height)
     for d in sorted(set(dests), key=lambda d: (d[0] + d[1], d)):
@@ -323,7 +324,8 @@ def pair_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
     Repeatedly A = remaining destination with minimum x (ties min y), B = the one with minimum
     y (ties min x); I = (x_A, y_B) joins by an XY path from the nearest tree node with
     x <= x_I and y <= y_I (ties smallest (x, y)); A and B hang off I by straight paths. Every
-    step is +x or +y, so every destination is reached by a shortest path.
+    step is +x or +y, so every destination is reached by a shortest path. The source computes
+    the tree and the headers carry it.
     """
     tree = _Tree(width, height)
     rest = _Remaining(tree, dests)
@@ -340,6 +342,7 @@ def min_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
     The first pair as PAIR (I = (x_A, y_B) from the origin, then A and B off I); then
     alternately the remaining destination with minimum x (ties min y) and the one with minimum
     y (ties min x), each joining by an XY path from the nearest tree node (ties smallest (x, y)).
+    Paths from the origin need not be shortest. The source computes the tree; headers carry it.
     """
     tree = _Tree(width, height)
     rest = _Remaining(tree, dests)
@@ -367,7 +370,7 @@ def _zoned_prepare(
 def diag_prepare(
     topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
 ) -> list[Send]:
-    """DIAG tree (quadrants on the mesh, zones on the torus), computed here, carried in headers."""
+    """DIAG (a reconstruction) tree in quadrants (mesh) or zones (torus), carried in headers."""
     return _zoned_prepare(topology, source, destinations, diag_edges)
 
 
