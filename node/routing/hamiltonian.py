@@ -57,16 +57,14 @@ def lmn_route(topology: Topology, u: Coord, v: Coord) -> str | None:
     lu, lv = snake_label(topology, u), snake_label(topology, v)
     if lu == lv:
         return None
-    best: tuple[int, str] | None = None
-    for port, n in topology.neighbours(u).items():
-        ln = snake_label(topology, n)
-        if lu < lv and ln <= lv and (best is None or ln > best[0]):
-            best = (ln, port)
-        elif lu > lv and ln >= lv and (best is None or ln < best[0]):
-            best = (ln, port)
-    # The snake neighbour ℓ(u)±1 always qualifies, so a step exists and is strictly monotone.
-    assert best is not None
-    return best[1]
+    up = lu < lv
+    fits = [
+        (snake_label(topology, n), port)
+        for port, n in topology.neighbours(u).items()
+        if (snake_label(topology, n) <= lv if up else snake_label(topology, n) >= lv)
+    ]
+    # The snake neighbour ℓ(u)±1 always fits, so a step exists and is strictly monotone.
+    return (max(fits) if up else min(fits))[1]
 
 
 def xy_route(topology: Topology, u: Coord, v: Coord) -> str | None:

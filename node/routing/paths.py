@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send
+from node.routing.base import Algorithm, Forward, Header, Params, Send
 from node.routing.hamiltonian import (
     Route,
     check_destinations,
     encode_path,
-    first_send,
     lmn_route,
     path_forward,
     path_hops,
@@ -81,7 +80,9 @@ def dp_paths(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[
     return [_r_path(topology, source, ds, lmn_route) for ds in dp_split(topology, source, dests) if ds]
 
 
-def dp_prepare(topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params) -> list[Send]:
+def dp_prepare(
+    topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
+) -> list[Send]:
     """Dual-path: the high path and the low path, longest first."""
     dests = check_destinations(topology, source, destinations)
     return order_paths(topology, source, dp_paths(topology, source, dests), lmn_route)
@@ -92,7 +93,9 @@ def dp_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     return path_forward(topology, here, header, lmn_route, "path destination list")
 
 
-def mp_split(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[tuple[str | None, list[Coord]]]:
+def mp_split(
+    topology: Topology, source: Coord, dests: Sequence[Coord]
+) -> list[tuple[str | None, list[Coord]]]:
     """MP's sets as (forced first port or None for R's own choice, destinations in DP order).
 
     Reconstruction (seed 004 §4.1.2 says only that D_u and D_l are each split in two and sent
@@ -138,7 +141,9 @@ def mp_paths(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[
     return paths
 
 
-def mp_prepare(topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params) -> list[Send]:
+def mp_prepare(
+    topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
+) -> list[Send]:
     """Multipath: up to four R-routed paths leaving by distinct ports, longest first."""
     dests = check_destinations(topology, source, destinations)
     return order_paths(topology, source, mp_paths(topology, source, dests), lmn_route)
@@ -168,7 +173,9 @@ def cp_split(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[
     return out
 
 
-def cp_prepare(topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params) -> list[Send]:
+def cp_prepare(
+    topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
+) -> list[Send]:
     """Column-path: at most two XY-routed messages per column, longest first."""
     dests = check_destinations(topology, source, destinations)
     paths = [_r_path(topology, source, ds, xy_route) for ds in cp_split(topology, source, dests)]
@@ -178,12 +185,6 @@ def cp_prepare(topology: Topology, source: Coord, destinations: Sequence[Coord],
 def cp_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     """Deliver at the head, pop it, route on dimension-ordered (XY)."""
     return path_forward(topology, here, header, xy_route, "column-path destination list")
-
-
-def _no_params(name: str, params: Params) -> None:
-    """Refuse parameters a rule does not take, so a typo is not silently ignored."""
-    if params:
-        raise PlanError(f"algorithm {name!r} takes no parameters, got {', '.join(sorted(params))}")
 
 
 ALGORITHMS: tuple[Algorithm, ...] = (
