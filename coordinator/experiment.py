@@ -25,6 +25,14 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
         from coordinator.inprocess import run_inprocess
 
         return await run_inprocess(plan, settings, progress)
+    if settings.runtime == "processes":
+        from coordinator.processes import run_processes
+
+        return await run_processes(plan, settings, progress)
+    if settings.runtime == "containers":
+        from coordinator.containers import run_containers
+
+        return await run_containers(plan, settings, progress)
     if settings.runtime == "model":
         return await trio.to_thread.run_sync(run_model, plan, settings)
     raise ValueError(f"runtime {settings.runtime!r} is not available in this build")

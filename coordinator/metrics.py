@@ -72,11 +72,13 @@ def multicast_metrics(plan: Plan, raw: RawRun, trace: bool = False) -> list[dict
     return out
 
 
-def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _one(
+    m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     dests = set(m.destinations)
     first: dict[tuple[int, int], Arrival] = {}
     duplicates = stray = 0
-    for a in sorted(arrivals, key=lambda a: (a.step, a.node)):
+    for a in sorted(arrivals, key=lambda r: (r.step, r.node)):
         if a.node not in dests:
             stray += 1
         elif a.node in first:
@@ -87,13 +89,16 @@ def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[dict[st
     inj = raw.injected.get(m.id)
     recs = []
     for d in m.destinations:
-        a = first.get(d)
-        if a is None:
+        hit = first.get(d)
+        if hit is None:
             continue
+        a = hit
         wall = None
         if inj is not None and a.wall_ns is not None and a.host == inj[1]:
             wall = a.wall_ns - inj[0]
-        recs.append({"node": list(d), "step": a.step, "hops": a.hops, "startups": a.startups, "wall_ns": wall})
+        recs.append(
+            {"node": list(d), "step": a.step, "hops": a.hops, "startups": a.startups, "wall_ns": wall}
+        )
     traffic = raw.traffic.get(m.id, 0)
     rec: dict[str, Any] = {
         "id": m.id,
@@ -138,7 +143,7 @@ def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         per_node: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for r in recs:
             for a in r["arrivals"]:
-                per_node[tuple(a["node"])].append(a)  # type: ignore[index]
+                per_node[tuple(a["node"])].append(a)
         for node, arr in sorted(per_node.items()):
             walls = [a["wall_ns"] for a in arr if a["wall_ns"] is not None]
             out.append(

@@ -55,7 +55,9 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
             if topo.neighbour(node, port) is None:
                 raw.errors.append({"node": list(node), "kind": "bad-send", "cause": port, "mc": mc})
                 continue
-            out.setdefault("*" if one_port else port, deque()).append((port, [mc, alg, _wire(header), hops, st]))
+            out.setdefault("*" if one_port else port, deque()).append(
+                (port, [mc, alg, _wire(header), hops, st])
+            )
 
     last_busy = plan.last_step
     t = 0
@@ -86,8 +88,17 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
                         continue
                     try:
                         fwd = registry.get(alg_name).forward(topo, node, header)
-                    except (UnknownAlgorithm, HeaderError, ValueError, TypeError, KeyError, IndexError) as exc:
-                        raw.errors.append({"node": list(node), "kind": "bad-header", "cause": str(exc), "mc": mc})
+                    except (
+                        UnknownAlgorithm,
+                        HeaderError,
+                        ValueError,
+                        TypeError,
+                        KeyError,
+                        IndexError,
+                    ) as exc:
+                        raw.errors.append(
+                            {"node": list(node), "kind": "bad-header", "cause": str(exc), "mc": mc}
+                        )
                         continue
                     if fwd.deliver:
                         raw.arrivals.append(Arrival(mc, node, t, hops, st))

@@ -50,7 +50,11 @@ class Plan:
         return max((m.step for m in self.multicasts), default=0)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": "plan", "last_step": self.last_step, "multicasts": [m.to_wire() for m in self.multicasts]}
+        return {
+            "type": "plan",
+            "last_step": self.last_step,
+            "multicasts": [m.to_wire() for m in self.multicasts],
+        }
 
 
 def check_algorithm(name: str, topology: Topology) -> None:
@@ -63,7 +67,9 @@ def check_algorithm(name: str, topology: Topology) -> None:
         raise PlanError(why)
 
 
-def validate(topology: Topology, algorithm: str, source: Coord, destinations: Sequence[Coord]) -> tuple[Coord, ...]:
+def validate(
+    topology: Topology, algorithm: str, source: Coord, destinations: Sequence[Coord]
+) -> tuple[Coord, ...]:
     """Check one multicast; return its destinations as a tuple of coordinates."""
     check_algorithm(algorithm, topology)
     try:
@@ -94,10 +100,10 @@ def explicit(
     """The same multicast ``repeat`` times for each algorithm."""
     if repeat < 1:
         raise PlanError(f"--repeat must be at least 1, got {repeat}")
-    dests = ()
+    dests: tuple[Coord, ...] = ()
     for a in algorithms:
         dests = validate(topology, a, source, destinations)
-    mcs = []
+    mcs: list[Multicast] = []
     for a in algorithms:
         for _ in range(repeat):
             mcs.append(Multicast(len(mcs), a, tuple(source), dests, 0, dict(params or {})))  # type: ignore[arg-type]

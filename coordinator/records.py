@@ -28,6 +28,8 @@ class RunSettings:
     trace: bool = False
     seed: int = 1
     runtime: str = "in-process"
+    broker: str | None = None
+    run_dir: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +102,17 @@ class Collector:
                 self.raw.hosts[node] = str(msg.get("host", ""))
             elif kind == "report":
                 for mc, step, hops, startups, wall in msg.get("arrivals", []):
-                    self.raw.arrivals.append(Arrival(int(mc), node, int(step), int(hops), int(startups), wall, host))
+                    self.raw.arrivals.append(
+                        Arrival(int(mc), node, int(step), int(hops), int(startups), wall, host)
+                    )
                     if node in self._dest_sets.get(int(mc), ()):
                         self._reached.add((int(mc), node))
                 for kind_, cause, mc in msg.get("errors", []):
                     self.raw.errors.append({"node": list(node), "kind": kind_, "cause": cause, "mc": mc})
             elif kind == "error":
-                self.raw.errors.append({"node": list(node), "kind": "control", "cause": str(msg.get("cause"))})
+                self.raw.errors.append(
+                    {"node": list(node), "kind": "control", "cause": str(msg.get("cause"))}
+                )
             elif kind == "done":
                 self.done.add(node)
                 self.raw.node_status[node] = str(msg.get("status", "ok"))

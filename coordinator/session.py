@@ -131,7 +131,9 @@ class Session:
                 await self._free_until_quiescent(nodes)
         raw.wall_s = time.perf_counter() - t0
         if budget.cancelled_caught:
-            raw.incomplete.append(f"wall-clock budget of {self.settings.wall_budget:g} s ran out while {phase}")
+            raw.incomplete.append(
+                f"wall-clock budget of {self.settings.wall_budget:g} s ran out while {phase}"
+            )
         if self.collector.done != nodes:
             await self.broadcast(encode_control({"type": "stop"}))
             with trio.move_on_after(STOP_GRACE):
@@ -139,7 +141,8 @@ class Session:
             silent = sorted(nodes - self.collector.done)
             if silent:
                 raw.incomplete.append(
-                    "no final report from " + ", ".join(f"({x},{y})" for x, y in silent[:20])
+                    "no final report from "
+                    + ", ".join(f"({x},{y})" for x, y in silent[:20])
                     + (f" and {len(silent) - 20} more" if len(silent) > 20 else "")
                 )
         for n, status in sorted(raw.node_status.items()):

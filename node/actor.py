@@ -21,7 +21,8 @@ import trio
 
 from node.engine import Engine, Injection
 from node.links import Control, Link
-from node.routing import Registry, registry as default_registry
+from node.routing import Registry
+from node.routing import registry as default_registry
 from node.topology import PORTS, Coord, Topology
 from node.wire import (
     LinkFrame,
@@ -98,6 +99,13 @@ def quiescent(step: int, last_busy: int, diameter: int) -> bool:
     return step - last_busy > diameter
 
 
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
+
+
 def _packets_by_port(sends: list[tuple[str, Any]]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for port, pkt in sends:
@@ -132,6 +140,7 @@ class Node:
         self._pending_errors = 0
         self._consumed: dict[str, int] = {}
         self._step = -1
+        self._closed: set[str] = set()
         self._stopped = False
 
     # -- control -----------------------------------------------------------------------
@@ -197,8 +206,8 @@ class Node:
                     nursery.start_soon(self._free, assign, links, injections)
                     await self._until_stop()
                 nursery.cancel_scope.cancel()
-        except NodeAborted as exc:
-            status = str(exc)
+        except* NodeAborted as group:
+            status = "; ".join(str(e) for e in _leaves(group))
             self.engine.error("aborted", status)
             self.log(f"aborted: {status}")
         finally:
@@ -274,7 +283,11 @@ class Node:
             raise NodeAborted(f"link {port} is down ({type(exc).__name__})") from None
 
     async def _lockstep(
-        self, assign: Assignment, links: dict[str, Link], injections: dict[int, list[Injection]], last_inj: int
+        self,
+        assign: Assignment,
+        links: dict[str, Link],
+        injections: dict[int, list[Injection]],
+        last_inj: int,
     ) -> None:
         """Run steps until global quiescence or the step budget (the last step is ``_step``)."""
         engine = self.engine
@@ -298,21 +311,24 @@ class Node:
             sends = engine.step(t)
             if was_busy or sends:
                 last_busy = max(last_busy, t)
+            if quiescent(t, last_busy, diameter) or t >= assign.max_steps:
+                return  # every node stops at this same step: nobody needs our frame for it
             by_port = _packets_by_port(sends)
             for p in ports:
                 await self._transmit(links, p, StepFrame(t, last_busy, tuple(by_port.get(p, ()))))
             if len(engine.deliveries) >= REPORT_BATCH or len(engine.errors) > self._pending_errors:
                 await self._flush()
-            if quiescent(t, last_busy, diameter) or t >= assign.max_steps:
-                return
             t += 1
 
     async def _step_frame(self, pending: dict[str, dict[int, StepFrame]], port: str, step: int) -> StepFrame:
         """The frame ``port``'s neighbour sent at ``step``; other frames wait in ``pending``."""
         while step not in pending[port]:
+            if port in self._closed:
+                raise NodeAborted(f"link {port} closed before step {step + 1}")
             got_port, frame = await self._inbox_rx.receive()
             if frame is None:
-                raise NodeAborted(f"link {got_port} closed before step {step + 1}")
+                self._closed.add(got_port)
+                continue
             if isinstance(frame, WireError):
                 self._bad_frame(got_port, frame.cause)
             elif not isinstance(frame, StepFrame):
@@ -324,7 +340,9 @@ class Node:
         self._consumed[port] = step + 1
         return pending[port].pop(step)
 
-    async def _free(self, assign: Assignment, links: dict[str, Link], injections: dict[int, list[Injection]]) -> None:
+    async def _free(
+        self, assign: Assignment, links: dict[str, Link], injections: dict[int, list[Injection]]
+    ) -> None:
         """Free clock: inject, then forward every packet as soon as it arrives."""
         engine = self.engine
         assert engine is not None
@@ -358,7 +376,9 @@ class Node:
         e.deliveries.clear()
         self._pending_errors = len(e.errors)
         if arrivals or errors:
-            await self._send({"type": "report", "node": list(self.here), "arrivals": arrivals, "errors": errors})
+            await self._send(
+                {"type": "report", "node": list(self.here), "arrivals": arrivals, "errors": errors}
+            )
 
     async def _done(self, last_step: int, status: str) -> None:
         e = self.engine

@@ -8,8 +8,9 @@ reference model can share it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Iterator
+from typing import Final
 
 __all__ = [
     "PORTS",
@@ -90,8 +91,8 @@ class Topology:
             isinstance(c, tuple)
             and len(c) == 2
             and all(type(v) is int for v in c)
-            and 0 <= c[0] < self.cols  # type: ignore[operator]
-            and 0 <= c[1] < self.rows  # type: ignore[operator]
+            and 0 <= c[0] < self.cols
+            and 0 <= c[1] < self.rows
         )
 
     def check(self, c: Coord, what: str = "node") -> Coord:

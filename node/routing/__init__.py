@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+from collections.abc import Iterator
 from importlib import metadata
 from types import ModuleType
 
@@ -70,7 +70,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
-    def __iter__(self) -> Iterable[Algorithm]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Algorithm]:
         return iter(sorted(self._by_name.values(), key=lambda a: (a.family, a.name)))
 
     def names(self) -> list[str]:

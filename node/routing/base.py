@@ -83,7 +83,7 @@ class Algorithm:
 def check_port(port: object) -> str:
     if port not in PORTS:
         raise HeaderError(f"unknown port {port!r} in header")
-    return port  # type: ignore[return-value]
+    return str(port)
 
 
 def as_coord(value: object, topology: Topology, what: str = "coordinate") -> Coord:

@@ -63,9 +63,13 @@ def order_children(
 
 
 def _port_to(topology: Topology, a: Coord, b: Coord) -> str:
-    for p, n in topology.neighbours(a).items():
-        if n == b:
-            return p
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    if topology.is_torus:  # wrap-around steps: offsets of ±(side - 1)
+        dx = (dx + 1) % topology.cols - 1
+        dy = (dy + 1) % topology.rows - 1
+    port = {(1, 0): "+x", (-1, 0): "-x", (0, 1): "+y", (0, -1): "-y"}.get((dx, dy))
+    if port is not None:
+        return port
     raise ValueError(f"{a} and {b} are not neighbours in {topology.spec}")
 
 

@@ -80,15 +80,16 @@ def zone_of(topology: Topology, source: Coord, c: Coord) -> tuple[Zone, Coord]:
     raise AssertionError(f"{c} lies in no zone of {source}")  # the zones partition the network
 
 
-def zoned_tree(
-    topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule
-) -> Children:
+def zoned_tree(topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule) -> Children:
     """Run ``rule`` in each zone with destinations and join the zone trees at their origins."""
     zs = zones(topology, source)
     local: dict[int, list[Coord]] = {z.number: [] for z in zs}
     for d in destinations:
-        z, loc = zone_of(topology, source, d)
-        local[z.number].append(loc)
+        for z in zs:
+            loc = z.frame.to_local(topology, d)
+            if loc is not None:
+                local[z.number].append(loc)
+                break
     edges: list[tuple[Coord, Coord]] = []
     needed = {1: bool(local[1]), 2: bool(local[2] or local[4]), 3: bool(local[3]), 4: bool(local[4])}
     for z in zs:

@@ -1,0 +1,63 @@
+"""The port discipline without any I/O."""
+
+from node.engine import Engine, Injection
+from node.routing import registry
+from node.topology import Topology
+from node.wire import Packet
+
+T = Topology.parse("mesh:4x4")
+
+
+def test_one_port_sends_one_packet_per_step() -> None:
+    e = Engine(T, (0, 0), registry, port_model="one-port")
+    e.inject(Injection(0, "unicast", [(3, 0), (0, 3), (2, 2)], {}))
+    sent = [e.step(t) for t in range(4)]
+    assert [len(s) for s in sent] == [1, 1, 1, 0]
+    # farthest first: (2,2) is 4 away, then (3,0), (0,3) at 3 (tie: smaller coordinate first)
+    assert [s[0][1].header for s in sent[:3]] == [[2, 2], [0, 3], [3, 0]]
+    assert [s[0][1].sent for s in sent[:3]] == [0, 1, 2]
+
+
+def test_all_port_sends_on_every_port_at_once() -> None:
+    e = Engine(T, (1, 1), registry, port_model="all-port")
+    e.inject(Injection(0, "unicast", [(3, 1), (0, 1), (1, 3), (1, 0)], {}))
+    assert sorted(p for p, _ in e.step(0)) == ["+x", "+y", "-x", "-y"]
+
+
+def test_one_port_takes_in_one_packet_per_step_when_shared() -> None:
+    e = Engine(T, (1, 1), registry, port_model="one-port", contention="shared")
+    for mc in range(3):
+        e.receive(Packet(mc, "unicast", [1, 1], 1, 1, 0))
+    steps = [e.step(t) for t in (1, 2, 3)]
+    assert [d.step for d in e.deliveries] == [1, 2, 3]
+    assert all(s == [] for s in steps)
+
+
+def test_isolated_multicasts_do_not_wait_for_each_other() -> None:
+    e = Engine(T, (1, 1), registry, port_model="one-port", contention="isolated")
+    for mc in range(3):
+        e.receive(Packet(mc, "unicast", [1, 1], 1, 1, 0))
+    e.step(1)
+    assert [d.step for d in e.deliveries] == [1, 1, 1]
+
+
+def test_bad_input_is_recorded_not_raised() -> None:
+    e = Engine(T, (1, 1), registry, hop_limit=5)
+    e.receive(Packet(0, "nope", [1, 1], 1, 1, 0))
+    e.receive(Packet(1, "unicast", "garbage", 1, 1, 0))
+    e.receive(Packet(2, "unicast", [1, 1], 6, 1, 0))
+    e.receive(Packet(3, "vh", [[9, 9]], 1, 1, 0))
+    for t in range(1, 6):
+        e.step(t)
+    kinds = sorted(x.kind for x in e.errors)
+    assert kinds == ["bad-header", "bad-header", "hop-limit", "unknown-algorithm"]
+    assert not e.deliveries
+
+
+def test_free_clock_schedules_one_port_sends_in_order() -> None:
+    e = Engine(T, (0, 0), registry, port_model="one-port")
+    out = e.inject_free(Injection(0, "unicast", [(3, 0), (0, 3)], {}, step=0))
+    assert [p.sent for _, p in out] == [0, 1]
+    f = Engine(T, (1, 0), registry, port_model="one-port")
+    f.receive_free(Packet(0, "unicast", [1, 0], 1, 1, 4))
+    assert f.deliveries[0].step == 5
