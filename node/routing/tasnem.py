@@ -72,6 +72,7 @@ from node.topology import Coord, Topology
 __all__ = [
     "ALGORITHMS",
     "Label",
+    "Packet",
     "check_plan",
     "dest_prep",
     "divide_dest1",
@@ -86,6 +87,8 @@ __all__ = [
 
 Label = Callable[[Coord], int]
 """A node labelling: Q or its mirror Q'."""
+Packet = tuple[list[Coord], int, int]
+"""What the source's ``SendS`` hands its router: (D, d_x, d_y)."""
 
 
 def q_label(topology: Topology, c: Coord) -> int:
@@ -166,7 +169,7 @@ def check_plan(topology: Topology, source: Coord, destinations: Sequence[Coord],
     return out
 
 
-def dest_prep(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[tuple[list[Coord], int, int]]:
+def dest_prep(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[Packet]:
     """Fig. 2: the source's (D, d_x, d_y) packets, D1's first; empty lists are not sent."""
     m, n = topology.cols, topology.rows
     x_s, y_s = source
@@ -178,10 +181,8 @@ def dest_prep(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list
         d1, d2 = divide_dest1(dests, (x_s, y_s), (m - 1, y_s + half), q)
     else:  # Case 2 (item 2); row -1 is read as the start of the labels (item 7)
         d_y = -1
-        d1, d2 = divide_dest1(dests, (0, max(y_s - half, 0)), (x_s, y_s), q)
-        if y_s - half < 0:
-            d1, d2 = [d for d in dests if q(d) <= q(source)], [d for d in dests if q(d) > q(source)]
-    packets: list[tuple[list[Coord], int, int]] = []
+        d1, d2 = divide_dest1(dests, (0, max(y_s - half, 0)), (x_s, y_s), q)  # Q(0, 0) = 0
+    packets: list[Packet] = []
     for group, dy in ((d1, d_y), (d2, -d_y)):  # steps 3 and 4
         if group:
             packets.append((group, d_x * dy, dy))  # a d_y = -1 packet leaves with -d_x (item 3)
