@@ -1,5 +1,6 @@
-"""A tiny centralised walker for routing rules (tests only): follows every packet hop by hop.
+"""Test helpers for routing rules: a tiny centralised walker, hypothesis cases, shared checks.
 
+The walker follows every packet hop by hop.
 It mirrors the engine's bookkeeping: a packet leaves the source with hops = 1 and start-ups = 1;
 a delivery records the packet's hops and start-ups; the sends of a ``forward`` with
 ``startup=True`` carry one more start-up. Headers cross a msgpack round trip, as on the wire.
@@ -13,11 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+from hypothesis import strategies as st
 
 from node.routing.base import Algorithm
+from node.routing.grouping import box
+from node.routing.hamiltonian import lmn_route, path_nodes
+from node.routing.paths import dp_split
+from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
 
-__all__ = ["Delivery", "Walk", "walk", "wire"]
+__all__ = ["Delivery", "Walk", "cases", "check_two_level", "meshes", "tori", "walk", "wire"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +93,61 @@ def walk(
         for p, h in reversed(fwd.sends):
             stack.append((nxt, p, wire(h), hops + 1, st, trail))
     return out
+
+
+# -- hypothesis cases ---------------------------------------------------------------------------
+
+meshes = st.builds(Topology, st.just("mesh"), st.integers(2, 12), st.integers(2, 12))
+tori = st.builds(Topology, st.just("torus"), st.integers(3, 12), st.integers(3, 12))
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn, topologies: st.SearchStrategy[Topology] = meshes
+) -> tuple[Topology, Coord, list[Coord]]:
+    """A topology, a source and a destination set (distinct, source excluded, maybe empty)."""
+    t = draw(topologies)
+    nodes = list(t.nodes())
+    source = draw(st.sampled_from(nodes))
+    others = [n for n in nodes if n != source]
+    return t, source, draw(st.lists(st.sampled_from(others), unique=True, max_size=min(len(others), 40)))
+
+
+# -- two-level checks ---------------------------------------------------------------------------
+
+
+def _disjoint_boxes(groups: Sequence[Sequence[Coord]]) -> bool:
+    """Are the groups' bounding sub-meshes pairwise disjoint?"""
+    boxes = [box(g) for g in groups]
+    return not any(
+        a[0] <= b[1] and b[0] <= a[1] and a[2] <= b[3] and b[2] <= a[3]
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+    )
+
+
+def check_two_level(
+    t: Topology, source: Coord, dests: list[Coord], groups: list[list[Coord]], w: Walk
+) -> None:
+    """Shared checks of a two-level multicast: partition, disjoint sub-meshes, deliveries, start-ups."""
+    assert sorted(c for g in groups for c in g) == sorted(dests)
+    assert all(groups)
+    assert _disjoint_boxes(groups)
+    assert w.delivered() == Counter(dests)
+    leaders = with_leaders(t, source, groups)
+    by_node = w.by_node()
+    for lead, members in leaders.items():
+        group = [lead, *members]
+        assert lead == min(group, key=lambda m: (t.distance(source, m), m))
+        assert by_node[lead].startups == 1
+        # a group's paths stay inside its sub-mesh (R takes shortest paths on the mesh)
+        b = box(group)
+        for ds in dp_split(t, lead, members):
+            for x, y in path_nodes(t, lead, ds, lmn_route):
+                assert b[0] <= x <= b[1] and b[2] <= y <= b[3]
+        for m in members:
+            assert by_node[m].startups in (1, 2)  # 1 only for the documented first-hop exception
+    # a leader last on its level-1 path starts its group with the exact count
+    for ds in dp_split(t, source, list(leaders)):
+        if ds:
+            assert all(by_node[m].startups == 2 for m in leaders[ds[-1]])

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from routing_walk import Walk, walk  # tests/ is not a package: pytest puts it on sys.path
 
 from node.routing import registry
 from node.routing.base import HeaderError, PlanError
@@ -24,6 +23,7 @@ from node.routing.hamiltonian import (
 )
 from node.routing.paths import cp_split, dp_split, mp_split
 from node.topology import Coord, Topology
+from tests.routing_walk import Walk, cases, meshes, tori, walk
 
 DP, MP, CP = registry.get("dp"), registry.get("mp"), registry.get("cp")
 MESH6, MESH8 = Topology.parse("mesh:6x6"), Topology.parse("mesh:8x8")
@@ -51,23 +51,6 @@ def test_r_vector_goes_up_from_1_3_toward_label_29() -> None:
     assert port == "+y" and MESH6.neighbour((1, 3), port) == (1, 4)
     assert snake_label(MESH6, (1, 4)) == 25
     assert lmn_route(MESH6, (1, 3), (1, 3)) is None
-
-
-meshes = st.builds(Topology, st.just("mesh"), st.integers(2, 12), st.integers(2, 12))
-tori = st.builds(Topology, st.just("torus"), st.integers(3, 12), st.integers(3, 12))
-
-
-@st.composite
-def cases(
-    draw: st.DrawFn, topologies: st.SearchStrategy[Topology] = meshes
-) -> tuple[Topology, Coord, list[Coord]]:
-    """A topology, a source and a destination set (distinct, source excluded, maybe empty)."""
-    t = draw(topologies)
-    nodes = list(t.nodes())
-    source = draw(st.sampled_from(nodes))
-    others = [n for n in nodes if n != source]
-    dests = draw(st.lists(st.sampled_from(others), unique=True, max_size=min(len(others), 40)))
-    return t, source, dests
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,19 +1,21 @@
 """Two-level (leader-based) path multicast, shared by the grouping rules (seed 003) and QG (seed 004).
 
-Level 1: the source sends DP paths (high and low, R-routed) through the group leaders, and the
-header carries, for each leader, the rest of its group::
+Level 1: the source sends DP paths (high and low, R-routed) through the group leaders; the
+header carries, for each leader, the rest of its group. Level 2: a leader at the head of that
+list delivers, pops it, routes the level-1 path on, and sends its group's DP paths as a new
+start-up. Three header kinds (a table, not nested guesses)::
 
-    {"leaders": [[[x, y], [[x, y], ...]], ...]}   # in path order; a leader's members may be []
+    {"leaders": [[[x, y], [[x, y], ...]], ...]}  level 1, leaders in path order (members may be [])
+    [[x, y], ...]                                 a level-2 group path (as DP's)
+    {"group": [[x, y], ...]}                      a level-2 path on its first hop, start-up pending
 
-Level 2: a leader that reaches the head of that list delivers, pops it, routes the level-1 path
-on, and sends its own group's DP paths (plain path headers ``[[x, y], ...]``) as a new start-up.
-
-Start-ups. ``Forward.startup`` applies to all of one ``forward``'s sends, so at a leader that
-both continues the level-1 path and starts its group, the continuation is counted as a new
-start-up as well: a destination reached through k leaders' nodes on the level-1 path is counted
-with up to k extra start-ups. Sends are still exact (channels, hops, order); only the start-up
-count of deliveries downstream of an intermediate leader is too high. Exact counting needs a
-per-send flag in ``Forward`` (base.py), which this module cannot change.
+Start-ups. ``Forward.startup`` marks all of one ``forward``'s sends, but a leader in the middle of
+a level-1 path sends both the level-1 continuation (no new start-up) and its group's paths (a new
+one). So: a leader with no continuation marks its own sends (exact); an intermediate leader sends
+its group paths as ``{"group": ...}`` and their first hop marks the start-up instead. Every count
+is then exact except one case: a member that is the first hop of an intermediate leader's group
+path is recorded with one start-up instead of two. A per-send start-up flag in ``Forward``
+(base.py) would remove the ``"group"`` kind and that exception.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
 ]
 
 _KEY = "leaders"
+_PENDING = "group"
 
 
 def leader_of(topology: Topology, source: Coord, members: Sequence[Coord]) -> Coord:
@@ -107,9 +110,12 @@ def _encode(entries: Sequence[tuple[Coord, Sequence[Coord]]]) -> dict[str, list[
 
 
 def two_level_forward(topology: Topology, here: Coord, header: Header) -> Forward:
-    """Level 1 (dict): pass through, or deliver as leader and start the group; level 2 (list): DP path."""
+    """Obey any of the three header kinds (see the module docstring)."""
     if isinstance(header, list):
         return path_forward(topology, here, header, lmn_route, "group path destination list")
+    if isinstance(header, dict) and set(header) == {_PENDING}:
+        fwd = path_forward(topology, here, header[_PENDING], lmn_route, "group path destination list")
+        return Forward(fwd.deliver, fwd.sends, True)
     if not isinstance(header, dict):
         raise HeaderError(
             f"expected a leader header (dict) or a group path (list), got {type(header).__name__}"
@@ -121,11 +127,10 @@ def two_level_forward(topology: Topology, here: Coord, header: Header) -> Forwar
         assert port is not None
         return Forward(False, [(port, _encode(entries))], False)
     rest = entries[1:]
-    continuation: list[Send] = []
-    if rest:
-        port = lmn_route(topology, here, rest[0][0])
-        assert port is not None  # rest[0][0] != here: repeats were refused above
-        continuation.append((port, _encode(rest)))
     group = order_paths(topology, here, dp_paths(topology, here, members), lmn_route)
-    # The level-1 worm flows on first; the leader's own start-up follows.
-    return Forward(True, continuation + group, bool(group))
+    if not rest:
+        return Forward(True, group, bool(group))
+    port = lmn_route(topology, here, rest[0][0])
+    assert port is not None  # rest[0][0] != here: repeats were refused above
+    # The level-1 worm flows on first; the group's start-up is marked one hop later.
+    return Forward(True, [(port, _encode(rest)), *((p, {_PENDING: h}) for p, h in group)], False)

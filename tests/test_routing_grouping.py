@@ -1,0 +1,180 @@
+"""Proximity grouping (grouping.py) and the two-level leader scheme it rides on (twolevel.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.routing import registry
+from node.routing.base import Algorithm, HeaderError, Params, PlanError, Send
+from node.routing.grouping import (
+    box,
+    graph_groups,
+    graph_split,
+    maximin_representatives,
+    pattern_groups,
+)
+from node.routing.twolevel import leader_of, two_level_forward, two_level_prepare, with_leaders
+from node.topology import Coord, Topology
+from tests.routing_walk import cases, check_two_level, walk
+
+GRAPH, PATTERN = registry.get("group-graph"), registry.get("group-pattern")
+MESH8 = Topology.parse("mesh:8x8")
+S8 = (2, 5)
+D8 = [(1, 6), (2, 6), (1, 7), (2, 3), (5, 2), (1, 2), (0, 2), (6, 1)]
+PAPER_GROUPS = [[(1, 6), (2, 6), (1, 7)], [(2, 3), (1, 2), (0, 2)], [(5, 2), (6, 1)]]
+
+
+def _fixed(groups: Sequence[Sequence[Coord]]) -> Algorithm:
+    """A two-level rule over given groups (to test the routing apart from the grouping)."""
+
+    def prepare(t: Topology, s: Coord, d: Sequence[Coord], p: Params) -> list[Send]:
+        return two_level_prepare(t, s, groups)
+
+    return Algorithm("fixed", "test", prepare, two_level_forward)
+
+
+def _norm(groups: Sequence[Sequence[Coord]]) -> set[frozenset[Coord]]:
+    return {frozenset(g) for g in groups}
+
+
+# -- the seed 003 vector ------------------------------------------------------------------------
+
+
+def test_paper_groups_cost_15_channels_through_the_paper_leaders() -> None:
+    # seed 003 Fig. 3: leaders (2,6), (2,3), (5,2); 15 channels in all.
+    assert set(with_leaders(MESH8, S8, PAPER_GROUPS)) == {(2, 6), (2, 3), (5, 2)}
+    w = walk(_fixed(PAPER_GROUPS), MESH8, S8, D8)
+    assert w.channels == 15
+    assert w.delivered() == Counter(D8)
+    starts = {d.node: d.startups for d in w.deliveries}
+    assert starts == {(2, 6): 1, (2, 3): 1, (5, 2): 1, (1, 6): 2, (1, 7): 2, (1, 2): 2, (0, 2): 2, (6, 1): 2}
+
+
+def test_graph_grouping_on_the_seed_003_example_our_reading() -> None:
+    # The paper cuts first along y = 4 ("weight 93, maximum"). With Manhattan weights the y ≥ 4 cut
+    # crosses 97 and the y ≥ 3 cut 100, so the maximum-weight rule cuts at y ≥ 3 instead.
+    weight, dim, d1, _ = graph_split(D8)
+    assert (weight, dim) == (100, 1)
+    assert set(d1) == {(1, 6), (2, 6), (1, 7), (2, 3)}
+    # The paper's second cut (of its D2) is reproduced: x ≥ 3..5, weight 32.
+    weight2, dim2, e1, _ = graph_split([(2, 3), (5, 2), (1, 2), (0, 2), (6, 1)])
+    assert (weight2, dim2, set(e1)) == (32, 0, {(5, 2), (6, 1)})
+    groups = graph_groups(D8, 0.5)
+    assert _norm(groups) == _norm([[(2, 3), (2, 6)], [(1, 6), (1, 7)], [(5, 2), (6, 1)], [(0, 2), (1, 2)]])
+    w = walk(GRAPH, MESH8, S8, D8, {"T": 0.5})
+    assert w.delivered() == Counter(D8)
+    assert w.channels == 20  # paper: 15, with its grouping (test above)
+
+
+def test_pattern_grouping_finds_the_paper_groups_on_the_seed_003_example() -> None:
+    assert _norm(pattern_groups(D8)) == _norm(PAPER_GROUPS)
+    assert walk(PATTERN, MESH8, S8, D8).channels == 15
+
+
+def test_graph_threshold_stops_on_density() -> None:
+    dense = [(0, 0), (1, 0), (0, 1)]  # 3 of a 2×2 box
+    assert graph_groups(dense, 0.75) == [sorted(dense)]
+    assert len(graph_groups(dense, 0.8)) == 2
+    assert graph_groups([], 0.5) == []
+
+
+def test_maximin_representatives_and_the_new_cluster_rule() -> None:
+    # seed 003 §3.2's first three representatives: (0,0), then (7,2), then (3,5)
+    assert maximin_representatives([(0, 0), (7, 2), (3, 5), (1, 1), (6, 2), (3, 4)]) == [
+        (0, 0),
+        (7, 2),
+        (3, 5),
+    ]
+    # (6,3) is nearest (6,5) but growing that sub-mesh would overlap (2,0)'s: it opens a group
+    d = [(2, 0), (3, 3), (3, 5), (6, 3), (6, 5)]
+    assert maximin_representatives(d) == [(2, 0), (6, 5)]
+    assert pattern_groups(d) == [[(2, 0), (3, 3)], [(3, 5), (6, 5)], [(6, 3)]]
+
+
+# -- properties --------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.sampled_from([0.25, 0.5, 0.8, 1.0]))
+def test_graph_grouping_properties(case: tuple[Topology, Coord, list[Coord]], threshold: float) -> None:
+    t, source, dests = case
+    groups = graph_groups(dests, threshold)
+    for g in groups:
+        b = box(g)
+        assert len(g) == 1 or len(g) / ((b[1] - b[0] + 1) * (b[3] - b[2] + 1)) >= threshold
+    check_two_level(t, source, dests, groups, walk(GRAPH, t, source, dests, {"T": threshold}))
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_pattern_grouping_properties(case: tuple[Topology, Coord, list[Coord]]) -> None:
+    t, source, dests = case
+    groups = pattern_groups(dests)
+    reps = maximin_representatives(dests)
+    assert len(groups) >= len(reps)
+    check_two_level(t, source, dests, groups, walk(PATTERN, t, source, dests))
+
+
+# -- headers and parameters --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        (7, "expected a leader header"),
+        ({"leaders": []}, "at least one leader"),
+        ({"leaders": [[[1, 1], []]], "x": 1}, "leader header must be"),
+        ({"leaders": [[1, 1, 1]]}, "not a \\[leader, members\\] pair"),
+        ({"leaders": [[[9, 9], []]]}, "bad leader"),
+        ({"leaders": [[[1, 1], [[1, 1]]]]}, "appears twice"),
+        ({"leaders": [[[1, 1], "x"]]}, "must be a list"),
+        ({"group": []}, "empty"),
+        ({"group": [[1, 1]], "leaders": []}, "leader header must be"),
+        ([], "empty"),
+    ],
+)
+def test_malformed_two_level_headers(header: Any, match: str) -> None:
+    for alg in (GRAPH, PATTERN):
+        with pytest.raises(HeaderError, match=match):
+            alg.forward(MESH8, (1, 1), header)
+
+
+def test_leader_forward_continues_and_defers_its_start_up() -> None:
+    # (1,1) leads [(1,2)] and the path goes on to (3,3): continuation first, group one hop later
+    fwd = two_level_forward(MESH8, (1, 1), {"leaders": [[[1, 1], [[1, 2]]], [[3, 3], []]]})
+    assert fwd.deliver and not fwd.startup
+    assert fwd.sends[0][1] == {"leaders": [[[3, 3], []]]}
+    assert fwd.sends[1] == ("+y", {"group": [[1, 2]]})
+    # the last leader marks its own start-up
+    fwd = two_level_forward(MESH8, (3, 3), {"leaders": [[[3, 3], [[4, 3]]]]})
+    assert fwd == (True, [("+x", [[4, 3]])], True)
+    # a pending group path marks the start-up at its first hop
+    assert two_level_forward(MESH8, (1, 2), {"group": [[1, 2]]}) == (True, [], True)
+
+
+def test_leader_is_the_member_nearest_the_source() -> None:
+    assert leader_of(MESH8, (0, 0), [(3, 3), (1, 5), (5, 1)]) == (1, 5)  # ties: smallest (x, y)
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, 1.5, float("nan"), float("inf"), "abc", True, None, [0.5]])
+def test_bad_threshold_is_a_plan_error(bad: object) -> None:
+    with pytest.raises(PlanError, match="T="):
+        GRAPH.prepare(MESH8, S8, D8, {"T": bad})
+
+
+def test_threshold_default_and_text() -> None:
+    assert GRAPH.prepare(MESH8, S8, D8, {}) == GRAPH.prepare(MESH8, S8, D8, {"T": "0.5"})
+
+
+def test_mesh_only() -> None:
+    torus = Topology.parse("torus:8x8")
+    for alg in (GRAPH, PATTERN):
+        assert alg.unsupported(torus) is not None
+        with pytest.raises(PlanError, match="mesh only"):
+            alg.prepare(torus, S8, D8, {})
