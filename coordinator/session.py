@@ -121,7 +121,7 @@ class Session:
             await self._gather("hello", nodes)
             phase = "waiting for nodes to open their links"
             await self._gather("ready", nodes)
-            await self.broadcast(encode_control(self.plan.to_wire()))
+            await self._send_plan(nodes)
             await self.broadcast(encode_control({"type": "start"}))
             t0 = time.perf_counter()
             phase = "running"
@@ -151,6 +151,15 @@ class Session:
         if raw.last_step >= self.settings.max_steps and self.settings.clock == "lockstep":
             raw.incomplete.append(f"step budget of {self.settings.max_steps} steps ran out")
         return raw
+
+    async def _send_plan(self, nodes: set[Coord]) -> None:
+        """Each node gets the injections it sources (and when the last one is), before start."""
+        mine: dict[Coord, list[Any]] = {n: [] for n in nodes}
+        for m in self.plan.multicasts:
+            mine.setdefault(m.source, []).append(m.to_wire())
+        for n in sorted(nodes):
+            msg = {"type": "plan", "last_step": self.plan.last_step, "multicasts": mine[n]}
+            await self.send_to(n, encode_control(msg))
 
     async def _free_until_quiescent(self, nodes: set[Coord]) -> None:
         """Free clock: probe counters until two probes in a row agree and sent == received."""

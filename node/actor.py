@@ -138,9 +138,7 @@ class Node:
         )
         self._pending_reports: list[list[Any]] = []
         self._pending_errors = 0
-        self._consumed: dict[str, int] = {}
         self._step = -1
-        self._closed: set[str] = set()
         self._stopped = False
 
     # -- control -----------------------------------------------------------------------
@@ -184,8 +182,9 @@ class Node:
         status = "ok"
         try:
             async with self.open_links(assign) as links, trio.open_nursery() as nursery:
-                for port, link in links.items():
-                    nursery.start_soon(self._reader, port, link)
+                if assign.clock != "lockstep":  # lockstep reads each link in step order itself
+                    for port, link in links.items():
+                        nursery.start_soon(self._reader, port, link)
                 await self._send({"type": "ready", "node": list(self.here)})
                 task_status.started()
                 self.log("links up, ready")
@@ -293,7 +292,6 @@ class Node:
         engine = self.engine
         assert engine is not None
         ports = [p for p in PORTS if p in links]
-        pending: dict[str, dict[int, StepFrame]] = {p: {} for p in ports}
         diameter = assign.topology.diameter
         last_busy = last_inj
         t = 0
@@ -301,7 +299,7 @@ class Node:
             self._step = t
             if t > 0:
                 for p in ports:
-                    frame = await self._step_frame(pending, p, t - 1)
+                    frame = await self._step_frame(links, p, t - 1)
                     last_busy = max(last_busy, frame.last_busy)
                     for pkt in frame.packets:
                         engine.receive(pkt)
@@ -320,25 +318,28 @@ class Node:
                 await self._flush()
             t += 1
 
-    async def _step_frame(self, pending: dict[str, dict[int, StepFrame]], port: str, step: int) -> StepFrame:
-        """The frame ``port``'s neighbour sent at ``step``; other frames wait in ``pending``."""
-        while step not in pending[port]:
-            if port in self._closed:
-                raise NodeAborted(f"link {port} closed before step {step + 1}")
-            got_port, frame = await self._inbox_rx.receive()
-            if frame is None:
-                self._closed.add(got_port)
-                continue
+    async def _step_frame(self, links: dict[str, Link], port: str, step: int) -> StepFrame:
+        """The frame ``port``'s neighbour sent at ``step``: the next good frame on that link.
+
+        A link is FIFO, so lockstep reads it directly, in step order; anything else that
+        arrives on it is reported and skipped.
+        """
+        while True:
+            try:
+                data = await links[port].receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
+                raise NodeAborted(f"link {port} closed before step {step + 1}") from None
+            frame = decode_link(data)
             if isinstance(frame, WireError):
-                self._bad_frame(got_port, frame.cause)
+                self._bad_frame(port, frame.cause)
             elif not isinstance(frame, StepFrame):
-                self._bad_frame(got_port, f"{type(frame).__name__} in a lockstep run")
-            elif frame.step < self._consumed.get(got_port, 0) or frame.step in pending[got_port]:
-                self._bad_frame(got_port, f"duplicate or stale frame for step {frame.step}")
+                self._bad_frame(port, f"{type(frame).__name__} in a lockstep run")
+            elif frame.step != step:
+                self._bad_frame(port, f"frame for step {frame.step} where step {step} was due")
+                if frame.step > step:
+                    raise NodeAborted(f"link {port} skipped step {step}")
             else:
-                pending[got_port][frame.step] = frame
-        self._consumed[port] = step + 1
-        return pending[port].pop(step)
+                return frame
 
     async def _free(
         self, assign: Assignment, links: dict[str, Link], injections: dict[int, list[Injection]]

@@ -1,0 +1,133 @@
+"""A live node fed malformed frames and bad headers keeps forwarding and reports each error."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgpack
+import trio
+
+from node.actor import Assignment, Node
+from node.links import Link, MemoryControl, memory_link_pair
+from node.wire import Packet, StepFrame, decode_control, decode_link, encode_control, encode_link
+
+
+def _assign(**over: Any) -> dict[str, Any]:
+    msg = {
+        "type": "assign", "run": "t", "topology": "mesh:3x1", "node": [1, 0], "port_model": "one-port",
+        "contention": "isolated", "clock": "lockstep", "hop_limit": None, "max_steps": 50, "trace": False,
+    }  # fmt: skip
+    msg.update(over)
+    return msg
+
+
+async def test_node_survives_bad_input_and_keeps_forwarding() -> None:
+    west_node, west_test = memory_link_pair()
+    east_node, east_test = memory_link_pair()
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
+    to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
+
+    @asynccontextmanager
+    async def opener(_: Assignment) -> AsyncIterator[dict[str, Link]]:
+        try:
+            yield {"-x": west_node, "+x": east_node}
+        finally:
+            await west_node.aclose()
+            await east_node.aclose()
+
+    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener)
+
+    async def recv() -> dict[str, Any]:
+        msg = decode_control(await to_coord_rx.receive())
+        assert isinstance(msg, dict)
+        return msg
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node.run)
+            assert (await recv())["type"] == "hello"
+            to_node_tx.send_nowait(b"\xc1 not msgpack")  # bad control message: reported, skipped
+            to_node_tx.send_nowait(encode_control(_assign(contention="shared")))
+            msgs = [await recv(), await recv()]
+            assert {m["type"] for m in msgs} == {"error", "ready"}
+            to_node_tx.send_nowait(encode_control({"type": "plan", "last_step": 0, "multicasts": []}))
+            to_node_tx.send_nowait(encode_control({"type": "start"}))
+
+            good = Packet(7, "unicast", [2, 0], 1, 1, 0)
+            bad_header = Packet(8, "unicast", "nowhere", 1, 1, 0)
+            unknown = Packet(9, "warp-drive", [2, 0], 1, 1, 0)
+            await west_test.send(b"\x93\x01")  # truncated msgpack
+            await west_test.send(msgpack.packb(["S", "zero", 0, []]))  # wrong type
+            await west_test.send(encode_link(StepFrame(0, 0, (bad_header, unknown, good))))
+            await east_test.send(encode_link(StepFrame(0, 0, ())))
+            forwarded = None
+            east_frames = 0
+            for t in range(1, 30):  # play both neighbours until the node stops by itself
+                try:
+                    f = decode_link(await east_test.receive())
+                    await west_test.receive()
+                except trio.EndOfChannel:
+                    break
+                assert isinstance(f, StepFrame)
+                east_frames += 1
+                if f.packets:
+                    forwarded = (f.step, f.packets)
+                await west_test.send(encode_link(StepFrame(t, 0, ())))
+                await east_test.send(encode_link(StepFrame(t, 0, ())))
+            # the good packet left on +x; under one-port it waited behind the two bad ones
+            assert forwarded is not None
+            step, packets = forwarded
+            assert [p.mc for p in packets] == [7]
+            assert packets[0].hops == 2
+            reports = []
+            while True:
+                m = await recv()
+                reports.append(m)
+                if m["type"] == "done":
+                    break
+            nursery.cancel_scope.cancel()
+    errors = [e for m in reports if m["type"] == "report" for e in m["errors"]]
+    kinds = sorted(e[0] for e in errors)
+    assert kinds == ["bad-frame", "bad-frame", "bad-header", "unknown-algorithm"]
+    causes = " | ".join(e[1] for e in errors)
+    assert "not msgpack" in causes and "step must be" in causes and "warp-drive" in causes
+    assert reports[-1]["status"] == "ok"
+    assert step == 3  # taken in at steps 1, 2, 3 (one-port input), forwarded at once
+    assert east_frames == 3 + 2 + 1  # busy until step 3, then quiescent after the diameter (2)
+
+
+async def test_node_reports_a_dead_link_instead_of_hanging() -> None:
+    west_node, west_test = memory_link_pair()
+    east_node, east_test = memory_link_pair()
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
+    to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
+
+    @asynccontextmanager
+    async def opener(_: Assignment) -> AsyncIterator[dict[str, Link]]:
+        try:
+            yield {"-x": west_node, "+x": east_node}
+        finally:
+            await west_node.aclose()
+            await east_node.aclose()
+
+    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node.run)
+            await to_coord_rx.receive()
+            to_node_tx.send_nowait(encode_control(_assign()))
+            await to_coord_rx.receive()
+            to_node_tx.send_nowait(encode_control({"type": "plan", "last_step": 0, "multicasts": []}))
+            to_node_tx.send_nowait(encode_control({"type": "start"}))
+            await east_test.aclose()  # the east neighbour dies
+            await west_test.send(encode_link(StepFrame(0, 0, ())))
+            done = None
+            while done is None:
+                m = decode_control(await to_coord_rx.receive())
+                assert isinstance(m, dict)
+                if m["type"] == "done":
+                    done = m
+    assert "link +x" in done["status"]
