@@ -109,15 +109,17 @@ def mp_split(
     xs = source[0]
     even = source[1] % 2 == 0
 
-    def east(d: Coord) -> bool:
+    def ahead(d: Coord) -> bool:
+        """Is d on the side the source's row runs toward larger labels (a high path's row side)?"""
         return d[0] > xs if even else d[0] < xs
 
-    def west(d: Coord) -> bool:
+    def behind(d: Coord) -> bool:
+        """Is d on the side the source's row runs toward smaller labels (a low path's row side)?"""
         return d[0] < xs if even else d[0] > xs
 
     row_up, row_down = ("+x", "-x") if even else ("-x", "+x")
     out: list[tuple[str | None, list[Coord]]] = []
-    for ds, along, col, in_row in ((high, row_up, "+y", east), (low, row_down, "-y", west)):
+    for ds, along, col, in_row in ((high, row_up, "+y", ahead), (low, row_down, "-y", behind)):
         side = [d for d in ds if in_row(d)]
         rest = [d for d in ds if not in_row(d)]
         if side and rest:
