@@ -1,4 +1,7 @@
-"""TASNEM (node/routing/tasnem.py): a hand-checked walk, odd-row fixes, headers, properties."""
+"""Seed 001: TASNEM (node/routing/tasnem.py) and its comparators HCM, T2W, Uniform (torus_paths.py).
+
+Hand-checked walks, the odd-row readings, header and plan errors, and properties over random tori.
+"""
 
 from __future__ import annotations
 
@@ -25,9 +28,11 @@ from node.routing.tasnem import (
     q_label,
     r_row,
 )
+from node.routing.torus_paths import cycle_label, hcm_route, hcm_split, uniform_split
 from node.topology import Coord, Topology
 
 TASNEM = registry.get("tasnem")
+HCM, T2W, UNIFORM = registry.get("hcm"), registry.get("t2w"), registry.get("uniform")
 T6 = Topology.parse("torus:6x6")
 T4x5 = Topology.parse("torus:4x5")
 
@@ -275,8 +280,8 @@ def torus_multicasts(draw: st.DrawFn) -> tuple[Topology, Coord, list[Coord]]:
     nodes = list(t.nodes())
     source = draw(st.sampled_from(nodes))
     others = [c for c in nodes if c != source]
-    dests = draw(st.lists(st.sampled_from(others), unique=True, max_size=len(others)))
-    return t, source, dests
+    order = draw(st.permutations(others))
+    return t, source, order[: draw(st.integers(0, len(others)))]
 
 
 @settings(max_examples=150, deadline=None)
@@ -294,3 +299,179 @@ def test_tasnem_reaches_every_destination_once(case: tuple[Topology, Coord, list
         assert 1 <= len(ports) <= 2 and len(set(ports)) == len(ports)
     for node, hops, _ in w.deliveries:
         assert hops >= t.distance(source, node)
+
+
+@pytest.mark.parametrize("name", ["hcm", "t2w", "uniform"])
+@settings(max_examples=120, deadline=None)
+@given(case=torus_multicasts())
+def test_comparators_reach_every_destination_once(
+    name: str, case: tuple[Topology, Coord, list[Coord]]
+) -> None:
+    t, source, dests = case
+    w = run_walk(registry.get(name), t, source, dests)
+    assert w.delivered() == Counter(dests)
+    assert all(s <= 2 for _, _, s in w.deliveries)
+    first = registry.get(name).prepare(t, source, dests, {})
+    assert len({p for p, _ in first}) == len(first)  # one message per source port
+    if name == "uniform":
+        up, down = uniform_split(t, source, dests)
+        assert len(up) - len(down) in (0, 1)
+    if name == "t2w":  # the source row is served by the main path, at the first start-up
+        assert all(s == 1 for n, _, s in w.deliveries if n[1] == source[1])
+
+
+@pytest.mark.parametrize("name", ["tasnem", "hcm", "t2w", "uniform"])
+@pytest.mark.parametrize("spec", ["torus:3x3", "torus:4x5", "torus:5x4", "torus:7x7", "torus:12x9"])
+def test_broadcast_reaches_everyone_once(name: str, spec: str) -> None:
+    t = Topology.parse(spec)
+    for source in [(0, 0), (t.cols - 1, t.rows // 2), (t.cols // 2, t.rows - 1)]:
+        others = [c for c in t.nodes() if c != source]
+        w = run_walk(registry.get(name), t, source, others)
+        assert w.delivered() == Counter(others)
+
+
+# -- the comparators (torus_paths.py) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec", ["torus:3x3", "torus:4x5", "torus:5x5", "torus:6x6", "torus:7x4", "torus:8x3"]
+)
+def test_cycle_label_is_a_hamiltonian_cycle(spec: str) -> None:
+    t = Topology.parse(spec)
+    by_label = {cycle_label(t, c): c for c in t.nodes()}
+    assert sorted(by_label) == list(range(t.size))
+    for i in range(t.size):
+        assert t.distance(by_label[i], by_label[(i + 1) % t.size]) == 1
+
+
+def _network_ports(node: Coord, high: bool) -> set[str]:
+    """The two ports of ``node`` in the high network (rows in the snake direction, columns up) or
+    in the low network (both reversed)."""
+    s = 1 if high else -1
+    row = (1 if node[1] % 2 == 0 else -1) * s
+    return {"+x" if row > 0 else "-x", "+y" if high else "-y"}
+
+
+@pytest.mark.parametrize("spec", ["torus:3x3", "torus:4x5", "torus:6x6", "torus:5x4"])
+@pytest.mark.parametrize("high", [True, False])
+def test_hcm_route_stays_in_its_network(spec: str, high: bool) -> None:
+    t = Topology.parse(spec)
+    for u in t.nodes():
+        for v in t.nodes():
+            here, hops = u, 0
+            while (port := hcm_route(t, here, v, high)) is not None:
+                assert port in _network_ports(here, high)
+                nxt = t.neighbour(here, port)
+                assert nxt is not None
+                here, hops = nxt, hops + 1
+                assert hops <= t.cols + t.rows - 2
+            assert here == v
+
+
+# Hand-checked on the 6×6 torus, source (2,1) (Q as in the TASNEM example above; K = 36).
+
+
+def test_uniform_example() -> None:
+    # cycle offsets from Q(2,1)=9: (0,1) 2, (4,2) 7, (3,5) 23, (5,0) 32 → up [(0,1),(4,2)],
+    # down [(5,0),(3,5)]. Up: (1,1),(0,1)*,(0,2),(1,2),(2,2),(3,2),(4,2)* = 7 hops. Down: R picks
+    # (3,1),(4,1),(5,1),(5,0)*, then the wrap-around (0,0) (5 labels down), (0,5),(1,5),(2,5),(3,5)* = 9.
+    d = [(0, 1), (4, 2), (5, 0), (3, 5)]
+    assert uniform_split(T6, (2, 1), d) == ([(0, 1), (4, 2)], [(5, 0), (3, 5)])
+    assert _wire(UNIFORM.prepare(T6, (2, 1), d, {})) == [
+        ["+x", ["down", [[5, 0], [3, 5]]]],
+        ["-x", ["up", [[0, 1], [4, 2]]]],
+    ]
+    fwd = UNIFORM.forward(T6, (5, 0), ["down", [[5, 0], [3, 5]]])
+    assert fwd.deliver and _wire(fwd.sends) == [["+x", ["down", [[3, 5]]]]]
+    w = run_walk(UNIFORM, T6, (2, 1), d)
+    assert w.hops() == {(0, 1): 2, (4, 2): 7, (5, 0): 4, (3, 5): 9}
+    assert (w.traffic, w.latency) == (16, 9)
+
+
+def test_hcm_example() -> None:
+    # ahead of Q(2,1)=9: (0,1) 2, (4,2) 7, (1,3) 13 are high (<= 18); (4,4) 19, (3,5) 23, (5,0) 32
+    # are low, visited (5,0), (3,5), (4,4). Row 1 is odd: the snake's forward side is x < 2.
+    d = [(0, 1), (4, 2), (1, 3), (4, 4), (5, 0), (3, 5)]
+    assert hcm_split(T6, (2, 1), d) == {
+        "h1": [(0, 1), (1, 3)],
+        "h2": [(4, 2)],
+        "l1": [(5, 0), (3, 5), (4, 4)],
+        "l2": [],
+    }
+    # l1: +x (3,1),(4,1),(5,1),(5,0)*,(4,0),(3,0),(3,5)*,(4,5),(4,4)* = 9; h1: -x (1,1),(0,1)*,
+    # (0,2),(1,2),(1,3)* = 5; h2: +y (2,2),(3,2),(4,2)* = 3. Longest first.
+    assert _wire(HCM.prepare(T6, (2, 1), d, {})) == [
+        ["+x", ["l1", [[5, 0], [3, 5], [4, 4]]]],
+        ["-x", ["h1", [[0, 1], [1, 3]]]],
+        ["+y", ["h2", [[4, 2]]]],
+    ]
+    # at (0,1) (row 1, high direction -x): x_v = 1 is 5 steps round this row, 1 the other way → up
+    fwd = HCM.forward(T6, (0, 1), ["h1", [[0, 1], [1, 3]]])
+    assert fwd.deliver and _wire(fwd.sends) == [["+y", ["h1", [[1, 3]]]]]
+    w = run_walk(HCM, T6, (2, 1), d)
+    assert w.hops() == {(0, 1): 2, (1, 3): 5, (4, 2): 3, (5, 0): 4, (3, 5): 7, (4, 4): 9}
+    assert (w.traffic, w.latency) == (17, 9)
+
+
+def test_t2w_example() -> None:
+    # destination columns 0, 4, 1, 5: +x needs 5 steps, -x 4 → the HMP goes -x to (4,1).
+    # Column 2 (the source's): (2,4) is 3 up or 3 down → up, from the source.
+    d = [(0, 1), (4, 2), (1, 3), (2, 4), (5, 0), (5, 3)]
+    assert _wire(T2W.prepare(T6, (2, 1), d, {})) == [
+        ["-x", ["hmp", -1, [[0, 1], [4, 2], [1, 3], [5, 0], [5, 3]]]],
+        ["+y", ["v", 1, 0, [[2, 4]]]],
+    ]
+    # (1,1) goes on and hands column 1 over (relay: (1,2) counts the second start-up)
+    fwd = T2W.forward(T6, (1, 1), ["hmp", -1, [[0, 1], [4, 2], [1, 3], [5, 0], [5, 3]]])
+    assert not fwd.startup and _wire(fwd.sends) == [
+        ["-x", ["hmp", -1, [[0, 1], [4, 2], [5, 0], [5, 3]]]],
+        ["+y", ["v", 1, 1, [[1, 3]]]],
+    ]
+    # (5,1): column 5 holds (5,0) and (5,3): up sweep 5, down 4 → down
+    fwd = T2W.forward(T6, (5, 1), ["hmp", -1, [[4, 2], [5, 0], [5, 3]]])
+    assert _wire(fwd.sends) == [["-x", ["hmp", -1, [[4, 2]]]], ["-y", ["v", -1, 1, [[5, 0], [5, 3]]]]]
+    # (4,1) ends the HMP: it re-injects itself
+    fwd = T2W.forward(T6, (4, 1), ["hmp", -1, [[4, 2]]])
+    assert fwd.startup and _wire(fwd.sends) == [["+y", ["v", 1, 0, [[4, 2]]]]]
+    w = run_walk(T2W, T6, (2, 1), d)
+    assert sorted(w.deliveries) == [
+        ((0, 1), 2, 1),
+        ((1, 3), 3, 2),
+        ((2, 4), 3, 1),
+        ((4, 2), 5, 2),
+        ((5, 0), 4, 1),  # first node of a relayed sweep: one start-up too few (module item 12)
+        ((5, 3), 7, 2),
+    ]
+    assert w.traffic == 14
+
+
+def test_comparators_registered_for_tori_only() -> None:
+    for a in (HCM, T2W, UNIFORM):
+        assert a.kinds == ("torus",) and a.family == "torus-paths"
+        assert "reconstruction" in a.source
+        with pytest.raises(PlanError, match="tori only"):
+            a.prepare(Topology.parse("mesh:6x6"), (0, 0), [(1, 1)], {})
+        with pytest.raises(PlanError, match="source"):
+            a.prepare(T6, (0, 0), [(0, 0)], {})
+        assert a.prepare(T6, (0, 0), [], {}) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "header", "match"),
+    [
+        ("uniform", ["sideways", [[1, 1]]], "mode"),
+        ("uniform", ["up", []], "empty"),
+        ("uniform", ["up", [[1, 1], [1, 1]]], "twice"),
+        ("hcm", ["h3", [[1, 1]]], "mode"),
+        ("hcm", ["h1", [[1, 7]]], "bad hcm destination"),
+        ("t2w", ["hmp", 2, [[1, 1]]], "dx"),
+        ("t2w", ["v", 1, 2, [[0, 1]]], "relay"),
+        ("t2w", ["v", 1, 0, [[1, 1]]], "outside column"),
+        ("t2w", ["w", 1, 0, [[0, 1]]], "must be"),
+    ],
+)
+def test_comparator_bad_headers(name: str, header: Any, match: str) -> None:
+    with pytest.raises(HeaderError, match=match):
+        registry.get(name).forward(T6, (0, 0), header)
+    with pytest.raises(HeaderError, match="tori only"):
+        registry.get(name).forward(Topology.parse("mesh:6x6"), (0, 0), header)
