@@ -300,6 +300,7 @@ def hcm_split(topology: Topology, source: Coord, dests: Sequence[Coord]) -> dict
     forward_dir = 1 if source[1] % 2 == 0 else -1
 
     def ahead(d: Coord) -> int:
+        """Snake steps from the source up to ``d``, wrapping past K-1 to 0."""
         return (q_label(topology, d) - ls) % k
 
     high = sorted((d for d in dests if ahead(d) <= k // 2), key=ahead)
