@@ -106,13 +106,15 @@ def progress_runner(total_hint: str) -> tuple[Callable[[int, int], None] | None,
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from coordinator.ui import console
+
     prog = Progress(
         TextColumn(total_hint),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         transient=True,
-        console=__import__("rich.console").console.Console(stderr=True),
+        console=console(stderr=True),
     )
     task = prog.add_task(total_hint, total=None)
 
@@ -133,11 +135,12 @@ def execute(plan: Plan, settings: RunSettings, label: str = "deliveries") -> dic
 
 
 def print_summary(doc: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from coordinator.ui import console
+
     run = doc["run"]
-    con = Console()
+    con = console()
     status = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["incomplete"])
     con.print(
         f"[bold]{run['topology']}[/] {run['port_model']}, {run['contention']} contention, "
@@ -190,13 +193,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_algorithms(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from coordinator.ui import console
 
     table = Table("algorithm", "family", "topologies", "source", "what it does")
     for a in registry:
         table.add_row(a.name, a.family, ", ".join(a.kinds), a.source, a.summary)
-    Console().print(table)
+    console().print(table)
     for e in plugin_errors:
         print(f"warning: {e}", file=sys.stderr)
     return 0
@@ -207,9 +211,9 @@ DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Seed 000's Example 1 with every mesh algorithm, then a random comparison."""
-    from rich.console import Console
+    from coordinator.ui import console
 
-    con = Console()
+    con = console()
     topo = Topology.parse("mesh:8x8")
     algs = [a.name for a in registry if a.unsupported(topo) is None]
     con.rule("[bold]meshcast demo[/]: seed 000 Example 1 — 8×8 mesh, source (0,0), one-port")

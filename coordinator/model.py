@@ -49,9 +49,11 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
             per[key] = (deque(), {})
         return per[key]
 
-    def queue(node: Coord, mc: int, sends: list[tuple[str, Any]], alg: str, hops: int, st: int) -> None:
+    def queue(
+        node: Coord, mc: int, sends: list[tuple[str, Any]], alg: str, hops: int, sts: list[int]
+    ) -> None:
         out = dom(node, mc)[1]
-        for port, header in sends:
+        for (port, header), st in zip(sends, sts, strict=True):
             if topo.neighbour(node, port) is None:
                 raw.errors.append({"node": list(node), "kind": "bad-send", "cause": port, "mc": mc})
                 continue
@@ -73,7 +75,7 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
         for m in inject.get(t, ()):
             alg = registry.get(m.algorithm)
             sends = alg.prepare(topo, m.source, list(m.destinations), m.params)
-            queue(m.source, m.id, sends, m.algorithm, 1, 1)
+            queue(m.source, m.id, sends, m.algorithm, 1, [1] * len(sends))
         busy = False
         for node in sorted(buffers):
             per = buffers[node]
@@ -102,7 +104,7 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
                         continue
                     if fwd.deliver:
                         raw.arrivals.append(Arrival(mc, node, t, hops, st))
-                    queue(node, mc, fwd.sends, alg_name, hops + 1, st + (1 if fwd.startup else 0))
+                    queue(node, mc, fwd.sends, alg_name, hops + 1, fwd.startups_of(st))
                 keys = ["*"] if one_port else list(PORTS)
                 for k in keys:
                     q = out.get(k)

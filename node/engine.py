@@ -148,14 +148,15 @@ class Engine:
         q.append(item)
 
     def _enqueue_sends(
-        self, dom: _Domain, mc: int, alg: str, sends: Iterable[tuple[str, Any]], hops: int, startups: int
+        self, dom: _Domain, mc: int, alg: str, sends: list[tuple[str, Any]], hops: int, startups: list[int]
     ) -> list[_Queued]:
+        """Queue items for ``sends`` (start-up count per send); sends on a missing port are errors."""
         items = []
-        for port, header in sends:
+        for (port, header), st in zip(sends, startups, strict=True):
             if port not in self._ports:
                 self.error("bad-send", f"rule {alg!r} sent on {port!r}, not a link of {self.here}", mc)
                 continue
-            items.append(_Queued(port, mc, alg, header, hops, startups))
+            items.append(_Queued(port, mc, alg, header, hops, st))
         return items
 
     # -- inputs ------------------------------------------------------------------------
@@ -168,7 +169,7 @@ class Engine:
             self.error("bad-injection", f"{type(exc).__name__}: {exc}", inj.mc)
             return dom, []
         self.injected[inj.mc] = self._now()
-        return dom, self._enqueue_sends(dom, inj.mc, inj.alg, sends, 1, 1)
+        return dom, self._enqueue_sends(dom, inj.mc, inj.alg, sends, 1, [1] * len(sends))
 
     def inject(self, inj: Injection) -> None:
         """Lockstep: start multicast ``inj`` here (the source) at this step."""
@@ -197,9 +198,13 @@ class Engine:
             return []
         if fwd.deliver:
             self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
-        startups = packet.startups + (1 if fwd.startup else 0)
         return self._enqueue_sends(
-            self._domain(packet.mc), packet.mc, packet.alg, fwd.sends, packet.hops + 1, startups
+            self._domain(packet.mc),
+            packet.mc,
+            packet.alg,
+            fwd.sends,
+            packet.hops + 1,
+            fwd.startups_of(packet.startups),
         )
 
     def _emit(self, item: _Queued, step: int) -> tuple[str, Packet]:

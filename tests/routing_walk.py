@@ -89,8 +89,8 @@ def walk(
             out.deliveries.append(Delivery(nxt, hops, startups))
         if not fwd.sends:
             out.trails.append(trail)
-        st = startups + (1 if fwd.startup else 0)
-        for p, h in reversed(fwd.sends):
+        sts = fwd.startups_of(startups)
+        for (p, h), st in reversed(list(zip(fwd.sends, sts, strict=True))):
             stack.append((nxt, p, wire(h), hops + 1, st, trail))
     return out
 
@@ -146,7 +146,7 @@ def check_two_level(
             for x, y in path_nodes(t, lead, ds, lmn_route):
                 assert b[0] <= x <= b[1] and b[2] <= y <= b[3]
         for m in members:
-            assert by_node[m].startups in (1, 2)  # 1 only for the documented first-hop exception
+            assert by_node[m].startups == 2
     # a leader last on its level-1 path starts its group with the exact count
     for ds in dp_split(t, source, list(leaders)):
         if ds:

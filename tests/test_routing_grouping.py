@@ -134,7 +134,6 @@ def test_pattern_grouping_properties(case: tuple[Topology, Coord, list[Coord]]) 
         ({"leaders": [[[9, 9], []]]}, "bad leader"),
         ({"leaders": [[[1, 1], [[1, 1]]]]}, "appears twice"),
         ({"leaders": [[[1, 1], "x"]]}, "must be a list"),
-        ({"group": []}, "empty"),
         ({"group": [[1, 1]], "leaders": []}, "leader header must be"),
         ([], "empty"),
     ],
@@ -145,17 +144,16 @@ def test_malformed_two_level_headers(header: Any, match: str) -> None:
             alg.forward(MESH8, (1, 1), header)
 
 
-def test_leader_forward_continues_and_defers_its_start_up() -> None:
-    # (1,1) leads [(1,2)] and the path goes on to (3,3): continuation first, group one hop later
+def test_leader_forward_carries_the_worm_and_starts_its_group() -> None:
+    # (1,1) leads [(1,2)] and the path goes on to (3,3): the continuation is carried, the group new
     fwd = two_level_forward(MESH8, (1, 1), {"leaders": [[[1, 1], [[1, 2]]], [[3, 3], []]]})
-    assert fwd.deliver and not fwd.startup
+    assert fwd.deliver and fwd.startup and fwd.carried == 1
     assert fwd.sends[0][1] == {"leaders": [[[3, 3], []]]}
-    assert fwd.sends[1] == ("+y", {"group": [[1, 2]]})
+    assert fwd.sends[1] == ("+y", [[1, 2]])
+    assert fwd.startups_of(1) == [1, 2]
     # the last leader marks its own start-up
     fwd = two_level_forward(MESH8, (3, 3), {"leaders": [[[3, 3], [[4, 3]]]]})
-    assert fwd == (True, [("+x", [[4, 3]])], True)
-    # a pending group path marks the start-up at its first hop
-    assert two_level_forward(MESH8, (1, 2), {"group": [[1, 2]]}) == (True, [], True)
+    assert fwd == (True, [("+x", [[4, 3]])], True, 0)
 
 
 def test_leader_is_the_member_nearest_the_source() -> None:

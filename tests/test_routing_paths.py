@@ -254,4 +254,4 @@ def test_path_forward_passes_through_and_delivers() -> None:
     fwd = path_forward(MESH6, (5, 4), [[5, 4], [4, 5]], lmn_route, "x")
     assert fwd.deliver is True and fwd.sends == [("+y", [[4, 5]])]
     fwd = path_forward(MESH6, (4, 5), [[4, 5]], lmn_route, "x")
-    assert fwd == (True, [], False)
+    assert fwd == (True, [], False, 0)

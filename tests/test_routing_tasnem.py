@@ -86,8 +86,8 @@ def run_walk(algorithm: Algorithm, topology: Topology, source: Coord, dests: Seq
             out.deliveries.append((nxt, hops, startups))
         out.sends[nxt] += len(fwd.sends)
         out.fanouts.append((nxt, [p for p, _ in fwd.sends]))
-        su = startups + (1 if fwd.startup else 0)
-        stack.extend((nxt, p, _wire(h), hops + 1, su) for p, h in fwd.sends)
+        sus = fwd.startups_of(startups)
+        stack.extend((nxt, p, _wire(h), hops + 1, su) for (p, h), su in zip(fwd.sends, sus, strict=True))
     return out
 
 
@@ -419,27 +419,27 @@ def test_t2w_example() -> None:
     d = [(0, 1), (4, 2), (1, 3), (2, 4), (5, 0), (5, 3)]
     assert _wire(T2W.prepare(T6, (2, 1), d, {})) == [
         ["-x", ["hmp", -1, [[0, 1], [4, 2], [1, 3], [5, 0], [5, 3]]]],
-        ["+y", ["v", 1, 0, [[2, 4]]]],
+        ["+y", ["v", 1, [[2, 4]]]],
     ]
-    # (1,1) goes on and hands column 1 over (relay: (1,2) counts the second start-up)
+    # (1,1) carries the HMP on and starts column 1's sweep (a second start-up for it only)
     fwd = T2W.forward(T6, (1, 1), ["hmp", -1, [[0, 1], [4, 2], [1, 3], [5, 0], [5, 3]]])
-    assert not fwd.startup and _wire(fwd.sends) == [
+    assert fwd.startup and fwd.carried == 1 and _wire(fwd.sends) == [
         ["-x", ["hmp", -1, [[0, 1], [4, 2], [5, 0], [5, 3]]]],
-        ["+y", ["v", 1, 1, [[1, 3]]]],
+        ["+y", ["v", 1, [[1, 3]]]],
     ]
     # (5,1): column 5 holds (5,0) and (5,3): up sweep 5, down 4 → down
     fwd = T2W.forward(T6, (5, 1), ["hmp", -1, [[4, 2], [5, 0], [5, 3]]])
-    assert _wire(fwd.sends) == [["-x", ["hmp", -1, [[4, 2]]]], ["-y", ["v", -1, 1, [[5, 0], [5, 3]]]]]
+    assert _wire(fwd.sends) == [["-x", ["hmp", -1, [[4, 2]]]], ["-y", ["v", -1, [[5, 0], [5, 3]]]]]
     # (4,1) ends the HMP: it re-injects itself
     fwd = T2W.forward(T6, (4, 1), ["hmp", -1, [[4, 2]]])
-    assert fwd.startup and _wire(fwd.sends) == [["+y", ["v", 1, 0, [[4, 2]]]]]
+    assert fwd.startup and fwd.carried == 0 and _wire(fwd.sends) == [["+y", ["v", 1, [[4, 2]]]]]
     w = run_walk(T2W, T6, (2, 1), d)
     assert sorted(w.deliveries) == [
         ((0, 1), 2, 1),
         ((1, 3), 3, 2),
         ((2, 4), 3, 1),
         ((4, 2), 5, 2),
-        ((5, 0), 4, 1),  # first node of a relayed sweep: one start-up too few (module item 12)
+        ((5, 0), 4, 2),
         ((5, 3), 7, 2),
     ]
     assert w.traffic == 14
@@ -465,9 +465,9 @@ def test_comparators_registered_for_tori_only() -> None:
         ("hcm", ["h3", [[1, 1]]], "mode"),
         ("hcm", ["h1", [[1, 7]]], "bad hcm destination"),
         ("t2w", ["hmp", 2, [[1, 1]]], "dx"),
-        ("t2w", ["v", 1, 2, [[0, 1]]], "relay"),
-        ("t2w", ["v", 1, 0, [[1, 1]]], "outside column"),
-        ("t2w", ["w", 1, 0, [[0, 1]]], "must be"),
+        ("t2w", ["v", 2, [[0, 1]]], "dy"),
+        ("t2w", ["v", 1, [[1, 1]]], "outside column"),
+        ("t2w", ["w", 1, [[0, 1]]], "must be"),
     ],
 )
 def test_comparator_bad_headers(name: str, header: Any, match: str) -> None:

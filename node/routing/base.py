@@ -44,11 +44,22 @@ class PlanError(ValueError):
 
 
 class Forward(NamedTuple):
-    """What a node does with a packet: deliver it here?, ordered sends, is this a new start-up?"""
+    """What a node does with a packet: deliver it here?, ordered sends, is this a new start-up?
+
+    ``startup`` marks the sends as a new start-up, except the first ``carried`` of them, which
+    continue the incoming message (a leader that passes the level-1 worm on and starts its
+    group's paths in the same step).
+    """
 
     deliver: bool
     sends: list[Send]
     startup: bool = False
+    carried: int = 0
+
+    def startups_of(self, incoming: int) -> list[int]:
+        """The start-up count each send carries, given the incoming packet's."""
+        bump = 1 if self.startup else 0
+        return [incoming + (bump if i >= self.carried else 0) for i in range(len(self.sends))]
 
 
 Prepare = Callable[[Topology, Coord, Sequence[Coord], Params], list[Send]]

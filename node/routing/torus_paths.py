@@ -63,12 +63,9 @@ retransmit the message to the remaining destination nodes through vertical paths
     the shorter direction (ties: up). The case study's latency 18 on 10×10 is 9 (HMP) + 9, which
     only a one-way sweep gives: up-and-down sweeps would stay within 9 + 5.
 11. The source sweeps its own column itself, at the first start-up, beside the HMP.
-12. Start-ups: HMP deliveries count one, vertical ones two. ``Forward.startup`` marks every send
-    of a call, so an HMP node that both continues the HMP and starts a vertical path cannot mark
-    only the latter: it hands the vertical path over with ``relay = 1`` and the path's first node
-    marks the start-up when it forwards. That node's own delivery, if it is a destination, is then
-    counted with one start-up instead of two (hops and traffic are exact). An HMP node that does
-    not continue marks its call directly. One-port priority: the HMP first.
+12. Start-ups: HMP deliveries count one, vertical ones two. An HMP node that both continues the
+    HMP and starts a vertical path returns the HMP first and marks it ``carried``, so only the
+    vertical path counts the new start-up. One-port priority: the HMP first.
 """
 
 from __future__ import annotations
@@ -364,16 +361,14 @@ def _hmp_direction(topology: Topology, source: Coord, dests: Sequence[Coord]) ->
     return 1 if plus <= minus else -1
 
 
-def _vertical_send(topology: Topology, here: Coord, column: Sequence[Coord], relay: int) -> Send:
-    """The first send of a vertical path through ``column`` (header ``['v', dy, relay, D]``)."""
+def _vertical_send(topology: Topology, here: Coord, column: Sequence[Coord]) -> Send:
+    """The first send of a vertical path through ``column`` (header ``['v', dy, D]``)."""
     dy, order = vertical_direction(topology, here, column)
-    return (_port("y", dy), ["v", dy, relay, _coords(order)])
+    return (_port("y", dy), ["v", dy, _coords(order)])
 
 
-def _hmp_step(
-    topology: Topology, here: Coord, dests: Sequence[Coord], dx: int
-) -> tuple[bool, list[Send], bool]:
-    """At a node of the horizontal main path: deliver?, sends, start-up? (continuation first)."""
+def _hmp_step(topology: Topology, here: Coord, dests: Sequence[Coord], dx: int) -> Forward:
+    """At a node of the horizontal main path: the HMP goes on (carried), the column's sweep starts."""
     deliver = here in dests
     column = [d for d in dests if d[0] == here[0] and d != here]
     rest = [d for d in dests if d[0] != here[0]]
@@ -381,12 +376,9 @@ def _hmp_step(
     if rest:
         sends.append((_port("x", dx), ["hmp", dx, _coords(rest)]))
     if not column:
-        return deliver, sends, False
-    if rest:  # the vertical worm's re-injection is counted by its first node (relay)
-        sends.append(_vertical_send(topology, here, column, 1))
-        return deliver, sends, False
-    sends.append(_vertical_send(topology, here, column, 0))
-    return deliver, sends, True
+        return Forward(deliver, sends, False)
+    sends.append(_vertical_send(topology, here, column))
+    return Forward(deliver, sends, True, carried=len(sends) - 1)
 
 
 def t2w_prepare(
@@ -402,7 +394,7 @@ def t2w_prepare(
         dx = _hmp_direction(topology, src, rest)
         sends.append((_port("x", dx), ["hmp", dx, _coords(rest)]))
     if column:
-        sends.append(_vertical_send(topology, src, column, 0))
+        sends.append(_vertical_send(topology, src, column))
     return sends
 
 
@@ -414,26 +406,23 @@ def _sign(value: object, what: str) -> int:
 
 
 def t2w_forward(topology: Topology, here: Coord, header: Header) -> Forward:
-    """Obey ``['hmp', dx, D]`` (main path) or ``['v', dy, relay, D]`` (a vertical path)."""
+    """Obey ``['hmp', dx, D]`` (main path) or ``['v', dy, D]`` (a vertical path)."""
     _torus_only(topology, "t2w")
     if isinstance(header, (list, tuple)) and len(header) == 3 and header[0] == "hmp":
         dx = _sign(header[1], "dx")
         dests = _path_list(topology, header[2], "t2w main-path destination list")
-        deliver, sends, startup = _hmp_step(topology, here, dests, dx)
-        return Forward(deliver, sends, startup)
-    if not (isinstance(header, (list, tuple)) and len(header) == 4 and header[0] == "v"):
-        raise HeaderError(f"t2w header must be ['hmp', dx, D] or ['v', dy, relay, D], got {header!r}")
+        return _hmp_step(topology, here, dests, dx)
+    if not (isinstance(header, (list, tuple)) and len(header) == 3 and header[0] == "v"):
+        raise HeaderError(f"t2w header must be ['hmp', dx, D] or ['v', dy, D], got {header!r}")
     dy = _sign(header[1], "dy")
-    if header[2] not in (0, 1) or type(header[2]) is not int:
-        raise HeaderError(f"t2w header: relay must be 0 or 1, got {header[2]!r}")
-    dests = _path_list(topology, header[3], "t2w vertical destination list")
+    dests = _path_list(topology, header[2], "t2w vertical destination list")
     if any(d[0] != here[0] for d in dests):
         raise HeaderError(f"t2w vertical path at {here} names a destination outside column {here[0]}")
     deliver = dests[0] == here
     rest = dests[1:] if deliver else dests
     if not rest:
         return Forward(deliver, [], False)
-    return Forward(deliver, [(_port("y", dy), ["v", dy, 0, _coords(rest)])], header[2] == 1)
+    return Forward(deliver, [(_port("y", dy), ["v", dy, _coords(rest)])], False)
 
 
 ALGORITHMS: tuple[Algorithm, ...] = (

@@ -3,19 +3,14 @@
 Level 1: the source sends DP paths (high and low, R-routed) through the group leaders; the
 header carries, for each leader, the rest of its group. Level 2: a leader at the head of that
 list delivers, pops it, routes the level-1 path on, and sends its group's DP paths as a new
-start-up. Three header kinds (a table, not nested guesses)::
+start-up. Two header kinds (a table, not nested guesses)::
 
     {"leaders": [[[x, y], [[x, y], ...]], ...]}  level 1, leaders in path order (members may be [])
     [[x, y], ...]                                 a level-2 group path (as DP's)
-    {"group": [[x, y], ...]}                      a level-2 path on its first hop, start-up pending
 
-Start-ups. ``Forward.startup`` marks all of one ``forward``'s sends, but a leader in the middle of
-a level-1 path sends both the level-1 continuation (no new start-up) and its group's paths (a new
-one). So: a leader with no continuation marks its own sends (exact); an intermediate leader sends
-its group paths as ``{"group": ...}`` and their first hop marks the start-up instead. Every count
-is then exact except one case: a member that is the first hop of an intermediate leader's group
-path is recorded with one start-up instead of two. A per-send start-up flag in ``Forward``
-(base.py) would remove the ``"group"`` kind and that exception.
+Start-ups. A leader in the middle of a level-1 path sends both the level-1 continuation (no new
+start-up) and its group's paths (a new one): it returns the continuation first and marks it
+``carried`` in :class:`Forward`, so only the group paths count a new start-up.
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ __all__ = [
 ]
 
 _KEY = "leaders"
-_PENDING = "group"
 
 
 def leader_of(topology: Topology, source: Coord, members: Sequence[Coord]) -> Coord:
@@ -113,9 +107,6 @@ def two_level_forward(topology: Topology, here: Coord, header: Header) -> Forwar
     """Obey any of the three header kinds (see the module docstring)."""
     if isinstance(header, list):
         return path_forward(topology, here, header, lmn_route, "group path destination list")
-    if isinstance(header, dict) and set(header) == {_PENDING}:
-        fwd = path_forward(topology, here, header[_PENDING], lmn_route, "group path destination list")
-        return Forward(fwd.deliver, fwd.sends, True)
     if not isinstance(header, dict):
         raise HeaderError(
             f"expected a leader header (dict) or a group path (list), got {type(header).__name__}"
@@ -132,5 +123,5 @@ def two_level_forward(topology: Topology, here: Coord, header: Header) -> Forwar
         return Forward(True, group, bool(group))
     port = lmn_route(topology, here, rest[0][0])
     assert port is not None  # rest[0][0] != here: repeats were refused above
-    # The level-1 worm flows on first; the group's start-up is marked one hop later.
-    return Forward(True, [(port, _encode(rest)), *((p, {_PENDING: h}) for p, h in group)], False)
+    # The level-1 worm flows on first (carried); the group's paths are a new start-up.
+    return Forward(True, [(port, _encode(rest)), *group], bool(group), carried=1)
