@@ -82,8 +82,9 @@ def _emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[
 
 
 def run_bench(quick: bool = False) -> list[dict[str, Any]]:
-    from coordinator.ui import console
     from rich.table import Table
+
+    from coordinator.ui import console
 
     con = console()
     limit = relay_chain(16, 500) if quick else relay_chain()
@@ -100,7 +101,8 @@ def run_bench(quick: bool = False) -> list[dict[str, Any]]:
             r["ratio"] = r["frames_per_s"] / limit
             rows.append(r)
             table.add_row(
-                spec, clock, f"{mcs}×{k}", str(r["steps"] or "-"), f"{r['packet_hops']:,}", f"{r['run_s']:.2f}",
+                spec, clock, f"{mcs}×{k}", str(r["steps"] or "-"), f"{r['packet_hops']:,}",
+                f"{r['run_s']:.2f}",
                 f"{r['hops_per_s']:,.0f}", f"{r['steps_per_s']:.1f}" if r["steps_per_s"] else "-",
                 f"{r['frames_per_s']:,.0f}", f"{r['ratio']:.2f}",
             )  # fmt: skip

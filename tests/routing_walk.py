@@ -90,8 +90,8 @@ def walk(
         if not fwd.sends:
             out.trails.append(trail)
         sts = fwd.startups_of(startups)
-        for (p, h), st in reversed(list(zip(fwd.sends, sts, strict=True))):
-            stack.append((nxt, p, wire(h), hops + 1, st, trail))
+        for (p, h), su in reversed(list(zip(fwd.sends, sts, strict=True))):
+            stack.append((nxt, p, wire(h), hops + 1, su, trail))
     return out
 
 

@@ -30,7 +30,9 @@ def plans(draw: st.DrawFn, algorithm: str, max_mcs: int = 3) -> Plan:
     for i in range(draw(st.integers(1, max_mcs))):
         src = draw(st.sampled_from(nodes))
         others = [n for n in nodes if n != src]
-        dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=min(10, len(others)), unique=True))
+        dests = draw(
+            st.lists(st.sampled_from(others), min_size=1, max_size=min(10, len(others)), unique=True)
+        )
         mcs.append(Multicast(i, algorithm, src, tuple(dests), draw(st.integers(0, 2))))
     return Plan(topo, tuple(mcs))
 
@@ -59,7 +61,9 @@ def test_emulation_equals_model(algorithm: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("contention", ["isolated", "shared"])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_core_rules_agree_in_every_mode(algorithm: str, port_model: str, contention: str, data: st.DataObject) -> None:
+def test_core_rules_agree_in_every_mode(
+    algorithm: str, port_model: str, contention: str, data: st.DataObject
+) -> None:
     plan = data.draw(plans(algorithm, max_mcs=4))
     assert_same(plan, RunSettings(port_model=port_model, contention=contention))
 
@@ -67,7 +71,9 @@ def test_core_rules_agree_in_every_mode(algorithm: str, port_model: str, content
 @pytest.mark.parametrize("algorithm", ["unicast", *TREES])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_free_clock_equals_lockstep_for_isolated_single_multicasts(algorithm: str, data: st.DataObject) -> None:
+def test_free_clock_equals_lockstep_for_isolated_single_multicasts(
+    algorithm: str, data: st.DataObject
+) -> None:
     plan = data.draw(plans(algorithm, max_mcs=1))
     port_model = data.draw(st.sampled_from(["one-port", "all-port"]))
     lock = emulated(plan, RunSettings(port_model=port_model))
