@@ -1,0 +1,103 @@
+"""The command line: results, files written, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+
+EX1 = ["--topology", "mesh:8x8", "--algorithm", "vh", "--source", "0,0", "--dests", "4,6 6,6 0,2 4,0 3,0 7,4"]
+
+
+def test_run_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *EX1, "--port-model", "one-port", "--json", "--trace"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["run"]["topology"] == "mesh:8x8" and doc["run"]["clock"] == "lockstep"
+    (m,) = doc["multicasts"]
+    assert (m["time"], m["traffic"], m["distinct_links"], m["additional_traffic"]) == (12, 25, 25, 19)
+    assert {"node", "step", "hops", "startups", "wall_ns"} <= set(m["arrivals"][0])
+    assert len(m["links"]) == 25 and m["links"][0]["step"] == 0
+    assert doc["summary"]["time"]["mean"] == 12.0
+    assert doc["errors"] == []
+
+
+def test_out_writes_all_files(tmp_path: Path) -> None:
+    assert main(["run", *EX1, "--trace", "--out", str(tmp_path), "--json"]) == 0
+    for name in ("run.json", "multicasts.csv", "arrivals.csv", "links.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+    rows = list(csv.DictReader((tmp_path / "arrivals.csv").open()))
+    assert len(rows) == 6
+    assert sum(1 for _ in csv.DictReader((tmp_path / "links.csv").open())) == 25
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+def test_random_repeat_and_free_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "--topology", "torus:6x6", "--algorithm", "vh,unicast", "--random-dests", "5"]
+    assert main([*args, "--repeat", "3", "--seed", "2", "--clock", "free", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["multicasts"]) == 6
+    vh, uni = doc["multicasts"][:3], doc["multicasts"][3:]
+    assert [m["destinations"] for m in vh] == [m["destinations"] for m in uni]  # same sets for both
+    assert set(doc["by_algorithm"]) == {"vh", "unicast"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "--topology", "mesh:8", "--algorithm", "vh", "--random-dests", "3"], "cannot read topology"),
+        (
+            ["run", "--topology", "mesh:8x8", "--algorithm", "nope", "--random-dests", "3"],
+            "unknown algorithm",
+        ),
+        (
+            ["run", "--topology", "mesh:8x8", "--algorithm", "tasnem", "--random-dests", "3"],
+            "does not support mesh",
+        ),
+        (
+            ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--dests", "9,9"],
+            "(9,9) is outside mesh:8x8",
+        ),
+        (["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--dests", "0,0"], "is the source itself"),
+        (["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--dests", "1,1 1,1"], "listed twice"),
+        (["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--dests", "1;1"], "cannot read coordinate"),
+        (["run", "--topology", "mesh:2x2", "--algorithm", "vh", "--random-dests", "4"], "cannot pick 4"),
+        (["run", "--topology", "mesh:8x8", "--algorithm", "vh"], "say which destinations"),
+        (["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--random-dests", "x"], "invalid int"),
+        (
+            ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--random-dests", "2", "--max-steps", "0"],
+            "max-steps",
+        ),
+        (
+            ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--random-dests", "2", "--repeat", "0"],
+            "repeat",
+        ),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_step_budget_names_unreached_destinations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *EX1, "--max-steps", "5", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["run"]["complete"]
+    assert any("step budget" in r for r in doc["run"]["incomplete"])
+    (m,) = doc["multicasts"]
+    assert [4, 6] in m["missing"] and m["time"] is None
+    assert any(e["kind"] == "undelivered" for e in doc["errors"])
+
+
+def test_algorithms_lists_topologies(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["algorithms"]) == 0
+    out = capsys.readouterr().out
+    assert "vh" in out and "unicast" in out and "mesh, torus" in out
