@@ -17,6 +17,7 @@ import trio
 from coordinator.experiment import RUNTIMES, emulate, result_document
 from coordinator.plan import Plan, PlanError, explicit, random_plan
 from coordinator.records import RunSettings
+from coordinator.timing import Timing
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.routing import plugin_errors, registry
 from node.topology import Topology, TopologyError, parse_coord, parse_coords
@@ -59,6 +60,21 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
     p.add_argument("--seed", type=int, default=1)
+    t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
+    t.add_argument("--timing", choices=("store-and-forward", "wormhole"), default=None)
+    t.add_argument("--ts", type=float, default=33.0, help="start-up time (seed 004: 33 cycles)")
+    t.add_argument("--beta", type=float, default=1.0, help="time per flit per link (seed 004: 1 cycle)")
+    t.add_argument("--flits", type=int, default=64, help="message length L in flits (seed 004: 64)")
+    t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+
+
+def timing_from(args: argparse.Namespace) -> Timing | None:
+    if getattr(args, "timing", None) is None:
+        return None
+    try:
+        return Timing(args.timing, args.ts, args.beta, args.flits, args.router_delay)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> RunSettings:
@@ -124,14 +140,16 @@ def progress_runner(total_hint: str) -> tuple[Callable[[int, int], None] | None,
     return update, prog
 
 
-def execute(plan: Plan, settings: RunSettings, label: str = "deliveries") -> dict[str, Any]:
+def execute(
+    plan: Plan, settings: RunSettings, label: str = "deliveries", timing: Timing | None = None
+) -> dict[str, Any]:
     update, prog = progress_runner(label)
     if prog is not None:
         with prog:
             raw = trio.run(emulate, plan, settings, update)
     else:
         raw = trio.run(emulate, plan, settings, None)
-    return result_document(plan, settings, raw)
+    return result_document(plan, settings, raw, timing)
 
 
 def print_summary(doc: dict[str, Any]) -> None:
@@ -163,6 +181,13 @@ def print_summary(doc: dict[str, Any]) -> None:
             fmt(s["additional_traffic"]), fmt(s["mean_arrival"]), fmt(s["cv"]),
         )  # fmt: skip
     con.print(table)
+    if "latency" in doc:
+        tm = doc["run"]["timing"]
+        con.print(
+            f"latency ({tm['model']}, Ts={tm['ts']:g}, β={tm['beta']:g}, L={tm['flits']}, router={tm['router']:g}): "
+            + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
+                        for a, v in doc["latency"].items())
+        )  # fmt: skip
     if len(doc["multicasts"]) == 1 or all(len(m["destinations"]) <= 12 for m in doc["multicasts"][:1]):
         m = doc["multicasts"][0]
         arr = ", ".join(f"({a['node'][0]},{a['node'][1]})@{a['step']}" for a in m["arrivals"])
@@ -177,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     topo = _topology(args.topology)
     plan = plan_from(args, topo)
     settings = settings_from(args, trace=args.trace)
-    doc = execute(plan, settings)
+    doc = execute(plan, settings, timing=timing_from(args))
     if args.out:
         from coordinator.results import write_run
 

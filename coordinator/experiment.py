@@ -7,10 +7,11 @@ from typing import Any
 
 import trio
 
-from coordinator.metrics import jitter, multicast_metrics, summarise
+from coordinator.metrics import ci95, jitter, multicast_metrics, summarise
 from coordinator.model import run_model
 from coordinator.plan import Plan
 from coordinator.records import RawRun, RunSettings
+from coordinator.timing import Timing, apply_timing
 
 __all__ = ["RUNTIMES", "emulate", "result_document"]
 
@@ -38,9 +39,13 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
     raise ValueError(f"runtime {settings.runtime!r} is not available in this build")
 
 
-def result_document(plan: Plan, settings: RunSettings, raw: RawRun) -> dict[str, Any]:
-    """The run's results in the documented ``--json`` shape (plus run status and jitter)."""
+def result_document(
+    plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | None = None
+) -> dict[str, Any]:
+    """The run's results in the documented ``--json`` shape (plus run status, jitter, latency)."""
     records = multicast_metrics(plan, raw, trace=settings.trace)
+    if timing is not None:
+        apply_timing(records, timing)
     by_alg: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_alg.setdefault(r["algorithm"], []).append(r)
@@ -52,7 +57,7 @@ def result_document(plan: Plan, settings: RunSettings, raw: RawRun) -> dict[str,
             errors.append({"kind": "duplicate", "mc": r["id"], "count": r["duplicates"]})
         if r["stray"]:
             errors.append({"kind": "stray", "mc": r["id"], "count": r["stray"]})
-    return {
+    doc: dict[str, Any] = {
         "run": {
             "topology": plan.topology.spec,
             "port_model": settings.port_model,
@@ -71,3 +76,14 @@ def result_document(plan: Plan, settings: RunSettings, raw: RawRun) -> dict[str,
         "jitter": jitter(records),
         "errors": errors,
     }
+    if timing is not None:
+        doc["run"]["timing"] = {"model": timing.model, "ts": timing.ts, "beta": timing.beta,
+                                "flits": timing.flits, "router": timing.router}  # fmt: skip
+        doc["latency"] = {
+            a: {
+                k: ci95([r["latency"][k] for r in rs if r["latency"][k] is not None])
+                for k in ("max", "mean", "cv")
+            }
+            for a, rs in by_alg.items()
+        }
+    return doc

@@ -1,0 +1,61 @@
+"""Timing models applied to the recorded (step, hops, start-ups) of each delivery.
+
+Reported, never simulated twice (DESIGN.md):
+
+* store-and-forward: latency = steps × (L·β + router delay);
+* wormhole / cut-through, contention-free (seed 004 eq. 7): Σ over start-ups (Ts + L·β) + hops·β.
+
+Units are whatever Ts, β and the router delay are given in (seed 004: cycles, Ts = 33, β = 1,
+L = 64 flits; seed 003: t_s = 1 µs, 5 ns links, 20 ns routers, 100 flits).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TIMINGS", "Timing", "apply_timing"]
+
+TIMINGS = ("store-and-forward", "wormhole")
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """A timing model and its parameters."""
+
+    model: str = "wormhole"
+    ts: float = 33.0
+    beta: float = 1.0
+    flits: int = 64
+    router: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.model not in TIMINGS:
+            raise ValueError(f"unknown timing model {self.model!r}: use one of {', '.join(TIMINGS)}")
+        if self.ts < 0 or self.beta < 0 or self.router < 0 or self.flits < 1:
+            raise ValueError("timing parameters must be non-negative and --flits at least 1")
+
+    def latency(self, step: int, hops: int, startups: int) -> float:
+        """One delivery's latency under this model."""
+        message = self.flits * self.beta
+        if self.model == "store-and-forward":
+            return step * (message + self.router)
+        return startups * (self.ts + message) + hops * (self.beta + self.router)
+
+
+def apply_timing(records: Iterable[dict[str, Any]], timing: Timing) -> None:
+    """Add ``latency`` to every arrival and a ``latency`` block (max, mean, cv) to every multicast."""
+    for m in records:
+        lats = []
+        for a in m["arrivals"]:
+            a["latency"] = timing.latency(a["step"], a["hops"], a["startups"])
+            lats.append(a["latency"])
+        mean = statistics.fmean(lats) if lats else None
+        m["latency"] = {
+            "model": timing.model,
+            "max": max(lats) if lats and not m["missing"] else None,
+            "mean": mean,
+            "cv": statistics.pstdev(lats) / mean if lats and mean else None,
+        }
