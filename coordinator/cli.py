@@ -184,7 +184,8 @@ def print_summary(doc: dict[str, Any]) -> None:
     if "latency" in doc:
         tm = doc["run"]["timing"]
         con.print(
-            f"latency ({tm['model']}, Ts={tm['ts']:g}, β={tm['beta']:g}, L={tm['flits']}, router={tm['router']:g}): "
+            f"latency ({tm['model']}, Ts={tm['ts']:g}, β={tm['beta']:g}, L={tm['flits']}, "
+            f"router={tm['router']:g}): "
             + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
                         for a, v in doc["latency"].items())
         )  # fmt: skip
