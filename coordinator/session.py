@@ -8,6 +8,7 @@ bounds everything: when it runs out the run stops, says why and keeps what it ha
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -56,6 +57,7 @@ class Session:
         self.collector = Collector(plan)
         self._counters: dict[Coord, tuple[int, int, int]] = {}
         self._probe = 0
+        self._early: dict[str, set[Coord]] = {}
 
     def _assign(self, node: Coord) -> dict[str, Any]:
         s = self.settings
@@ -82,13 +84,22 @@ class Session:
         return msg
 
     async def _gather(self, kind: str, nodes: set[Coord]) -> None:
-        """Wait until every node in ``nodes`` has sent ``kind``."""
-        waiting = set(nodes)
+        """Wait until every node in ``nodes`` has sent ``kind``.
+
+        Over a real network a fast node can be a phase ahead (its ``ready`` arriving before a
+        slow node's ``hello``): such messages are remembered for the later gather.
+        A node that is already done (aborted, or reported lost) is not waited for.
+        """
+        waiting = set(nodes) - self._early.pop(kind, set()) - self.collector.done
         while waiting:
             msg = await self._next()
             if msg is None:
                 continue
             self._handle(msg)
+            waiting -= self.collector.done
+            if msg["type"] != kind and msg["type"] == "ready":
+                with contextlib.suppress(KeyError, TypeError, ValueError, IndexError):
+                    self._early.setdefault("ready", set()).add((int(msg["node"][0]), int(msg["node"][1])))
             if msg["type"] == kind:
                 try:
                     waiting.discard((int(msg["node"][0]), int(msg["node"][1])))

@@ -1,0 +1,295 @@
+"""The ``processes`` runtime: one OS process per node (``python -m node``), TCP links on loopback.
+
+Control goes over MQTT: the broker given with ``--broker``, or else a ``mosquitto`` started for
+the run on a free loopback port, with a password generated for the run. Every child runs in
+this coroutine's nursery, so every one of them is reaped on success, on failure and on Ctrl-C
+(trio terminates, then kills, a child whose task is cancelled). Each child's log is kept in
+the run directory (``settings.run_dir``, or a temporary one that is removed after a clean run).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import random
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from coordinator.plan import Plan
+from coordinator.records import RawRun, RunSettings
+from coordinator.session import Session
+from node.mqtt import BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
+from node.tcp import peer_entry
+from node.topology import Coord, Topology
+
+__all__ = ["BrokerNotFound", "LocalBroker", "free_ports", "local_broker", "run_processes"]
+
+EXIT_GRACE: Final = 10.0
+"""How long children may take to exit by themselves after the run before they are killed."""
+LOOPBACK: Final = "127.0.0.1"
+
+
+class BrokerNotFound(RuntimeError):
+    """No ``--broker`` was given and no ``mosquitto`` to start one."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalBroker:
+    """A mosquitto started for one run: its address and the credentials the run uses."""
+
+    address: BrokerAddress
+    process: trio.Process
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.address.host}:{self.address.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "MESHCAST_MQTT_USER": self.address.username or "",
+            "MESHCAST_MQTT_PASSWORD": self.address.password or "",
+        }
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
+    """``n`` ports that are free now, below the ephemeral range (so no outgoing connection takes one)."""
+    hi = _ephemeral_low() - 1
+    lo = 10000
+    if hi - lo < 2 * n:
+        lo, hi = 1024, hi
+    ports: list[int] = []
+    tried: set[int] = set()
+    rng = random.Random()
+    start = rng.randrange(lo, max(lo + 1, hi - n))
+    candidate = start
+    while len(ports) < n:
+        if len(tried) >= hi - lo:
+            raise OSError(f"fewer than {n} free TCP ports on {host}")
+        if candidate > hi:
+            candidate = lo
+        tried.add(candidate)
+        with socket.socket() as s:
+            try:
+                s.bind((host, candidate))
+                ports.append(candidate)
+            except OSError:
+                pass
+        candidate += 1
+    return ports
+
+
+@asynccontextmanager
+async def local_broker(
+    workdir: Path, *, log: Callable[[str], None] | None = None
+) -> AsyncIterator[LocalBroker]:
+    """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards."""
+    exe = shutil.which("mosquitto") or next(
+        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None
+    )
+    passwd_tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    if exe is None:
+        raise BrokerNotFound(
+            "the processes runtime needs an MQTT broker: give --broker mqtt://host:port, "
+            "or install mosquitto (apt-get install mosquitto)"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    user, password = "meshcast", secrets.token_urlsafe(16)
+    conf = workdir / "mosquitto.conf"
+    lines = [
+        f"user {getpass.getuser()}",
+        "persistence false",
+        "log_dest stderr",
+        "log_type error",
+        "log_type warning",
+    ]
+    if os.access(passwd_tool, os.X_OK):
+        pw = workdir / "mosquitto.passwd"
+        pw.touch(mode=0o600)
+        await trio.run_process(
+            [passwd_tool, "-b", str(pw), user, password], capture_stdout=True, capture_stderr=True
+        )
+        lines += ["allow_anonymous false", f"password_file {pw}"]
+    else:  # loopback only, so anonymous access stays on this machine
+        user, password = "", ""
+        lines += ["allow_anonymous true"]
+    async with trio.open_nursery() as nursery:
+        for _attempt in range(5):
+            port = free_ports(1)[0]
+            conf.write_text("\n".join([f"listener {port} {LOOPBACK}", *lines]) + "\n")
+            logf = (workdir / "mosquitto.log").open("ab")
+            proc: trio.Process = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [exe, "-c", str(conf)],
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    check=False,
+                )
+            )
+            if await _wait_listening(LOOPBACK, port, proc):
+                break
+            logf.close()
+        else:
+            raise BrokerNotFound(f"mosquitto did not start; see {workdir / 'mosquitto.log'}")
+        address = BrokerAddress(LOOPBACK, port, user or None, password or None)
+        if log:
+            log(f"started mosquitto on {LOOPBACK}:{port}")
+        try:
+            yield LocalBroker(address, proc)
+        finally:
+            nursery.cancel_scope.cancel()
+            logf.close()
+
+
+async def _wait_listening(host: str, port: int, proc: trio.Process, timeout: float = 10.0) -> bool:
+    with trio.move_on_after(timeout):
+        while proc.returncode is None:
+            try:
+                stream = await trio.open_tcp_stream(host, port)
+            except OSError:
+                await trio.sleep(0.05)
+                continue
+            await stream.aclose()
+            return True
+    return False
+
+
+def _peers(topo: Topology, ports: dict[Coord, int]) -> Callable[[Coord], dict[str, Any]]:
+    def peers(node: Coord) -> dict[str, Any]:
+        return {p: peer_entry(LOOPBACK, ports[n]) for p, n in topo.neighbours(node).items()}
+
+    return peers
+
+
+async def _child(
+    node: Coord,
+    cmd: list[str],
+    env: dict[str, str],
+    logpath: Path,
+    bus: CoordinatorBus,
+    on_early_exit: Callable[[Coord, str], None],
+) -> None:
+    """Run one node process; if it dies without a final report, tell the session it is lost."""
+    with logpath.open("wb") as logf:
+        proc = await trio.run_process(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, check=False)
+    if node not in bus.done:
+        tail = _tail(logpath)
+        why = f"its process exited with status {proc.returncode} before its final report" + (
+            f" (last log line: {tail})" if tail else ""
+        )
+        bus.report_lost(node, why)
+        on_early_exit(node, why)
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+async def run_processes(
+    plan: Plan,
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> RawRun:
+    """Run ``plan`` with one ``python -m node`` process per node; always reaps every child."""
+    topo = plan.topology
+    nodes = list(topo.nodes())
+    run_id = "p" + secrets.token_hex(4)
+    keep = settings.run_dir is not None
+    workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-processes-"))
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    ok = False
+    try:
+        async with _broker(settings.broker, workdir, log) as (address, broker_env):
+            raw = await _run(plan, settings, progress, nodes, run_id, address, broker_env, workdir)
+        ok = not raw.incomplete
+        if not ok and not keep:
+            raw.incomplete.append(f"node logs kept in {workdir / 'logs'}")
+        return raw
+    finally:
+        if ok and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@asynccontextmanager
+async def _broker(
+    url: str | None, workdir: Path, log: Callable[[str], None] | None
+) -> AsyncIterator[tuple[BrokerAddress, dict[str, str]]]:
+    if url:
+        yield parse_broker(url), {}
+        return
+    async with local_broker(workdir, log=log) as broker:
+        yield broker.address, broker.env()
+
+
+async def _run(
+    plan: Plan,
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None,
+    nodes: list[Coord],
+    run_id: str,
+    address: BrokerAddress,
+    broker_env: dict[str, str],
+    workdir: Path,
+) -> RawRun:
+    topo = plan.topology
+    ports = dict(zip(nodes, free_ports(len(nodes)), strict=True))
+    env = dict(os.environ, **broker_env, PYTHONUNBUFFERED="1")
+    url = f"mqtt://{address.host}:{address.port}"
+    early: list[str] = []
+    async with open_coordinator_bus(address, run_id) as bus:
+        session = Session(plan, settings, bus.send_to, bus.broadcast, bus.inbox, peers=_peers(topo, ports),
+                          progress=progress, run_id=run_id)  # fmt: skip
+        with trio.CancelScope() as startup_failed:
+
+            def on_early_exit(node: Coord, why: str) -> None:
+                early.append(f"node ({node[0]},{node[1]}): {why}")
+                if bus.broadcasts == 0:  # before the plan went out: the run cannot start at all
+                    startup_failed.cancel()
+
+            async with trio.open_nursery() as children:
+                for n in nodes:
+                    cmd = [sys.executable, "-m", "node", "--broker", url, "--run-id", run_id,
+                           "--node", f"{n[0]},{n[1]}", "--listen", f"{LOOPBACK}:{ports[n]}",
+                           "--wait", str(settings.wall_budget)]  # fmt: skip
+                    logpath = workdir / "logs" / f"node-{n[0]}-{n[1]}.log"
+                    children.start_soon(_child, n, cmd, env, logpath, bus, on_early_exit)
+                raw = await session.run(set(nodes))
+                with trio.move_on_after(EXIT_GRACE):
+                    while not all(n in bus.done for n in nodes):
+                        await trio.sleep(0.05)
+                    await _children_exited(children)
+                children.cancel_scope.cancel()
+        if startup_failed.cancelled_caught:
+            raw = session.collector.raw
+            raw.incomplete.append("a node process failed before the run started: " + "; ".join(early[:3]))
+    return raw
+
+
+async def _children_exited(children: trio.Nursery) -> None:
+    while children.child_tasks:
+        await trio.sleep(0.05)

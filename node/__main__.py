@@ -1,0 +1,147 @@
+"""``python -m node``: one meshcast node as its own process (or container).
+
+It binds its link port, connects to the MQTT broker, waits for the run's coordinator, then
+speaks the control protocol of :mod:`node.actor` over MQTT and its links over TCP
+(:mod:`node.tcp`). Coordinates come from ``--node x,y`` or ``MESHCAST_NODE``; everything else
+has an environment variable too, so a compose file sets a node up with its environment alone.
+It logs one line per state change to stderr. Exit status: 0 when the node finished its run
+normally, 1 when it aborted or could not take part, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+
+import trio
+
+__all__ = ["add_node_arguments", "main", "node_main", "run_node"]
+
+PRESENCE_WAIT = 600.0
+"""How long a node waits for its coordinator to show up on the broker."""
+
+
+def add_node_arguments(p: argparse.ArgumentParser) -> None:
+    """The node's options (shared by ``python -m node`` and ``meshcast node``)."""
+    env = os.environ.get
+    p.add_argument("--broker", default=env("MESHCAST_BROKER"), help="mqtt://host:port (env MESHCAST_BROKER)")
+    p.add_argument("--run-id", default=env("MESHCAST_RUN_ID"), help="the run's id (env MESHCAST_RUN_ID)")
+    p.add_argument(
+        "--node", default=env("MESHCAST_NODE"), help="this node's coordinates x,y (env MESHCAST_NODE)"
+    )
+    p.add_argument(
+        "--listen",
+        default=env("MESHCAST_LISTEN", "0.0.0.0:7000"),
+        help="link listen address host:port (env MESHCAST_LISTEN, default 0.0.0.0:7000)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=float(env("MESHCAST_WAIT", str(PRESENCE_WAIT))),
+        help="seconds to wait for the broker and the coordinator (env MESHCAST_WAIT)",
+    )
+
+
+def _log_line(text: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    print(f"{stamp} {text}", file=sys.stderr, flush=True)
+
+
+def _parse(args: argparse.Namespace) -> tuple[str, str, tuple[int, int], str, int]:
+    """Check the arguments; raise ValueError naming the first bad one."""
+    from node.mqtt import parse_broker, topic_root
+    from node.topology import parse_coord
+
+    if not args.broker:
+        raise ValueError("no broker: give --broker mqtt://host:port or set MESHCAST_BROKER")
+    parse_broker(args.broker)
+    if not args.run_id:
+        raise ValueError("no run id: give --run-id or set MESHCAST_RUN_ID")
+    topic_root(args.run_id)
+    if not args.node:
+        raise ValueError("no coordinates: give --node x,y or set MESHCAST_NODE")
+    here = parse_coord(args.node)
+    if here[0] < 0 or here[1] < 0:
+        raise ValueError(f"coordinates {args.node!r} must not be negative")
+    host, sep, port_text = str(args.listen).rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ValueError(f"--listen {args.listen!r}: expected host:port")
+    if args.wait <= 0:
+        raise ValueError(f"--wait must be positive, got {args.wait}")
+    return args.broker, args.run_id, here, host or "0.0.0.0", int(port_text)
+
+
+async def run_node(
+    broker: str, run_id: str, here: tuple[int, int], host: str, port: int, wait: float = PRESENCE_WAIT
+) -> int:
+    """Run one node to the end of its run; 0 if it finished normally."""
+    from node.actor import Node
+    from node.mqtt import open_node_control
+    from node.tcp import TcpLinks
+
+    name = f"node {here[0]},{here[1]}"
+
+    def log(text: str) -> None:
+        _log_line(text if text.startswith("node ") else f"{name}: {text}")
+
+    try:
+        links = await TcpLinks.listen(host, port, log=log)
+    except OSError as exc:
+        log(f"cannot listen on {host}:{port}: {exc}")
+        return 1
+    log(f"listening on {host}:{links.port} ({socket.gethostname()})")
+    try:
+        async with open_node_control(broker, run_id, here, connect_timeout=wait, log=log) as control:
+            log(f"connected to the broker {broker}, run {run_id}; waiting for the coordinator")
+            with trio.move_on_after(wait) as waited:
+                await control.coordinator_present()
+            if waited.cancelled_caught:
+                log(f"no coordinator for run {run_id} within {wait:g} s")
+                return 1
+            node = Node(here, control, links.open, log=log)
+
+            def report(kind: str, cause: str) -> None:
+                if node.engine is not None:
+                    node.engine.error(kind, cause)
+
+            links.report = report
+            try:
+                await node.run()
+            except trio.TooSlowError:
+                log("the coordinator went silent during the handshake")
+                return 1
+            aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
+            return 1 if aborted else 0
+    except ConnectionError as exc:
+        log(str(exc))
+        return 1
+    finally:
+        await links.aclose()
+
+
+def node_main(args: argparse.Namespace) -> int:
+    """Run a node from parsed arguments (``meshcast node`` calls this too)."""
+    try:
+        broker, run_id, here, host, port = _parse(args)
+    except ValueError as exc:
+        print(f"node: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return trio.run(run_node, broker, run_id, here, host, port, args.wait)
+    except KeyboardInterrupt:
+        _log_line(f"node {here[0]},{here[1]}: interrupted")
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m node", description=__doc__.split("\n\n")[0])
+    add_node_arguments(parser)
+    return node_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

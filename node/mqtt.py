@@ -1,0 +1,552 @@
+"""Control over MQTT: ``aiomqtt`` under trio through ``trio-asyncio``, confined to this module.
+
+Both ends of the control protocol get the same small interfaces as the in-memory bus: a node
+gets a :class:`node.links.Control` (:func:`open_node_control`), the coordinator gets
+``send_to`` / ``broadcast`` / ``inbox`` for :class:`coordinator.session.Session`
+(:func:`open_coordinator_bus`). Topics, all under ``meshcast/<run-id>/``:
+
+* ``up/<x>-<y>``      node → coordinator (hello, ready, report, done, ...)
+* ``down/<x>-<y>``    coordinator → one node (assign)
+* ``down/all``        coordinator → every node (plan, start, probe, stop)
+* ``status/<x>-<y>``  ``online`` on every (re)connection; the broker publishes the node's
+  will, ``offline``, when its connection dies without a goodbye (process or container killed)
+* ``coordinator``     retained presence: nodes publish nothing before they see it, so no
+  hello is lost when nodes start before the coordinator (as in ``docker compose up``)
+
+Everything is QoS 1 and published one message at a time in order. Each payload carries an
+envelope (publisher epoch and sequence number) so a message re-sent after a reconnection is
+delivered once. Sessions are MQTT 5 sessions that outlive a broker restart (with broker
+persistence) and expire after :data:`SESSION_EXPIRY` s; the client reconnects with back-off,
+resubscribes, and re-sends what was not acknowledged. Credentials come from the URL or the
+environment (``MESHCAST_MQTT_USER``, ``MESHCAST_MQTT_PASSWORD``).
+
+A node that goes ``offline`` and does not come back within :data:`LOST_GRACE` s is reported to
+the session as a ``done`` message with a ``lost: ...`` status, so a run with a dead node ends
+promptly and names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import re
+import secrets
+import struct
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+import msgpack
+import trio
+import trio_asyncio
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from node.topology import Coord
+
+__all__ = [
+    "LOST_GRACE",
+    "BrokerAddress",
+    "CoordinatorBus",
+    "MqttControl",
+    "open_coordinator_bus",
+    "open_node_control",
+    "parse_broker",
+    "topic_root",
+]
+
+SESSION_EXPIRY: Final = 600
+"""Seconds a broker keeps a disconnected client's session (subscriptions, queued messages)."""
+LOST_GRACE: Final = 5.0
+"""Seconds after a node's will before it counts as lost (a broker restart is not a death)."""
+PUBLISH_TIMEOUT: Final = 10.0
+KEEPALIVE: Final = 5
+CLOSE_GRACE: Final = 5.0
+"""How long closing an endpoint waits for its unsent messages to be acknowledged."""
+
+_ENVELOPE = struct.Struct(">c8sQ")  # magic, publisher epoch, sequence number
+_MAGIC = b"M"
+_RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+_log = logging.getLogger("meshcast.mqtt")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """Where the broker is and who we are to it."""
+
+    host: str
+    port: int
+    username: str | None
+    password: str | None
+
+    def __str__(self) -> str:
+        return f"mqtt://{self.host}:{self.port}"
+
+
+def parse_broker(url: str) -> BrokerAddress:
+    """Parse ``mqtt://[user[:password]@]host[:port]`` (or bare ``host[:port]``).
+
+    Credentials missing from the URL come from ``MESHCAST_MQTT_USER`` and
+    ``MESHCAST_MQTT_PASSWORD``. Raises ValueError naming what is wrong.
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = "mqtt://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("mqtt", "tcp"):
+        raise ValueError(f"broker URL {url!r}: scheme must be mqtt:// (TLS is not supported)")
+    try:
+        port = parts.port or 1883
+    except ValueError:
+        raise ValueError(f"broker URL {url!r}: bad port") from None
+    if not parts.hostname:
+        raise ValueError(f"broker URL {url!r}: no host")
+    user = unquote(parts.username) if parts.username else os.environ.get("MESHCAST_MQTT_USER") or None
+    password = unquote(parts.password) if parts.password else os.environ.get("MESHCAST_MQTT_PASSWORD") or None
+    return BrokerAddress(parts.hostname, port, user, password)
+
+
+def topic_root(run_id: str) -> str:
+    """``meshcast/<run-id>``; the run id must be a plain name (no MQTT wildcards or slashes)."""
+    if not _RUN_ID.match(run_id):
+        raise ValueError(f"run id {run_id!r}: use 1-64 letters, digits, '_', '.', '-'")
+    return f"meshcast/{run_id}"
+
+
+def _node_name(node: Coord) -> str:
+    return f"{node[0]}-{node[1]}"
+
+
+def _parse_node_name(text: str) -> Coord | None:
+    x, sep, y = text.partition("-")
+    if not sep or not x.isdigit() or not y.isdigit():
+        return None
+    return (int(x), int(y))
+
+
+class _TrioSafeClient(aiomqtt.Client):
+    """aiomqtt's client with its socket callbacks made safe under trio-asyncio.
+
+    aiomqtt registers paho's socket with the loop *later* (``call_soon_threadsafe``); when the
+    connection breaks in between (every broker restart), the registration comes for a socket
+    paho has already closed, and under trio-asyncio trio's epoll fails with EBADF and takes
+    the whole loop, and the node, down. Here each deferred registration first checks that the
+    socket is still paho's current one, and trio is told before paho closes a socket.
+    """
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        def callback() -> None:
+            try:
+                while True:
+                    client.loop_read()
+                    if hasattr(client._sock, "pending") and client._sock.pending() > 0:
+                        continue
+                    break
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            if client._sock is sock and sock.fileno() >= 0:
+                self._loop.add_reader(sock.fileno(), callback)
+            self._misc_task = self._loop.create_task(self._misc_loop())
+
+        self._loop.call_soon_threadsafe(register)
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        def callback() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            if client._sock is sock and client._registered_write and sock.fileno() >= 0:
+                self._loop.add_writer(sock.fileno(), callback)
+
+        self._loop.call_soon_threadsafe(register)
+
+    def _on_socket_close(self, client: Any, userdata: Any, sock: Any) -> None:
+        fileno = sock.fileno()
+        if fileno > -1:
+            self._loop.remove_writer(fileno)
+        super()._on_socket_close(client, userdata, sock)
+        with contextlib.suppress(Exception):
+            trio.lowlevel.notify_closing(sock)
+
+
+@asynccontextmanager
+async def _asyncio_loop() -> AsyncIterator[None]:
+    """The trio-asyncio loop: reuse the current one, or open one for the block."""
+    if trio_asyncio.current_loop.get() is not None:
+        yield
+        return
+    async with trio_asyncio.open_loop():
+        yield
+
+
+class _Endpoint:
+    """One MQTT client kept connected for the life of a nursery, with an ordered outbox."""
+
+    def __init__(
+        self,
+        broker: BrokerAddress,
+        client_id: str,
+        subscriptions: list[str],
+        *,
+        will: aiomqtt.Will | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.broker = broker
+        self.client_id = client_id
+        self.subscriptions = subscriptions
+        self.will = will
+        self._log = log
+        self._epoch = secrets.token_bytes(8)
+        self._seq = 0
+        self._seen: dict[bytes, set[int]] = {}
+        self._out_tx, self._out_rx = trio.open_memory_channel[tuple[str, bytes, bool]](math.inf)
+        self._unsent = 0
+        self._client: aiomqtt.Client | None = None
+        self._up = trio.Event()
+        self._may_publish = trio.Event()
+        self._first_connect = trio.Event()
+        self.connections = 0
+        self.connect_error: str | None = None
+
+    def log(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+
+    # -- hooks for subclasses -------------------------------------------------------------
+    def on_connected(self) -> list[tuple[str, bytes, bool]]:
+        """Raw messages (no envelope) to publish on every (re)connection, before the outbox."""
+        return []
+
+    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        raise NotImplementedError
+
+    # -- envelope ---------------------------------------------------------------------------
+    def _wrap(self, data: bytes) -> bytes:
+        self._seq += 1
+        return _ENVELOPE.pack(_MAGIC, self._epoch, self._seq) + data
+
+    def _unwrap(self, payload: bytes) -> bytes | None:
+        """The payload's data, or None for a duplicate or a payload without an envelope."""
+        if len(payload) < _ENVELOPE.size or payload[:1] != _MAGIC:
+            return None
+        _, epoch, seq = _ENVELOPE.unpack_from(payload)
+        seen = self._seen.setdefault(epoch, set())
+        if seq in seen:
+            return None
+        seen.add(seq)
+        return payload[_ENVELOPE.size :]
+
+    # -- publishing -------------------------------------------------------------------------
+    def publish_nowait(self, topic: str, data: bytes, *, retain: bool = False) -> None:
+        """Queue ``data`` for ``topic``; never blocks (the outbox is unbounded and ordered)."""
+        self._unsent += 1
+        self._out_tx.send_nowait((topic, self._wrap(data), retain))
+
+    async def _publish(self, topic: str, payload: bytes, retain: bool) -> bool:
+        client = self._client
+        if client is None:
+            return False
+        try:
+            with trio.fail_after(PUBLISH_TIMEOUT):
+                await trio_asyncio.aio_as_trio(client.publish)(topic, payload, qos=1, retain=retain)
+            return True
+        except (aiomqtt.MqttError, trio.TooSlowError) as exc:
+            self.log(f"publish to {topic} failed ({exc}); will retry after reconnecting")
+            return False
+
+    async def _pump(self) -> None:
+        """Publish the outbox in order; a message leaves it only once the broker acknowledged it."""
+        await self._may_publish.wait()
+        async for topic, payload, retain in self._out_rx:
+            while True:
+                await self._up.wait()
+                if await self._publish(topic, payload, retain):
+                    break
+                await trio.sleep(0.1)
+            self._unsent -= 1
+
+    async def flush(self, timeout: float = CLOSE_GRACE) -> bool:
+        """Wait (at most ``timeout`` s) until every queued message was acknowledged."""
+        with trio.move_on_after(timeout):
+            while self._unsent:
+                await trio.sleep(0.01)
+            return True
+        return False
+
+    # -- connection -------------------------------------------------------------------------
+    async def _session_aio(self) -> None:
+        """asyncio side: one connection, subscribed, messages handed to :meth:`on_message`."""
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = SESSION_EXPIRY
+        async with _TrioSafeClient(
+            self.broker.host,
+            self.broker.port,
+            username=self.broker.username,
+            password=self.broker.password,
+            identifier=self.client_id,
+            protocol=aiomqtt.ProtocolVersion.V5,
+            will=self.will,
+            keepalive=KEEPALIVE,
+            timeout=PUBLISH_TIMEOUT,
+            properties=props,
+        ) as client:
+            if self.subscriptions:
+                await client.subscribe([(t, 1) for t in self.subscriptions])
+            for topic, data, retain in self.on_connected():
+                await client.publish(topic, data, qos=1, retain=retain)  # raw: status, presence
+            self._client = client
+            self.connections += 1
+            self._up.set()
+            self._first_connect.set()
+            async for msg in client.messages:
+                payload = msg.payload
+                if isinstance(payload, (bytes, bytearray)):
+                    self.on_message(str(msg.topic), bytes(payload), bool(msg.retain))
+
+    async def _connection(self) -> None:
+        """Stay connected: reconnect with back-off whenever the connection drops."""
+        delay = 0.1
+        while True:
+            try:
+                await trio_asyncio.aio_as_trio(self._session_aio)()
+                reason = "connection closed"
+            except aiomqtt.MqttError as exc:
+                reason = str(exc) or type(exc).__name__
+            except OSError as exc:
+                reason = str(exc)
+            was_up = self._client is not None
+            self._client = None
+            self._up = trio.Event()
+            self.connect_error = reason
+            if was_up:
+                self.log(f"lost the broker {self.broker} ({reason}); reconnecting")
+                delay = 0.1
+            await trio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the connection and the outbox; ``started()`` once first connected."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._connection)
+            nursery.start_soon(self._pump)
+            await self._first_connect.wait()
+            task_status.started()
+
+
+@asynccontextmanager
+async def _running(endpoint: _Endpoint, connect_timeout: float) -> AsyncIterator[None]:
+    """Connect ``endpoint`` (or fail naming the broker), serve it during the block, flush after."""
+    async with _asyncio_loop(), trio.open_nursery() as nursery:
+        with trio.move_on_after(connect_timeout) as waited:
+            await nursery.start(endpoint.serve)
+        if waited.cancelled_caught:
+            nursery.cancel_scope.cancel()
+            raise ConnectionError(
+                f"cannot reach the MQTT broker at {endpoint.broker} within {connect_timeout:g} s"
+                f" ({endpoint.connect_error or 'no answer'})"
+            )
+        try:
+            yield
+        finally:
+            with trio.CancelScope(shield=True):
+                await endpoint.flush()
+                nursery.cancel_scope.cancel()
+
+
+# -- node side ------------------------------------------------------------------------------------
+class MqttControl(_Endpoint):
+    """A node's control channel (implements :class:`node.links.Control`)."""
+
+    def __init__(
+        self, broker: BrokerAddress, run_id: str, node: Coord, *, log: Callable[[str], None] | None = None
+    ) -> None:
+        root = topic_root(run_id)
+        name = _node_name(node)
+        self.up_topic = f"{root}/up/{name}"
+        self.status_topic = f"{root}/status/{name}"
+        self.presence_topic = f"{root}/coordinator"
+        super().__init__(
+            broker,
+            f"meshcast-{run_id}-{name}",
+            [f"{root}/down/{name}", f"{root}/down/all", self.presence_topic],
+            will=aiomqtt.Will(self.status_topic, b"offline", qos=1),
+            log=log,
+        )
+        self._in_tx, self._in_rx = trio.open_memory_channel[bytes](math.inf)
+
+    def on_connected(self) -> list[tuple[str, bytes, bool]]:
+        return [(self.status_topic, b"online", False)]
+
+    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        if topic == self.presence_topic:
+            if payload and not self._may_publish.is_set():
+                self.log("coordinator present")
+                self._may_publish.set()
+            return
+        data = self._unwrap(payload)
+        if data is not None:
+            self._in_tx.send_nowait(data)
+
+    async def coordinator_present(self) -> None:
+        """Return once the run's coordinator is on the broker (nothing is published before)."""
+        await self._may_publish.wait()
+
+    async def send(self, data: bytes) -> None:
+        self.publish_nowait(self.up_topic, data)
+
+    async def receive(self) -> bytes:
+        return await self._in_rx.receive()
+
+
+@asynccontextmanager
+async def open_node_control(
+    broker: str | BrokerAddress,
+    run_id: str,
+    node: Coord,
+    *,
+    connect_timeout: float = 60.0,
+    log: Callable[[str], None] | None = None,
+) -> AsyncIterator[MqttControl]:
+    """A connected node control channel for the block; unsent messages are flushed at the end."""
+    addr = parse_broker(broker) if isinstance(broker, str) else broker
+    control = MqttControl(addr, run_id, node, log=log)
+    async with _running(control, connect_timeout):
+        yield control
+
+
+# -- coordinator side -----------------------------------------------------------------------------
+class CoordinatorBus(_Endpoint):
+    """The coordinator's end: ``send_to``, ``broadcast`` and ``inbox`` for a Session."""
+
+    def __init__(
+        self, broker: BrokerAddress, run_id: str, *, log: Callable[[str], None] | None = None
+    ) -> None:
+        root = topic_root(run_id)
+        self.root = root
+        self.presence_topic = f"{root}/coordinator"
+        super().__init__(
+            broker,
+            f"meshcast-{run_id}-coordinator-{secrets.token_hex(3)}",
+            [f"{root}/up/+", f"{root}/status/+"],
+            will=aiomqtt.Will(self.presence_topic, b"", qos=1, retain=True),
+            log=log,
+        )
+        self._may_publish.set()
+        self._in_tx, self.inbox = trio.open_memory_channel[bytes](math.inf)
+        self.done: set[Coord] = set()
+        self.online: set[Coord] = set()
+        self._offline_since: dict[Coord, float] = {}
+        self.lost: set[Coord] = set()
+        self.broadcasts = 0
+
+    def on_connected(self) -> list[tuple[str, bytes, bool]]:
+        return [(self.presence_topic, b"present", True)]
+
+    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        kind, _, name = topic[len(self.root) + 1 :].partition("/")
+        node = _parse_node_name(name)
+        if node is None:
+            return
+        if kind == "status":
+            if payload == b"online":
+                self.online.add(node)
+                self._offline_since.pop(node, None)
+            elif payload == b"offline" and node not in self.done:
+                self.online.discard(node)
+                self._offline_since.setdefault(node, trio.current_time())
+            return
+        data = self._unwrap(payload)
+        if data is None:
+            return
+        if node not in self.done and _is_done(data):
+            self.done.add(node)
+            self._offline_since.pop(node, None)
+        self._in_tx.send_nowait(data)
+
+    async def _watch_lost(self) -> None:
+        """Turn a node that went offline and stayed away into a ``done`` with a lost status."""
+        while True:
+            await trio.sleep(0.5)
+            now = trio.current_time()
+            for node, since in list(self._offline_since.items()):
+                if node in self.done or now - since < LOST_GRACE:
+                    continue
+                del self._offline_since[node]
+                self.report_lost(
+                    node,
+                    "its broker connection died without a goodbye (process or container gone?)"
+                    f" and did not return within {LOST_GRACE:g} s",
+                )
+
+    def report_lost(self, node: Coord, why: str) -> None:
+        """Tell the session ``node`` is gone: a ``done`` whose status starts with ``lost:``."""
+        if node in self.done:
+            return
+        self.lost.add(node)
+        self.done.add(node)
+        self._offline_since.pop(node, None)
+        self.log(f"node ({node[0]},{node[1]}) lost: {why}")
+        msg = {"type": "done", "node": list(node), "status": f"lost: {why}", "last_step": 0}
+        self._in_tx.send_nowait(msgpack.packb(msg, use_bin_type=True))
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(super().serve)
+            nursery.start_soon(self._watch_lost)
+            task_status.started()
+
+    async def send_to(self, node: Coord, data: bytes) -> None:
+        self.publish_nowait(f"{self.root}/down/{_node_name(node)}", data)
+
+    async def broadcast(self, data: bytes) -> None:
+        self.broadcasts += 1
+        self.publish_nowait(f"{self.root}/down/all", data)
+
+    async def withdraw(self) -> None:
+        """Clear the retained presence (so a later run with this id waits for its coordinator)."""
+        client = self._client
+        if client is not None:
+            with trio.move_on_after(2), contextlib.suppress(aiomqtt.MqttError):
+                await trio_asyncio.aio_as_trio(client.publish)(self.presence_topic, b"", qos=1, retain=True)
+
+
+def _is_done(data: bytes) -> bool:
+    """Whether an encoded control message is a ``done`` (decoded only as far as needed)."""
+    try:
+        msg: Any = msgpack.unpackb(data, raw=False)
+    except Exception:
+        return False
+    return isinstance(msg, dict) and msg.get("type") == "done"
+
+
+@asynccontextmanager
+async def open_coordinator_bus(
+    broker: str | BrokerAddress,
+    run_id: str,
+    *,
+    connect_timeout: float = 30.0,
+    log: Callable[[str], None] | None = None,
+) -> AsyncIterator[CoordinatorBus]:
+    """A connected coordinator bus for the block; its retained presence is withdrawn at the end."""
+    addr = parse_broker(broker) if isinstance(broker, str) else broker
+    bus = CoordinatorBus(addr, run_id, log=log)
+    async with _running(bus, connect_timeout):
+        try:
+            yield bus
+        finally:
+            with trio.CancelScope(shield=True):
+                await bus.flush()
+                await bus.withdraw()

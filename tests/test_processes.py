@@ -1,0 +1,213 @@
+"""The processes runtime: one ``python -m node`` per node, TCP links, MQTT control (mosquitto)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from coordinator.inprocess import run_inprocess
+from coordinator.plan import Multicast, Plan, random_plan
+from coordinator.processes import BrokerNotFound, free_ports, local_broker, run_processes
+from coordinator.records import RunSettings
+from node.topology import Topology
+from tests._env import need_broker
+
+pytestmark = pytest.mark.slow
+
+
+def same_plan() -> Plan:
+    """4×4 torus, VH and PAIR, 20 multicasts (the issue's comparison plan)."""
+    return random_plan(Topology.parse("torus:4x4"), ["vh", "pair"], 5, repeat=10, seed=7)
+
+
+def long_plan(topo: Topology, every: int, count: int) -> Plan:
+    """One small multicast every ``every`` steps: a lockstep run that lasts ``every*count`` steps."""
+    far = (topo.cols - 1, topo.rows - 1)
+    mcs = tuple(
+        Multicast(i, "vh", (0, 0), ((topo.cols // 2, topo.rows // 2), far, (topo.cols - 1, 0)), i * every)
+        for i in range(count)
+    )
+    return Plan(topo, mcs)
+
+
+async def test_processes_match_in_process(tmp_path: Path) -> None:
+    need_broker()
+    plan = same_plan()
+    settings = RunSettings(wall_budget=120, runtime="processes", run_dir=str(tmp_path))
+    raw = await run_processes(plan, settings)
+    ref = await run_inprocess(plan, RunSettings())
+    assert not raw.incomplete, raw.incomplete
+    assert len(raw.arrivals) == sum(len(m.destinations) for m in plan.multicasts)
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.traffic == ref.traffic
+    assert raw.last_step == ref.last_step
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert len(logs) == 16 and "node-2-3.log" in logs
+    text = (tmp_path / "logs" / "node-2-3.log").read_text()
+    for state in (
+        "listening on",
+        "connected to the broker",
+        "assigned in torus:4x4",
+        "links up",
+        "started",
+        "done",
+    ):
+        assert state in text, text
+
+
+async def test_processes_with_an_external_broker_and_credentials(tmp_path: Path) -> None:
+    """--broker URL: the run uses that broker; credentials travel in the environment."""
+    need_broker()
+    plan = random_plan(Topology.parse("mesh:3x3"), ["vh"], 3, repeat=2, seed=1)
+    async with local_broker(tmp_path / "broker") as broker:
+        env = broker.env()
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            settings = RunSettings(wall_budget=60, runtime="processes", broker=broker.url)
+            raw = await run_processes(plan, settings)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == (await run_inprocess(plan, RunSettings())).logical_arrivals()
+
+
+async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path: Path) -> None:
+    need_broker()
+    topo = Topology.parse("mesh:3x3")
+    plan = long_plan(topo, every=40, count=400)  # far longer than the test lets it run
+    settings = RunSettings(wall_budget=60, runtime="processes", run_dir=str(tmp_path))
+    victim = (1, 1)
+    result: list[object] = []
+
+    async def run() -> None:
+        result.append(await run_processes(plan, settings))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        log = tmp_path / "logs" / "node-1-1.log"
+        with trio.fail_after(60):
+            while not (log.exists() and "started" in log.read_text()):
+                await trio.sleep(0.05)
+        await trio.sleep(1.0)
+        pid = _pid_of(f"--node {victim[0]},{victim[1]} ")
+        os.kill(pid, signal.SIGKILL)
+    raw = result[0]
+    from coordinator.records import RawRun
+
+    assert isinstance(raw, RawRun)
+    assert raw.incomplete
+    text = "; ".join(raw.incomplete)
+    assert "node (1,1) stopped early: lost:" in text, text
+    assert raw.arrivals, "the arrivals before the kill are kept"
+    assert raw.node_status[(0, 0)].startswith("link"), raw.node_status
+
+
+def _pid_of(needle: str) -> int:
+    """The pid of the node process whose command line contains ``needle``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "-m node" in args and needle in args:
+            return int(proc.name)
+    raise AssertionError(f"no node process with {needle!r}")
+
+
+async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
+    """Restart mosquitto mid-run: the run completes (clients reconnect) or says why not."""
+    exe = need_broker()
+    topo = Topology.parse("mesh:3x3")
+    plan = long_plan(topo, every=10, count=60)
+    port = free_ports(1)[0]
+    conf = tmp_path / "m.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
+    settings = RunSettings(
+        wall_budget=60, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
+    )
+    result: list[object] = []
+    with trio.fail_after(90):
+        async with trio.open_nursery() as nursery:
+            broker = await nursery.start(_mosquitto, exe, conf)
+
+            async def run() -> None:
+                result.append(await run_processes(plan, settings))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run)
+            log = tmp_path / "logs" / "node-1-1.log"
+            while not (log.exists() and "started" in log.read_text()):
+                await trio.sleep(0.05)
+            broker.cancel()  # stop the broker ...
+            await trio.sleep(1.0)
+            await nursery.start(_mosquitto, exe, conf)  # ... and start it again on the same port
+            await trio.sleep_forever()
+    from coordinator.records import RawRun
+
+    raw = result[0]
+    assert isinstance(raw, RawRun)
+    expected = sum(len(m.destinations) for m in plan.multicasts)
+    if raw.incomplete:  # allowed, but it must say why
+        assert any("budget" in s or "stopped early" in s or "no final report" in s for s in raw.incomplete)
+    else:
+        assert len({a.logical() for a in raw.arrivals}) == expected
+    reconnected = (tmp_path / "logs" / "node-1-1.log").read_text()
+    assert "lost the broker" in reconnected
+
+
+async def _mosquitto(exe: str, conf: Path, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: trio.run_process(
+                    [exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
+            port = int(conf.read_text().split()[1])
+            while True:
+                try:
+                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+            task_status.started(scope)
+            await trio.sleep_forever()
+
+
+async def test_missing_mosquitto_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("os.access", lambda *a, **k: False)
+    with pytest.raises(BrokerNotFound, match="apt-get install mosquitto"):
+        async with local_broker(tmp_path):
+            pass
+
+
+def test_python_m_node_rejects_bad_arguments() -> None:
+    env = dict(os.environ, MESHCAST_NODE="", MESHCAST_BROKER="", MESHCAST_RUN_ID="")
+    for args, cause in (
+        ([], "no broker"),
+        (["--broker", "mqtt://127.0.0.1:1", "--run-id", "a/b", "--node", "1,1"], "run id"),
+        (["--broker", "mqtt://127.0.0.1:1", "--run-id", "r", "--node", "x"], "cannot read coordinate"),
+        (
+            ["--broker", "mqtt://127.0.0.1:1", "--run-id", "r", "--node", "1,1", "--listen", "nope"],
+            "--listen",
+        ),
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "node", *args], capture_output=True, text=True, env=env, timeout=30
+        )
+        assert p.returncode == 2, p
+        assert cause in p.stderr and "Traceback" not in p.stderr, p.stderr

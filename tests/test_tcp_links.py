@@ -1,0 +1,204 @@
+"""TCP links (node/tcp.py): framing, authentication, and bad input over the wire (loopback only)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgpack
+import trio
+import trio.testing
+
+from coordinator.inprocess import run_inprocess
+from coordinator.plan import Plan, random_plan
+from coordinator.records import RawRun, RunSettings
+from coordinator.session import Session
+from node.actor import Node
+from node.links import MemoryControl
+from node.tcp import FrameError, FrameReader, TcpLinks, peer_entry
+from node.topology import Coord, Topology
+from node.wire import MAX_FRAME, HelloFrame, StepFrame, decode_link, encode_link
+
+Attack = Callable[[dict[Coord, TcpLinks]], Awaitable[None]]
+
+
+async def run_tcp(plan: Plan, settings: RunSettings, attack: Attack | None = None) -> RawRun:
+    """The in-process runtime, but every link a real TCP connection on loopback.
+
+    ``attack`` runs after every link is up and before the plan goes out.
+    """
+    topo = plan.topology
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
+    to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
+    listeners: dict[Coord, TcpLinks] = {}
+    nodes: list[Node] = []
+    for here in topo.nodes():
+        links = await TcpLinks.listen("127.0.0.1", 0)
+        tx, rx = trio.open_memory_channel[bytes](math.inf)
+        to_nodes[here] = tx
+        node = Node(here, MemoryControl(to_coord_tx.clone(), rx), links.open)
+
+        def report(kind: str, cause: str, node: Node = node) -> None:
+            assert node.engine is not None
+            node.engine.error(kind, cause)
+
+        links.report = report
+        listeners[here] = links
+        nodes.append(node)
+    attacked = False
+
+    async def send_to(node: Coord, data: bytes) -> None:
+        nonlocal attacked
+        if attack is not None and not attacked and msgpack.unpackb(data)["type"] == "plan":
+            attacked = True
+            await attack(listeners)
+        to_nodes[node].send_nowait(data)
+
+    async def broadcast(data: bytes) -> None:
+        for tx in to_nodes.values():
+            tx.send_nowait(data)
+
+    def peers(n: Coord) -> dict[str, Any]:
+        return {p: peer_entry("127.0.0.1", listeners[m].port) for p, m in topo.neighbours(n).items()}
+
+    session = Session(plan, settings, send_to, broadcast, to_coord_rx, peers=peers)
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            nursery.start_soon(node.run)
+        raw = await session.run(set(topo.nodes()))
+        nursery.cancel_scope.cancel()
+    for links in listeners.values():
+        await links.aclose()
+    return raw
+
+
+def _plan() -> Plan:
+    return random_plan(Topology.parse("torus:3x3"), ["vh"], 4, repeat=6, seed=3)
+
+
+async def test_tcp_links_give_the_in_process_records() -> None:
+    settings = RunSettings(wall_budget=30)
+    plan = _plan()
+    raw = await run_tcp(plan, settings)
+    ref = await run_inprocess(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.traffic == ref.traffic
+    assert not raw.errors
+
+
+async def _send_and_wait(port: int, data: bytes, close_after: float = 5.0) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    try:
+        await stream.send_all(data)
+        with trio.move_on_after(close_after):
+            while await stream.receive_some(1 << 16):  # until the node closes it
+                pass
+    except trio.BrokenResourceError:
+        pass  # the node reset it: fine, it was rejected
+    finally:
+        await stream.aclose()
+
+
+async def test_bad_callers_are_reported_and_real_links_keep_working() -> None:
+    """Garbage, a wrong token, a stranger, an oversized frame: each reported; the run completes."""
+    target: Coord = (1, 1)  # (0,1) and (1,0) dial it; its listener is exposed to the attacks
+    plan = _plan()
+
+    async def attack(listeners: dict[Coord, TcpLinks]) -> None:
+        port = listeners[target].port
+        await _send_and_wait(port, b"\xc1\xc1 this is not msgpack \xc1")
+        await _send_and_wait(port, encode_link(HelloFrame("not-the-run-token", (0, 1))))
+        await _send_and_wait(port, encode_link(StepFrame(0, 0, ())))  # no hello first
+        big = msgpack.packb(["H", "x" * (MAX_FRAME + 1000), [0, 1]])
+        await _send_and_wait(port, big)
+        with trio.fail_after(10):
+            while listeners[target].rejected < 4:
+                await trio.sleep(0.01)
+
+    settings = RunSettings(wall_budget=30)
+    raw = await run_tcp(plan, settings, attack)
+    ref = await run_inprocess(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    mine = [e for e in raw.errors if e["node"] == list(target)]
+    kinds = sorted(e["kind"] for e in mine)
+    assert kinds == ["bad-frame", "bad-frame", "link-auth", "link-auth"], mine
+    causes = " | ".join(e["cause"] for e in mine)
+    assert "not msgpack" in causes
+    assert "wrong run token" in causes
+    assert "not a hello" in causes
+    assert "exceeds the limit" in causes
+    assert all(e["node"] == list(target) for e in raw.errors), raw.errors
+
+
+async def test_a_known_token_from_a_non_neighbour_is_rejected() -> None:
+    """The token alone is not enough: the caller must be the neighbour announced for a port."""
+    plan = _plan()
+    target: Coord = (1, 1)
+    tokens: list[str] = []
+
+    async def attack(listeners: dict[Coord, TcpLinks]) -> None:
+        # the token is in every assignment; use the real one with a wrong identity
+        await _send_and_wait(listeners[target].port, encode_link(HelloFrame(tokens[0], (2, 2))))
+        with trio.fail_after(10):
+            while listeners[target].rejected < 1:
+                await trio.sleep(0.01)
+
+    orig = Session._assign
+
+    def spy(self: Session, node: Coord) -> dict[str, Any]:
+        msg = orig(self, node)
+        tokens.append(msg["token"])
+        return msg
+
+    Session._assign = spy  # type: ignore[method-assign]
+    try:
+        raw = await run_tcp(plan, RunSettings(wall_budget=30), attack)
+    finally:
+        Session._assign = orig  # type: ignore[method-assign]
+    assert not raw.incomplete
+    assert [e["kind"] for e in raw.errors] == ["link-auth"]
+    assert "(2,2) is not a neighbour that dials this node" in raw.errors[0]["cause"]
+
+
+async def test_frame_reader_cuts_frames_across_chunk_boundaries() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    frames = [encode_link(StepFrame(i, i - 1, ())) for i in range(50)]
+    blob = b"".join(frames)
+    reader = FrameReader(b, max_frame=1024)
+
+    async def writer() -> None:
+        for i in range(0, len(blob), 7):
+            await a.send_all(blob[i : i + 7])
+        await a.send_eof()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer)
+        got = [await reader.next() for _ in frames]
+    assert got == frames
+    assert [decode_link(f) for f in got] == [decode_link(f) for f in frames]
+    try:
+        await reader.next()
+    except trio.EndOfChannel:
+        pass
+    else:
+        raise AssertionError("expected the end of the stream")
+
+
+async def test_frame_reader_limits_and_garbage() -> None:
+    for data, cause in (
+        (msgpack.packb(b"x" * 5000), "exceeds the limit"),
+        (b"\xc1", "not msgpack"),
+        (msgpack.packb([1, 2, 3])[:-1], "stream ended inside a frame"),
+    ):
+        a, b = trio.testing.memory_stream_pair()
+        await a.send_all(data)
+        await a.send_eof()
+        try:
+            await FrameReader(b, max_frame=1024).next()
+        except FrameError as exc:
+            assert cause in str(exc)
+        else:
+            raise AssertionError(f"no FrameError for {data[:10]!r}")
