@@ -16,7 +16,7 @@ Under ``isolated`` contention each multicast has its own buffers and port capaci
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
