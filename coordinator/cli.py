@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import RUNTIMES, emulate, result_document
+from coordinator.experiment import RUNTIMES, emulate, result_document, runtime_problem
 from coordinator.plan import Plan, PlanError, explicit, random_plan
 from coordinator.records import RunSettings
 from coordinator.timing import Timing
@@ -82,6 +82,9 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> RunSettings:
         raise UsageError(f"--max-steps must be positive, got {args.max_steps}")
     if args.wall_budget <= 0:
         raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
+    problem = runtime_problem(args.runtime)
+    if problem:
+        raise UsageError(problem)
     if args.hop_limit is not None and args.hop_limit < 1:
         raise UsageError(f"--hop-limit must be positive, got {args.hop_limit}")
     return RunSettings(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +15,24 @@ from coordinator.plan import Plan
 from coordinator.records import RawRun, RunSettings
 from coordinator.timing import Timing, apply_timing
 
-__all__ = ["RUNTIMES", "emulate", "result_document"]
+__all__ = ["RUNTIMES", "emulate", "result_document", "runtime_problem"]
 
 RUNTIMES = ("in-process", "processes", "containers", "model")
+_DISTRIBUTED = {
+    "processes": ("coordinator.processes", "run_processes"),
+    "containers": ("coordinator.containers", "run_containers"),
+}
 
 Progress = Callable[[int, int], None]
+
+
+def runtime_problem(runtime: str) -> str | None:
+    """Why ``runtime`` cannot run in this installation, or None."""
+    if runtime not in RUNTIMES:
+        return f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}"
+    if runtime in _DISTRIBUTED and importlib.util.find_spec(_DISTRIBUTED[runtime][0]) is None:
+        return f"runtime {runtime!r} is not available in this build"
+    return None
 
 
 async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None = None) -> RawRun:
@@ -26,14 +41,16 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
         from coordinator.inprocess import run_inprocess
 
         return await run_inprocess(plan, settings, progress)
-    if settings.runtime == "processes":
-        from coordinator.processes import run_processes
-
-        return await run_processes(plan, settings, progress)
-    if settings.runtime == "containers":
-        from coordinator.containers import run_containers
-
-        return await run_containers(plan, settings, progress)
+    if settings.runtime in _DISTRIBUTED:
+        module, function = _DISTRIBUTED[settings.runtime]
+        try:
+            runner = getattr(importlib.import_module(module), function)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            raise ValueError(f"runtime {settings.runtime!r} is not available in this build") from None
+        raw: RawRun = await runner(plan, settings, progress)
+        return raw
     if settings.runtime == "model":
         return await trio.to_thread.run_sync(run_model, plan, settings)
     raise ValueError(f"runtime {settings.runtime!r} is not available in this build")
