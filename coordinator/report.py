@@ -1,0 +1,197 @@
+"""Shared helpers for reproduction reports: package data, number formats, markdown tables, plots.
+
+Every reproduction (``coordinator/reproduce/*.py``) writes a ``report.md`` with the paper's
+numbers beside ours and PNG plots where ours are solid lines and the paper's dashed. The
+pieces they all need live here so that the reports look alike.
+
+Plots use matplotlib's object API with the Agg canvas (no pyplot, no global backend switch),
+so a report can be written on a headless CI machine and from inside a user's session alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from coordinator.results import atomic_write
+
+__all__ = [
+    "DataTable",
+    "Series",
+    "algorithm_colour",
+    "fmt",
+    "fmt_ci",
+    "fmt_delta",
+    "markdown_table",
+    "plot_series",
+    "read_data_table",
+]
+
+
+# -- package data ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DataTable:
+    """A CSV from ``coordinator/data/``: its ``#`` comment lines (the source) and numeric rows."""
+
+    name: str
+    comments: tuple[str, ...]
+    columns: tuple[str, ...]
+    rows: tuple[dict[str, float], ...]
+
+    @property
+    def source(self) -> str:
+        """The comment lines joined, without their ``#`` (where the numbers come from)."""
+        return " ".join(c.lstrip("#").strip() for c in self.comments)
+
+    def column(self, name: str) -> list[float]:
+        return [r[name] for r in self.rows]
+
+    def by(self, key: str) -> dict[float, dict[str, float]]:
+        """Rows indexed by the value of column ``key`` (e.g. the number of destinations)."""
+        return {r[key]: r for r in self.rows}
+
+
+def read_data_table(name: str) -> DataTable:
+    """Read ``coordinator/data/NAME`` (package data): comment lines first, then a header, numbers."""
+    text = resources.files("coordinator").joinpath("data", name).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    comments = tuple(line for line in lines if line.startswith("#"))
+    body = [line for line in lines if line.strip() and not line.startswith("#")]
+    reader = csv.reader(body)
+    header = tuple(h.strip() for h in next(reader))
+    rows = []
+    for i, rec in enumerate(reader, start=2):
+        if len(rec) != len(header):
+            raise ValueError(f"{name}: data row {i} has {len(rec)} fields, the header {len(header)}")
+        rows.append({h: float(v) for h, v in zip(header, rec, strict=True)})
+    return DataTable(name, comments, header, tuple(rows))
+
+
+# -- numbers -----------------------------------------------------------------------------------
+def fmt(v: float | None, digits: int = 2) -> str:
+    """A number for a table; an em dash for a missing one."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}f}"
+
+
+def fmt_ci(mean: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
+    """``mean [lo, hi]``, or just the mean when there is no interval."""
+    if mean is None:
+        return "—"
+    if lo is None or hi is None or lo == hi:
+        return fmt(mean, digits)
+    return f"{fmt(mean, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def fmt_delta(ours: float | None, paper: float | None, digits: int = 2) -> str:
+    """``ours − paper`` with its sign and, where the paper's value is not zero, in percent."""
+    if ours is None or paper is None:
+        return "—"
+    d = ours - paper
+    sign = "+" if d >= 0 else "−"
+    text = f"{sign}{abs(d):.{digits}f}"
+    if paper:
+        text += f" ({sign}{abs(d) / abs(paper) * 100:.1f}%)"
+    return text
+
+
+# -- markdown ----------------------------------------------------------------------------------
+def markdown_table(
+    header: Sequence[str], rows: Iterable[Sequence[object]], align: Sequence[str] | None = None
+) -> str:
+    """A GitHub-flavoured markdown table; ``align`` holds 'l', 'r' or 'c' per column (default r)."""
+    cells = [[str(c) for c in r] for r in rows]
+    for r in cells:
+        if len(r) != len(header):
+            raise ValueError(f"row {r!r} has {len(r)} cells, the header {len(header)}")
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    al = list(align) if align is not None else ["r"] * len(header)
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(marks[a] for a in al) + " |",
+    ]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells]
+    return "\n".join(lines) + "\n"
+
+
+# -- plots -------------------------------------------------------------------------------------
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+_KNOWN = ("diag", "pair", "min", "vh", "dist")
+
+
+def algorithm_colour(name: str) -> str:
+    """One colour per algorithm, the same in every plot of every report."""
+    if name in _KNOWN:
+        return _COLOURS[_KNOWN.index(name)]
+    return _COLOURS[len(_KNOWN) + sum(map(ord, name)) % (len(_COLOURS) - len(_KNOWN))]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One curve: ours (solid, with an optional 95% CI band) or the paper's (dashed)."""
+
+    label: str
+    x: Sequence[float]
+    y: Sequence[float | None]
+    paper: bool = False
+    colour: str | None = None
+    band: tuple[Sequence[float | None], Sequence[float | None]] | None = field(default=None)
+
+
+def plot_series(
+    path: Path,
+    series: Sequence[Series],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    note: str | None = None,
+    dpi: int = 110,
+) -> Path:
+    """Draw ``series`` into a PNG (or SVG, by suffix) at ``path``, written atomically."""
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for s in series:
+        pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
+        if not pts:
+            continue
+        xs, ys = zip(*pts, strict=True)
+        ax.plot(
+            xs,
+            ys,
+            linestyle="--" if s.paper else "-",
+            marker="x" if s.paper else "o",
+            markersize=3.5,
+            linewidth=1.3 if s.paper else 1.8,
+            color=s.colour,
+            label=s.label,
+        )
+        if s.band is not None:
+            lo, hi = s.band
+            bx = [x for x, a, b in zip(s.x, lo, hi, strict=True) if a is not None and b is not None]
+            blo = [a for a, b in zip(lo, hi, strict=True) if a is not None and b is not None]
+            bhi = [b for a, b in zip(lo, hi, strict=True) if a is not None and b is not None]
+            if bx:
+                ax.fill_between(bx, blo, bhi, color=s.colour, alpha=0.18, linewidth=0)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    if note:  # below the axes, in a strip that constrained layout keeps free
+        engine = fig.get_layout_engine()
+        if isinstance(engine, ConstrainedLayoutEngine):
+            engine.set(rect=(0, 0.05, 1, 0.95))
+        fig.text(0.01, 0.01, note, fontsize="x-small", color="#555555", ha="left", va="bottom")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
