@@ -1,0 +1,334 @@
+"""``meshcast show``: draw one multicast on its grid (PNG or SVG) for papers, slides and debugging.
+
+The multicast is emulated like any other (``emulate`` with ``trace=True``), so the picture shows
+what the nodes actually did: every link a packet crossed (an arrow, coloured by the step it was
+sent in), the destinations with the step each was reached in, the relay nodes, the source.
+On a torus a wrap-around link is drawn as an arrow leaving the grid on one side and one
+entering it on the other, in the same colour, so that the picture stays a flat grid. Row 0 is
+at the bottom, as in the seed papers' figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from coordinator.experiment import emulate, result_document
+from coordinator.plan import PlanError, explicit, random_plan
+from coordinator.records import RunSettings
+from coordinator.results import atomic_write
+from node.topology import Coord, Topology, TopologyError, parse_coord, parse_coords
+
+__all__ = ["COMMANDS", "FORMATS", "add_command", "draw_multicast", "show"]
+
+FORMATS = ("png", "svg")
+_WRAP_STUB = 0.42  # how far a wrap-around arrow reaches beyond the grid's edge
+
+
+def show(
+    topology: Topology,
+    algorithm: str,
+    source: Coord,
+    destinations: Sequence[Coord] | None,
+    settings: RunSettings,
+    random_dests: int | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Emulate one multicast with a trace; return its record (``--json`` shape, with ``links``)."""
+    if destinations is not None:
+        plan = explicit(topology, [algorithm], source, destinations, 1, params)
+    elif random_dests is not None:
+        plan = random_plan(topology, [algorithm], random_dests, 1, settings.seed, source, params)
+    else:
+        raise PlanError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
+    traced = replace(settings, trace=True)
+    raw = trio.run(emulate, plan, traced, None)
+    doc = result_document(plan, traced, raw)
+    record: dict[str, Any] = doc["multicasts"][0]
+    record["run"] = doc["run"]
+    return record
+
+
+def _xs(nodes: Iterable[Sequence[int]]) -> list[int]:
+    return [n[0] for n in nodes]
+
+
+def _ys(nodes: Iterable[Sequence[int]]) -> list[int]:
+    return [n[1] for n in nodes]
+
+
+def _wrap_direction(a: int, b: int) -> int:
+    """+1 or −1 when a → b is a wrap-around step on a ring, 0 for an ordinary step."""
+    if abs(b - a) <= 1:
+        return 0
+    return -1 if b > a else 1
+
+
+def draw_multicast(
+    topology: Topology,
+    record: Mapping[str, Any],
+    path: Path,
+    title: str | None = None,
+    link_steps: bool = False,
+    dpi: int = 150,
+) -> Path:
+    """Draw ``record`` (from :func:`show`) on ``topology`` into ``path`` (.png or .svg), atomically."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch
+
+    cols, rows = topology.cols, topology.rows
+    scale = 0.62 if max(cols, rows) <= 24 else max(0.2, 15 / max(cols, rows))
+    fig = Figure(figsize=(cols * scale + 1.9, rows * scale + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_aspect("equal")
+    ax.set_xlim(-0.9, cols - 0.1)
+    ax.set_ylim(-0.9, rows - 0.1)
+    ax.set_xticks(range(cols))
+    ax.set_yticks(range(rows))
+    ax.tick_params(labelsize="x-small", length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    small = max(cols, rows) > 16
+    # the idle network
+    grid: dict[str, Any] = {"color": "#d9d9d9", "linewidth": 0.8, "zorder": 0}
+    for y in range(rows):
+        ax.plot([0, cols - 1], [y, y], **grid)
+    for x in range(cols):
+        ax.plot([x, x], [0, rows - 1], **grid)
+    if topology.is_torus:
+        stub: dict[str, Any] = {"color": "#d9d9d9", "linewidth": 0.8, "linestyle": ":", "zorder": 0}
+        for y in range(rows):
+            ax.plot([-_WRAP_STUB, 0], [y, y], **stub)
+            ax.plot([cols - 1, cols - 1 + _WRAP_STUB], [y, y], **stub)
+        for x in range(cols):
+            ax.plot([x, x], [-_WRAP_STUB, 0], **stub)
+            ax.plot([x, x], [rows - 1, rows - 1 + _WRAP_STUB], **stub)
+        ax.set_xlim(-0.9, cols - 1 + 0.9)
+        ax.set_ylim(-0.9, rows - 1 + 0.9)
+    # the used links, coloured by send step
+    links: list[Mapping[str, Any]] = list(record.get("links") or [])
+    last = max((int(lk["step"]) for lk in links), default=0)
+    norm = Normalize(vmin=0, vmax=max(1, last))
+    cmap = colormaps["viridis"]
+    reached: set[Coord] = set()
+
+    def arrow(a: tuple[float, float], b: tuple[float, float], colour: Any, head: bool = True) -> None:
+        ax.add_patch(
+            FancyArrowPatch(
+                a,
+                b,
+                arrowstyle="-|>" if head else "-",
+                mutation_scale=9 if not small else 6,
+                shrinkA=5 if not small else 3,
+                shrinkB=6 if head and not small else 3,
+                color=colour,
+                linewidth=1.6 if not small else 1.0,
+                zorder=2,
+            )
+        )
+
+    for lk in links:
+        if lk.get("to") is None:
+            continue
+        (fx, fy), (tx, ty) = lk["from"], lk["to"]
+        reached.add((int(tx), int(ty)))
+        colour = cmap(norm(int(lk["step"])))
+        wx = _wrap_direction(fx, tx) if topology.is_torus and fy == ty else 0
+        wy = _wrap_direction(fy, ty) if topology.is_torus and fx == tx else 0
+        if wx or wy:
+            out = (fx + wx * _WRAP_STUB * 1.6, fy + wy * _WRAP_STUB * 1.6)
+            inn = (tx - wx * _WRAP_STUB * 1.6, ty - wy * _WRAP_STUB * 1.6)
+            arrow((fx, fy), out, colour, head=False)
+            arrow(inn, (tx, ty), colour)
+            mid = out
+        else:
+            arrow((fx, fy), (tx, ty), colour)
+            mid = ((fx + tx) / 2, (fy + ty) / 2)
+        if link_steps:
+            ax.text(
+                mid[0],
+                mid[1],
+                str(lk["step"]),
+                fontsize=5.5,
+                ha="center",
+                va="center",
+                zorder=3,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+            )
+    # the nodes
+    src = tuple(record["source"])
+    dests = [tuple(d) for d in record["destinations"]]
+    arrival = {tuple(a["node"]): a["step"] for a in record.get("arrivals", [])}
+    missing = {tuple(m) for m in record.get("missing", [])}
+    dest_set = set(dests)
+    size = 110 if not small else 40
+    idle = [n for n in topology.nodes() if n not in reached and n not in dest_set and n != src]
+    relays = [n for n in reached if n not in dest_set and n != src]
+    if idle:
+        ax.scatter(_xs(idle), _ys(idle), s=size * 0.25, c="#bdbdbd", zorder=1, linewidths=0)
+    if relays:
+        ax.scatter(
+            _xs(relays),
+            _ys(relays),
+            s=size * 0.55,
+            facecolors="white",
+            edgecolors="#555555",
+            linewidths=1.0,
+            zorder=3,
+        )
+    got = [d for d in dests if d not in missing]
+    if got:
+        ax.scatter(
+            _xs(got), _ys(got), s=size * 1.6, c="#ff9f1c", edgecolors="#8a5300", linewidths=0.8, zorder=4
+        )
+        for d in got:
+            ax.text(
+                d[0],
+                d[1],
+                str(arrival.get(d, "?")),
+                fontsize=6.5 if not small else 4.5,
+                ha="center",
+                va="center",
+                zorder=5,
+                fontweight="bold",
+            )
+    if missing:
+        ax.scatter(_xs(missing), _ys(missing), s=size * 1.4, marker="X", c="#d62728", zorder=4)
+    ax.scatter([src[0]], [src[1]], s=size * 2.0, marker="s", c="#d62728", edgecolors="black", zorder=4)
+    ax.text(
+        src[0],
+        src[1],
+        "S",
+        fontsize=7 if not small else 5,
+        color="white",
+        ha="center",
+        va="center",
+        fontweight="bold",
+        zorder=5,
+    )
+    # legend, colour bar, title
+    handles = [
+        Line2D([], [], marker="s", linestyle="", color="#d62728", markeredgecolor="black", label="source"),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            color="#ff9f1c",
+            markeredgecolor="#8a5300",
+            label="destination (arrival step)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markerfacecolor="white",
+            markeredgecolor="#555555",
+            label="relay",
+        ),
+    ]
+    if missing:
+        handles.append(Line2D([], [], marker="X", linestyle="", color="#d62728", label="not reached"))
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=len(handles),
+        fontsize="x-small",
+        frameon=False,
+        handletextpad=0.3,
+        columnspacing=1.2,
+    )
+    if links:
+        bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, pad=0.01, aspect=30)
+        bar.set_label("send step of the link", fontsize="x-small")
+        bar.ax.tick_params(labelsize="x-small")
+    if title is None:
+        run = record.get("run", {})
+        t = record.get("time")
+        title = (
+            f"{record['algorithm'].upper()} on {topology.spec}, source ({src[0]},{src[1]}), "
+            f"{len(dests)} destinations\ntime {t if t is not None else 'incomplete'}, "
+            f"traffic {record['traffic']} links ({run.get('port_model', '')})"
+        )
+    ax.set_title(title, fontsize="small")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower(), dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+# -- command line ------------------------------------------------------------------------------
+def add_command(sub: Any) -> None:
+    """Register ``meshcast show``."""
+    from coordinator.cli import add_run_options
+
+    p = sub.add_parser(
+        "show",
+        help="draw one multicast on its grid (PNG or SVG)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
+    p.add_argument("--algorithm", required=True, help="one name from 'meshcast algorithms'")
+    p.add_argument("--source", default="0,0", help="x,y of the source (default 0,0)")
+    p.add_argument("--dests", default=None, help="destinations, e.g. '3,2 9,3 8,5'")
+    p.add_argument(
+        "--random-dests", type=int, default=None, metavar="K", help="K random destinations (--seed)"
+    )
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
+    p.add_argument("--out", required=True, help="picture file: .png or .svg")
+    p.add_argument("--title", default=None, help="replace the title (algorithm, time, traffic)")
+    p.add_argument("--link-steps", action="store_true", help="write each link's send step on its arrow")
+    p.add_argument("--dpi", type=int, default=150, help="resolution of a PNG (default 150)")
+    add_run_options(p)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from coordinator.cli import UsageError, _params, settings_from
+
+    out = Path(args.out)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise UsageError(f"--out {args.out!r}: the picture must end in .png or .svg")
+    if "," in args.algorithm:
+        raise UsageError(f"--algorithm {args.algorithm!r}: show draws one algorithm at a time")
+    if args.dests is not None and args.random_dests is not None:
+        raise UsageError("give either --dests or --random-dests, not both")
+    if not 10 <= args.dpi <= 1200:
+        raise UsageError(f"--dpi must be between 10 and 1200, got {args.dpi}")
+    try:
+        topo = Topology.parse(args.topology)
+        source = parse_coord(args.source)
+        dests = parse_coords(args.dests) if args.dests is not None else None
+        settings = settings_from(args)
+        record = show(
+            topo, args.algorithm.strip(), source, dests, settings, args.random_dests, _params(args.param)
+        )
+    except (PlanError, TopologyError) as exc:
+        raise UsageError(str(exc)) from None
+    draw_multicast(topo, record, out, args.title, args.link_steps, args.dpi)
+    t = record["time"]
+    print(
+        f"{record['algorithm']}: time {t if t is not None else 'incomplete'}, traffic {record['traffic']}; "
+        f"wrote {out}",
+        file=sys.stderr,
+    )
+    if record["missing"] or not record["run"]["complete"]:
+        print(f"meshcast: {len(record['missing'])} destination(s) not reached", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"show": cmd_show}
