@@ -1,0 +1,417 @@
+"""The ``containers`` runtime: one container per node with docker compose, and the compose generator.
+
+:func:`compose_document` writes one service per node (``node-X-Y``, its coordinates in its
+environment, so ``docker compose logs node-2-3`` and ``docker compose stop node-2-3`` mean
+something), the broker, and a ``coordinator`` service that runs the experiment
+(``meshcast coordinate``) and writes its results into ``./results``. Nodes reach each other by
+service name on the compose network, port 7000.
+
+:func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
+file into a run directory, builds the image if it is not there, starts everything with its own
+project name, collects the coordinator's results, and tears down with
+``down -v --remove-orphans`` on every exit path. It works with compose v2 (``docker compose``)
+and v1 (``docker-compose``), probed once; only features both have are used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from coordinator.plan import Multicast, Plan
+from coordinator.records import Arrival, RawRun, RunSettings
+from node.topology import Coord, Topology
+
+__all__ = [
+    "DEFAULT_BROKER_IMAGE",
+    "DEFAULT_IMAGE",
+    "NODE_PORT",
+    "ContainerRun",
+    "compose_cli",
+    "compose_document",
+    "plan_from_json",
+    "plan_to_json",
+    "raw_from_json",
+    "raw_to_json",
+    "render_yaml",
+    "repo_root",
+    "run_containers",
+]
+
+DEFAULT_IMAGE: Final = "meshcast-local/meshcast:latest"
+"""The project image; a name no public image has (the offline script builds it too)."""
+DEFAULT_BASE_IMAGE: Final = "python:3.11-slim"
+DEFAULT_BROKER_IMAGE: Final = "eclipse-mosquitto:2"
+NODE_PORT: Final = 7000
+BROKER_URL: Final = "mqtt://broker:1883"
+START_MARGIN: Final = 300.0
+"""Seconds allowed on top of the wall budget for images to start and the run to be collected."""
+
+
+def repo_root() -> Path:
+    """The source tree holding deploy/Dockerfile (the build context)."""
+    return Path(__file__).resolve().parent.parent
+
+
+@cache
+def compose_cli() -> tuple[str, ...] | None:
+    """``("docker", "compose")`` for v2, ``("docker-compose",)`` for v1, None if neither (probed once)."""
+    for cmd in (("docker", "compose"), ("docker-compose",)):
+        if shutil.which(cmd[0]) is None:
+            continue
+        try:
+            p = subprocess.run([*cmd, "version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode == 0:
+            return cmd
+    return None
+
+
+# -- the compose file -------------------------------------------------------------------------------
+def compose_document(
+    topology: Topology,
+    coordinator_args: Sequence[str],
+    *,
+    run_id: str = "compose",
+    build_context: str = ".",
+    mosquitto_conf: str = "./deploy/mosquitto.conf",
+    results: str = "./results",
+    extra_volumes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node."""
+    image = f"${{MESHCAST_IMAGE:-{DEFAULT_IMAGE}}}"
+    creds = {
+        "MESHCAST_MQTT_USER": "${MESHCAST_MQTT_USER:-}",
+        "MESHCAST_MQTT_PASSWORD": "${MESHCAST_MQTT_PASSWORD:-}",
+    }
+    services: dict[str, Any] = {
+        "broker": {
+            "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
+            "command": ["mosquitto", "-c", "/mosquitto/config/mosquitto.conf"],
+            "volumes": [f"{mosquitto_conf}:/mosquitto/config/mosquitto.conf:ro"],
+        },
+        "coordinator": {
+            "image": image,
+            "build": {
+                "context": build_context,
+                "dockerfile": "deploy/Dockerfile",
+                "args": {"BASE_IMAGE": f"${{MESHCAST_BASE_IMAGE:-{DEFAULT_BASE_IMAGE}}}"},
+            },
+            "command": [
+                "meshcast",
+                "coordinate",
+                *coordinator_args,
+                "--broker",
+                BROKER_URL,
+                "--run-id",
+                run_id,
+                "--out",
+                "/results",
+            ],
+            "environment": dict(creds),
+            "volumes": [f"{results}:/results", *extra_volumes],
+            "depends_on": ["broker"],
+        },
+    }
+    for x, y in topology.nodes():
+        services[f"node-{x}-{y}"] = {
+            "image": image,
+            "pull_policy": "never",
+            "command": ["python", "-m", "node"],
+            "environment": {
+                "MESHCAST_NODE": f"{x},{y}",
+                "MESHCAST_BROKER": BROKER_URL,
+                "MESHCAST_RUN_ID": run_id,
+                "MESHCAST_LISTEN": f"0.0.0.0:{NODE_PORT}",
+                **creds,
+            },
+            "depends_on": ["broker"],
+        }
+    return {"version": "3.8", "services": services}
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(str(v))  # a double-quoted YAML string
+
+
+def render_yaml(doc: Any, header: str = "") -> str:
+    """Block-style YAML for plain dicts, lists and scalars (strings always double-quoted)."""
+    lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
+
+    def emit(v: Any, indent: int) -> None:
+        pad = "  " * indent
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if k == "command" and isinstance(item, list):
+                    lines.append(f"{pad}{k}: {flow(item)}")
+                elif isinstance(item, (dict, list)) and item:
+                    lines.append(f"{pad}{k}:")
+                    emit(item, indent + 1)
+                else:
+                    lines.append(f"{pad}{k}: {_scalar(item) if not isinstance(item, (dict, list)) else '{}'}")
+        else:
+            for item in v:
+                if isinstance(item, (dict, list)):
+                    raise ValueError("nested collections in lists are not needed here")
+                lines.append(f"{pad}- {_scalar(item)}")
+
+    def flow(v: list[Any]) -> str:
+        return "[" + ", ".join(_scalar(i) for i in v) + "]"
+
+    emit(doc, 0)
+    return "\n".join(lines) + "\n"
+
+
+# -- plans and raw results as JSON (host <-> coordinator container) ----------------------------
+def plan_to_json(plan: Plan) -> str:
+    return json.dumps(
+        {
+            "topology": plan.topology.spec,
+            "multicasts": [
+                [m.id, m.algorithm, list(m.source), [list(d) for d in m.destinations], m.step, dict(m.params)]
+                for m in plan.multicasts
+            ],
+        }
+    )
+
+
+def plan_from_json(text: str) -> Plan:
+    data = json.loads(text)
+    topo = Topology.parse(data["topology"])
+    mcs = tuple(
+        Multicast(
+            int(i),
+            str(a),
+            (int(s[0]), int(s[1])),
+            tuple((int(d[0]), int(d[1])) for d in ds),
+            int(st),
+            dict(p),
+        )
+        for i, a, s, ds, st, p in data["multicasts"]
+    )
+    return Plan(topo, mcs)
+
+
+def _c(v: Sequence[int]) -> Coord:
+    return (int(v[0]), int(v[1]))
+
+
+def raw_to_json(raw: RawRun) -> str:
+    return json.dumps(
+        {
+            "arrivals": [
+                [a.mc, list(a.node), a.step, a.hops, a.startups, a.wall_ns, a.host] for a in raw.arrivals
+            ],
+            "traffic": [[mc, n] for mc, n in raw.traffic.items()],
+            "links": [[mc, [[list(n), p] for n, p in sorted(ls)]] for mc, ls in raw.links.items()],
+            "trace": [[mc, list(n), p, s] for mc, n, p, s in raw.trace],
+            "errors": raw.errors,
+            "injected": [[mc, ns, host] for mc, (ns, host) in raw.injected.items()],
+            "hosts": [[list(n), h] for n, h in raw.hosts.items()],
+            "node_status": [[list(n), s] for n, s in raw.node_status.items()],
+            "peak_queue": [[list(n), q] for n, q in raw.peak_queue.items()],
+            "last_step": raw.last_step,
+            "wall_s": raw.wall_s,
+            "incomplete": raw.incomplete,
+        }
+    )
+
+
+def raw_from_json(text: str) -> RawRun:
+    d = json.loads(text)
+    return RawRun(
+        arrivals=[
+            Arrival(int(mc), _c(n), int(s), int(h), int(u), w, host)
+            for mc, n, s, h, u, w, host in d["arrivals"]
+        ],
+        traffic={int(mc): int(n) for mc, n in d["traffic"]},
+        links={int(mc): {(_c(n), str(p)) for n, p in ls} for mc, ls in d["links"]},
+        trace=[(int(mc), _c(n), str(p), int(s)) for mc, n, p, s in d["trace"]],
+        errors=list(d["errors"]),
+        injected={int(mc): (int(ns), str(h)) for mc, ns, h in d["injected"]},
+        hosts={_c(n): str(h) for n, h in d["hosts"]},
+        node_status={_c(n): str(s) for n, s in d["node_status"]},
+        peak_queue={_c(n): int(q) for n, q in d["peak_queue"]},
+        last_step=int(d["last_step"]),
+        wall_s=float(d["wall_s"]),
+        incomplete=list(d["incomplete"]),
+    )
+
+
+def settings_args(settings: RunSettings) -> list[str]:
+    """``meshcast coordinate`` options that reproduce ``settings``."""
+    args = [
+        "--port-model",
+        settings.port_model,
+        "--contention",
+        settings.contention,
+        "--clock",
+        settings.clock,
+        "--max-steps",
+        str(settings.max_steps),
+        "--wall-budget",
+        f"{settings.wall_budget:g}",
+        "--seed",
+        str(settings.seed),
+    ]
+    if settings.hop_limit is not None:
+        args += ["--hop-limit", str(settings.hop_limit)]
+    if settings.trace:
+        args.append("--trace")
+    return args
+
+
+# -- running ------------------------------------------------------------------------------------------
+@dataclass
+class ContainerRun:
+    """One compose deployment of a plan: write, build, up, collect, down (always)."""
+
+    plan: Plan
+    settings: RunSettings
+    workdir: Path
+    run_id: str = field(default_factory=lambda: "c" + secrets.token_hex(4))
+    log: Callable[[str], None] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def project(self) -> str:
+        return f"meshcast-{self.run_id}"
+
+    @property
+    def compose_file(self) -> Path:
+        return self.workdir / "compose.yaml"
+
+    @property
+    def results(self) -> Path:
+        return self.workdir / "results"
+
+    def say(self, text: str) -> None:
+        if self.log is not None:
+            self.log(text)
+
+    def write(self) -> Path:
+        """The run directory: compose.yaml, plan.json, mosquitto.conf, results/."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.results.mkdir(exist_ok=True)
+        (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
+        shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", self.workdir / "mosquitto.conf")
+        args = ["--plan", "/meshcast-run/plan.json", *settings_args(self.settings)]
+        doc = compose_document(
+            self.plan.topology,
+            args,
+            run_id=self.run_id,
+            build_context=str(repo_root()),
+            mosquitto_conf="./mosquitto.conf",
+            results="./results",
+            extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
+        )
+        self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
+        return self.compose_file
+
+    def cmd(self, *args: str) -> list[str]:
+        cli = compose_cli()
+        if cli is None:
+            raise RuntimeError(
+                "the containers runtime needs docker compose: neither 'docker compose' (v2) nor"
+                " 'docker-compose' (v1) is installed"
+            )
+        return [*cli, "-p", self.project, "-f", str(self.compose_file), *args]
+
+    async def _run(self, args: list[str], logname: str, timeout: float) -> int:
+        with (self.workdir / logname).open("ab") as logf, trio.move_on_after(timeout) as scope:
+            p = await trio.run_process(
+                args, stdout=logf, stderr=subprocess.STDOUT, check=False, cwd=self.workdir
+            )
+            return int(p.returncode)
+        if scope.cancelled_caught:
+            raise TimeoutError(
+                f"{' '.join(args[:4])} ... took over {timeout:g} s; see {self.workdir / logname}"
+            )
+        return 1
+
+    async def build(self) -> None:
+        """Build the image unless it is already there (e.g. made by deploy/build-offline-image.sh)."""
+        image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+        have = await trio.run_process(["docker", "image", "inspect", image], capture_stdout=True, check=False)
+        if have.returncode == 0:
+            return
+        self.say(f"building {image}")
+        t0 = time.perf_counter()
+        if await self._run(self.cmd("build", "coordinator"), "build.log", 1800) != 0:
+            raise RuntimeError(
+                f"building {image} failed (see {self.workdir / 'build.log'}); without a registry,"
+                " build it with deploy/build-offline-image.sh"
+            )
+        self.timings["build_s"] = time.perf_counter() - t0
+
+    async def up(self) -> int:
+        """Start everything; return the coordinator's exit status once it has finished."""
+        budget = self.settings.wall_budget + START_MARGIN
+        t0 = time.perf_counter()
+        rc = await self._run(
+            self.cmd("up", "--abort-on-container-exit", "--exit-code-from", "coordinator"),
+            "compose.log",
+            budget,
+        )
+        self.timings["up_s"] = time.perf_counter() - t0
+        return rc
+
+    async def down(self) -> None:
+        """Remove every container, network and volume of the project (also after Ctrl-C)."""
+        with trio.CancelScope(shield=True):
+            try:
+                await self._run(self.cmd("down", "-v", "--remove-orphans", "-t", "2"), "compose.log", 300)
+            except (TimeoutError, RuntimeError) as exc:
+                self.say(f"teardown: {exc}")
+
+    def collect(self, rc: int) -> RawRun:
+        raw_path = self.results / "raw.json"
+        if not raw_path.exists():
+            why = f"the coordinator container wrote no results (exit status {rc})"
+            return RawRun(incomplete=[f"{why}; see {self.workdir}/compose.log"])
+        raw = raw_from_json(raw_path.read_text())
+        return raw
+
+
+async def run_containers(
+    plan: Plan,
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> RawRun:
+    """Run ``plan`` with one container per node; the deployment is torn down on every exit path."""
+    workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
+    run = ContainerRun(plan, settings, workdir.resolve(), log=log)
+    run.write()
+    await run.build()
+    try:
+        rc = await run.up()
+    except TimeoutError as exc:
+        rc = -1
+        run.say(str(exc))
+    finally:
+        await run.down()
+    raw = run.collect(rc)
+    if progress is not None:
+        progress(
+            len({(a.mc, a.node) for a in raw.arrivals}), sum(len(m.destinations) for m in plan.multicasts)
+        )
+    return raw

@@ -1,0 +1,215 @@
+"""Deployment commands of the ``meshcast`` CLI: ``node``, ``compose`` and ``coordinate``.
+
+* ``meshcast node``: one node process (the same as ``python -m node``).
+* ``meshcast compose --topology torus:4x4 [experiment options] > compose.yaml``: the compose
+  file of a containers deployment (see :mod:`coordinator.containers`).
+* ``meshcast coordinate``: the coordinator of a deployment whose nodes were started by
+  someone else (the compose file's ``coordinator`` service): it runs the experiment over the
+  broker and writes run.json, the CSVs and raw.json into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from coordinator.plan import Plan
+from coordinator.records import RawRun, RunSettings
+from node.topology import Coord
+
+__all__ = ["COMMANDS", "add_command", "coordinate"]
+
+
+def _experiment_options(p: argparse.ArgumentParser, *, topology_required: bool) -> None:
+    from coordinator.cli import add_run_options
+
+    p.add_argument("--topology", required=topology_required, help="mesh:MxN or torus:MxN")
+    p.add_argument("--algorithm", default="vh", help="algorithm name(s), comma-separated")
+    p.add_argument("--source", default=None, help="x,y")
+    p.add_argument("--dests", default=None, help="destinations, e.g. '4,6 6,6 0,2'")
+    p.add_argument("--random-dests", type=int, default=None, metavar="K")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--trace", action="store_true")
+    add_run_options(p)
+
+
+def add_command(sub: Any) -> None:
+    """Register ``node``, ``compose`` and ``coordinate`` on the CLI's subparsers."""
+    from node.__main__ import add_node_arguments
+
+    node = sub.add_parser("node", help="run one node process (as in a container); same as python -m node")
+    add_node_arguments(node)
+    comp = sub.add_parser(
+        "compose",
+        help="print a docker compose file: broker, one node-X-Y service per node, and a coordinator",
+    )
+    _experiment_options(comp, topology_required=True)
+    comp.add_argument("--run-id", default="compose", help="MQTT topic namespace of the deployment")
+    coord = sub.add_parser("coordinate", help="coordinate nodes started elsewhere (the compose coordinator)")
+    _experiment_options(coord, topology_required=False)
+    coord.add_argument(
+        "--plan", default=None, help="a plan.json (instead of --topology and experiment options)"
+    )
+    coord.add_argument("--run-id", required=True)
+    coord.add_argument("--out", default="results", help="directory for run.json, CSVs and raw.json")
+    coord.add_argument("--node-host", default="node-{x}-{y}", help="host name pattern of the nodes")
+    coord.add_argument("--node-port", type=int, default=7000)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    from coordinator.cli import UsageError, _topology, plan_from
+
+    if getattr(args, "plan", None):
+        from coordinator.containers import plan_from_json
+
+        try:
+            return plan_from_json(Path(args.plan).read_text())
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--plan {args.plan}: {exc}") from None
+    if not args.topology:
+        raise UsageError("give --topology (and experiment options) or --plan FILE")
+    return plan_from(args, _topology(args.topology))
+
+
+def _experiment_argv(args: argparse.Namespace) -> list[str]:
+    """The experiment options as given, for the compose file's coordinator command."""
+    out = ["--topology", args.topology, "--algorithm", args.algorithm]
+    for flag, value in (("--source", args.source), ("--dests", args.dests)):
+        if value is not None:
+            out += [flag, value]
+    if args.random_dests is not None:
+        out += ["--random-dests", str(args.random_dests)]
+    out += ["--repeat", str(args.repeat)]
+    for p in args.param:
+        out += ["--param", p]
+    return out
+
+
+def cmd_compose(args: argparse.Namespace) -> int:
+    from coordinator.cli import UsageError, _topology, settings_from
+    from coordinator.containers import compose_document, render_yaml, settings_args
+    from node.mqtt import topic_root
+
+    topo = _topology(args.topology)
+    _plan(args)  # validate every experiment option before writing anything
+    settings = settings_from(args, trace=args.trace)
+    try:
+        topic_root(args.run_id)
+    except ValueError as exc:
+        raise UsageError(f"--run-id: {exc}") from None
+    doc = compose_document(topo, [*_experiment_argv(args), *settings_args(settings)], run_id=args.run_id)
+    given = " ".join(_experiment_argv(args))
+    header = (
+        "meshcast deployment: broker, coordinator, one service per node; generated by\n"
+        f"  meshcast compose {given} (run options in the coordinator's command)\n"
+        "Run:\n"
+        "  docker compose build && \\\n"
+        "  docker compose up --abort-on-container-exit --exit-code-from coordinator\n"
+        "Offline (no registry): deploy/build-offline-image.sh, then run with\n"
+        "  MESHCAST_BROKER_IMAGE=meshcast-local/meshcast:latest (it has mosquitto)\n"
+        "Results: ./results (run.json, multicasts.csv, arrivals.csv, raw.json)"
+    )
+    sys.stdout.write(render_yaml(doc, header))
+    return 0
+
+
+async def coordinate(
+    plan: Plan,
+    settings: RunSettings,
+    broker: str,
+    run_id: str,
+    *,
+    node_host: str = "node-{x}-{y}",
+    node_port: int = 7000,
+    log: Callable[[str], None] | None = None,
+) -> RawRun:
+    """Run ``plan`` over ``broker`` with nodes that announce themselves there."""
+    from coordinator.session import Session
+    from node.mqtt import open_coordinator_bus
+    from node.tcp import peer_entry
+
+    topo = plan.topology
+
+    def peers(n: Coord) -> dict[str, Any]:
+        return {
+            p: peer_entry(node_host.format(x=m[0], y=m[1]), node_port) for p, m in topo.neighbours(n).items()
+        }
+
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if log is not None and (now - last[0] > 2 or done == total):
+            last[0] = now
+            log(f"{done}/{total} deliveries")
+
+    async with open_coordinator_bus(broker, run_id, connect_timeout=settings.wall_budget, log=log) as bus:
+        if log:
+            log(f"on the broker {broker}, run {run_id}: waiting for {topo.size} nodes")
+        session = Session(
+            plan,
+            settings,
+            bus.send_to,
+            bus.broadcast,
+            bus.inbox,
+            peers=peers,
+            progress=progress,
+            run_id=run_id,
+        )
+        return await session.run(set(topo.nodes()))
+
+
+def cmd_coordinate(args: argparse.Namespace) -> int:
+    from coordinator.cli import UsageError, settings_from
+    from coordinator.containers import raw_to_json
+    from coordinator.experiment import result_document
+    from coordinator.results import atomic_write, write_run
+
+    plan = _plan(args)
+    settings = settings_from(args, trace=args.trace)
+    settings = dataclasses.replace(settings, runtime="containers")
+    if not args.broker:
+        raise UsageError("coordinate needs --broker mqtt://host:port")
+
+    def log(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} coordinator: {text}", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    try:
+        run = partial(coordinate, node_host=args.node_host, node_port=args.node_port, log=log)
+        raw = trio.run(run, plan, settings, args.broker, args.run_id)
+    except ConnectionError as exc:
+        log(str(exc))
+        return 1
+    out = Path(args.out)
+    doc = result_document(plan, settings, raw)
+    doc["run"]["startup_s"] = round(time.perf_counter() - t0 - raw.wall_s, 3)
+    write_run(out, doc)
+    atomic_write(out / "raw.json", raw_to_json(raw))
+    info = doc["run"]
+    status = "complete" if info["complete"] else "INCOMPLETE: " + "; ".join(info["incomplete"])
+    steps_s = info["steps"] / raw.wall_s if raw.wall_s > 0 else 0.0
+    log(f"{info['steps']} steps in {raw.wall_s:.2f} s ({steps_s:.0f} steps/s), {status}; results in {out}")
+    return 0 if info["complete"] else 1
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    from node.__main__ import node_main
+
+    return node_main(args)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "node": cmd_node,
+    "compose": cmd_compose,
+    "coordinate": cmd_coordinate,
+}

@@ -1,0 +1,223 @@
+"""The containers runtime: one container per node with docker compose (v1 or v2), MQTT, TCP links.
+
+The image is never pulled: these tests use the locally built ``meshcast-local/meshcast`` (made by
+deploy/build-offline-image.sh or ``docker compose build``); the broker is ``eclipse-mosquitto:2``
+when present locally, else the project image (which has mosquitto).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import trio
+
+from coordinator.cli import main as cli_main
+from coordinator.containers import (
+    DEFAULT_BROKER_IMAGE,
+    DEFAULT_IMAGE,
+    ContainerRun,
+    compose_cli,
+    plan_from_json,
+    plan_to_json,
+    raw_from_json,
+    raw_to_json,
+    repo_root,
+    run_containers,
+)
+from coordinator.experiment import result_document
+from coordinator.inprocess import run_inprocess
+from coordinator.records import RawRun, RunSettings
+from node.topology import Topology
+from tests._env import docker_client, need_image
+from tests.test_processes import long_plan, same_plan
+
+COMPOSE_ARGS = [
+    "--topology", "torus:4x4", "--algorithm", "vh,pair", "--random-dests", "5", "--repeat", "10",
+    "--wall-budget", "300",
+]  # fmt: skip
+"""The small default experiment of the top-level compose.yaml."""
+
+
+def generated_compose() -> str:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert cli_main(["compose", *COMPOSE_ARGS]) == 0
+    return buf.getvalue()
+
+
+def test_top_level_compose_file_is_the_generators_output() -> None:
+    """compose.yaml == `meshcast compose` of the default experiment (regenerate it if this fails)."""
+    assert (repo_root() / "compose.yaml").read_text() == generated_compose(), (
+        "compose.yaml is stale: meshcast compose " + " ".join(COMPOSE_ARGS) + " > compose.yaml"
+    )
+
+
+def test_compose_has_one_named_service_per_node() -> None:
+    text = generated_compose()
+    for x in range(4):
+        for y in range(4):
+            assert f"  node-{x}-{y}:\n" in text
+            assert f'MESHCAST_NODE: "{x},{y}"' in text
+    assert "  broker:\n" in text and "  coordinator:\n" in text
+    assert 'pull_policy: "never"' in text
+
+
+def test_compose_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["compose", "--topology", "torus:2x2", "--random-dests", "1"]) == 2
+    assert cli_main(["compose", "--topology", "mesh:4x4", "--dests", "9,9"]) == 2
+    assert cli_main(["compose", "--topology", "mesh:4x4", "--random-dests", "2", "--run-id", "a/b"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 3
+
+
+def test_plan_and_raw_round_trip_through_json() -> None:
+    plan = same_plan()
+    assert plan_from_json(plan_to_json(plan)) == plan
+    raw = trio.run(run_inprocess, plan, RunSettings(trace=True))
+    back = raw_from_json(raw_to_json(raw))
+    assert back.logical_arrivals() == raw.logical_arrivals()
+    assert back == raw
+
+
+# -- with an engine ----------------------------------------------------------------------------------
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A local image and a broker image that needs no registry."""
+    image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+    need_image(image)
+    if "MESHCAST_BROKER_IMAGE" not in os.environ:
+        have = subprocess.run(["docker", "image", "inspect", DEFAULT_BROKER_IMAGE], capture_output=True)
+        monkeypatch.setenv("MESHCAST_BROKER_IMAGE", DEFAULT_BROKER_IMAGE if have.returncode == 0 else image)
+    yield
+
+
+@pytest.mark.slow
+def test_compose_up_on_the_top_level_file_writes_results(engine: None, tmp_path: Path) -> None:
+    """`compose up --abort-on-container-exit --exit-code-from coordinator` completes, results in ./results."""
+    shutil.copyfile(repo_root() / "compose.yaml", tmp_path / "compose.yaml")
+    (tmp_path / "deploy").mkdir()
+    shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", tmp_path / "deploy" / "mosquitto.conf")
+    cli = compose_cli()
+    assert cli is not None
+    project = ["-p", f"meshcast-test-{os.getpid()}"]
+    try:
+        up = subprocess.run(
+            [*cli, *project, "up", "--abort-on-container-exit", "--exit-code-from", "coordinator"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    finally:
+        subprocess.run(
+            [*cli, *project, "down", "-v", "--remove-orphans", "-t", "2"], cwd=tmp_path, capture_output=True
+        )
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    for name in ("run.json", "multicasts.csv", "arrivals.csv", "raw.json"):
+        assert (tmp_path / "results" / name).stat().st_size > 0
+    raw = raw_from_json((tmp_path / "results" / "raw.json").read_text())
+    assert not raw.incomplete
+    assert len({a.logical()[:2] for a in raw.arrivals}) == 100  # 20 multicasts x 5 destinations
+    assert len(raw.hosts) == 16 and len(set(raw.hosts.values())) == 16  # one container each
+
+
+@pytest.mark.slow
+async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None:
+    plan = same_plan()
+    raw = await run_containers(
+        plan, RunSettings(wall_budget=120, runtime="containers", run_dir=str(tmp_path))
+    )
+    ref = await run_inprocess(plan, RunSettings())
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.traffic == ref.traffic
+    project = "meshcast-" + (tmp_path / "compose.yaml").read_text().split("meshcast run ")[1].split()[0]
+    assert _project_gone(project) is None, "torn down after the run"
+
+
+def _containers(project: str, service: str | None = None) -> list[object]:
+    labels = [f"com.docker.compose.project={project}"]
+    if service:
+        labels.append(f"com.docker.compose.service={service}")
+    return list(docker_client().containers.list(all=True, filters={"label": labels}))
+
+
+def _project_gone(project: str) -> str | None:
+    left = _containers(project)
+    return None if not left else f"{len(left)} containers of {project} left"
+
+
+async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun, float]:
+    """Start ``run``; once node-1-1 has started stepping, kill ``victim`` or restart it."""
+    run.write()
+    await run.build()
+    rc_box: list[int] = []
+    t_action = 0.0
+    try:
+        with trio.fail_after(run.settings.wall_budget + 240):
+            async with trio.open_nursery() as nursery:
+
+                async def up() -> None:
+                    rc_box.append(await run.up())
+
+                nursery.start_soon(up)
+                client = docker_client()
+                while True:
+                    found = _containers(run.project, "node-1-1")
+                    if found and b"started" in await trio.to_thread.run_sync(found[0].logs):  # type: ignore[attr-defined]
+                        break
+                    await trio.sleep(0.5)
+                await trio.sleep(2.0)
+                (target,) = _containers(run.project, victim)
+                t_action = trio.current_time()
+                if action == "kill":
+                    await trio.to_thread.run_sync(target.kill)  # type: ignore[attr-defined]
+                else:
+                    await trio.to_thread.run_sync(lambda: target.restart(timeout=2))  # type: ignore[attr-defined]
+                del client
+    finally:
+        await run.down()
+    assert _project_gone(run.project) is None
+    return run.collect(rc_box[0] if rc_box else -1), trio.current_time() - t_action
+
+
+@pytest.mark.slow
+async def test_a_killed_node_container_is_named_and_partial_results_kept(
+    engine: None, tmp_path: Path
+) -> None:
+    topo = Topology.parse("mesh:3x3")
+    plan = long_plan(topo, every=40, count=250)  # 10000 steps: far longer than the kill lets it run
+    settings = RunSettings(wall_budget=120, max_steps=20_000, runtime="containers")
+    run = ContainerRun(plan, settings, tmp_path)
+    raw, after = await _run_with(run, "kill", "node-1-1")
+    assert after < 60, f"the run went on {after:.0f} s after the kill"
+    text = "; ".join(raw.incomplete)
+    assert "node (1,1) stopped early: lost:" in text, text
+    assert raw.arrivals, "arrivals before the kill are kept"
+    doc = result_document(plan, settings, raw)
+    assert not doc["run"]["complete"]
+    missing = [e for e in doc["errors"] if e["kind"] == "undelivered"]
+    assert missing and any([1, 1] in e["missing"] for e in missing)
+    assert (tmp_path / "results" / "run.json").exists()
+
+
+@pytest.mark.slow
+async def test_broker_restart_mid_run_completes_or_says_why(engine: None, tmp_path: Path) -> None:
+    topo = Topology.parse("mesh:3x3")
+    plan = long_plan(topo, every=20, count=100)
+    settings = RunSettings(wall_budget=120, runtime="containers")
+    run = ContainerRun(plan, settings, tmp_path)
+    raw, _ = await _run_with(run, "restart", "broker")
+    expected = sum(len(m.destinations) for m in plan.multicasts)
+    if raw.incomplete:
+        assert any(k in s for s in raw.incomplete for k in ("budget", "stopped early", "no final report")), (
+            raw.incomplete
+        )
+    else:
+        assert len({a.logical()[:2] for a in raw.arrivals}) == expected
+    logs = (tmp_path / "compose.log").read_text(errors="replace")
+    assert "lost the broker" in logs
