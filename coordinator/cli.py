@@ -58,6 +58,26 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
     p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
     p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
+    p.add_argument(
+        "--buffer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shared contention: packets each input link's buffer holds (default unbounded)",
+    )
+    p.add_argument(
+        "--out-buffer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shared contention: packets a node's output buffer holds (default unbounded)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=("block", "drop"),
+        default="block",
+        help="when an input buffer is full: block the upstream link (no loss) or drop and count",
+    )
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
     p.add_argument("--seed", type=int, default=1)
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
@@ -85,6 +105,9 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> RunSettings:
     problem = runtime_problem(args.runtime)
     if problem:
         raise UsageError(problem)
+    for flag, cap in (("--buffer", args.buffer), ("--out-buffer", args.out_buffer)):
+        if cap is not None and cap < 1:
+            raise UsageError(f"{flag} must be at least 1, got {cap}")
     if args.hop_limit is not None and args.hop_limit < 1:
         raise UsageError(f"--hop-limit must be positive, got {args.hop_limit}")
     return RunSettings(
@@ -97,6 +120,9 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> RunSettings:
         seed=args.seed,
         runtime=args.runtime,
         broker=args.broker,
+        buffer=args.buffer,
+        out_buffer=args.out_buffer,
+        policy=args.policy,
         **extra,
     )
 

@@ -1,8 +1,9 @@
 """Per-multicast metrics and their aggregates (mean and 95% confidence interval).
 
-time = max arrival step over destinations; traffic = link traversals; additional traffic =
-traffic − destinations; cv = population SD / mean of the destinations' arrival steps (seed 004
-§4.2.2); jitter = SD over repetitions of one node's arrival (steps and wall clock).
+time = max arrival step over destinations (counted from the injection step); traffic = link
+traversals; additional traffic = traffic − destinations; cv = population SD / mean of the
+destinations' arrival steps (seed 004 §4.2.2); jitter = SD over repetitions of one node's
+arrival (steps and wall clock).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _one(
             duplicates += 1
         else:
             first[a.node] = a
-    steps = [a.step for a in first.values()]
+    steps = [a.step - m.step for a in first.values()]  # logical latency since injection
     inj = raw.injected.get(m.id)
     recs = []
     for d in m.destinations:
@@ -105,6 +106,7 @@ def _one(
         "algorithm": m.algorithm,
         "source": list(m.source),
         "destinations": [list(d) for d in m.destinations],
+        "injected": m.step,
         "time": max(steps) if len(steps) == len(dests) else None,
         "traffic": traffic,
         "distinct_links": len(raw.links.get(m.id, ())),

@@ -34,15 +34,25 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
     one_port = settings.port_model == "one-port"
     isolated = settings.contention == "isolated"
     hop_limit = settings.hop_limit if settings.hop_limit is not None else 4 * topo.size + 16
+    cap_in = None if isolated else settings.buffer
+    cap_out = None if isolated else settings.out_buffer
+    credits_on = cap_in is not None and settings.policy == "block"
     raw = RawRun()
     inject: dict[int, list[Any]] = {}
     for m in plan.multicasts:
         inject.setdefault(m.step, []).append(m)
-    # buffers[node][domain] = (inbox deque of Pkt, outq dict key -> deque of (port, Pkt))
-    buffers: dict[Coord, dict[int, tuple[deque[Pkt], dict[str, deque[tuple[str, Pkt]]]]]] = {}
-    in_flight: list[tuple[Coord, int, Pkt]] = []  # (to, receiving port index, pkt)
+    # buffers[node][domain] = (inbox deque of (port, Pkt), outq dict key -> deque of (port, Pkt))
+    Inbox = deque[tuple[str, Pkt] | tuple[None, Pkt]]
+    buffers: dict[Coord, dict[int, tuple[Inbox, dict[str, deque[tuple[str, Pkt]]]]]] = {}
+    held: dict[tuple[Coord, str], int] = {}
+    credit: dict[tuple[Coord, str], int] = {}
+    if credits_on:
+        assert cap_in is not None
+        credit = {(n, p): cap_in for n, p, _ in topo.links()}
+    in_flight: list[tuple[Coord, str, Pkt]] = []  # (to, receiving port, pkt)
+    freed_flight: list[tuple[Coord, str, int]] = []  # (upstream node, its port, credits back)
 
-    def dom(node: Coord, mc: int) -> tuple[deque[Pkt], dict[str, deque[tuple[str, Pkt]]]]:
+    def dom(node: Coord, mc: int) -> tuple[Inbox, dict[str, deque[tuple[str, Pkt]]]]:
         key = mc if isolated else 0
         per = buffers.setdefault(node, {})
         if key not in per:
@@ -61,17 +71,32 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
                 (port, [mc, alg, _wire(header), hops, st])
             )
 
+    def route(node: Coord, pkt: Pkt) -> Any:
+        mc, alg_name, header, hops, _ = pkt
+        if hops > hop_limit:
+            return {"node": list(node), "kind": "hop-limit", "cause": "", "mc": mc}
+        try:
+            return registry.get(alg_name).forward(topo, node, header)
+        except (UnknownAlgorithm, HeaderError, ValueError, TypeError, KeyError, IndexError) as exc:
+            kind = "unknown-algorithm" if isinstance(exc, UnknownAlgorithm) else "bad-header"
+            return {"node": list(node), "kind": kind, "cause": str(exc), "mc": mc}
+
     last_busy = plan.last_step
     t = 0
     while True:
-        arrivals: dict[Coord, list[tuple[int, Pkt]]] = {}
-        for to, pidx, pkt in in_flight:
-            arrivals.setdefault(to, []).append((pidx, pkt))
+        if credits_on:
+            for node, port, n in freed_flight:
+                credit[(node, port)] = min(credit[(node, port)] + n, cap_in or 0)
+        freed_flight = []
+        for to, port, pkt in sorted(in_flight, key=lambda e: PORTS.index(e[1])):  # stable sort
+            if cap_in is not None:
+                if held.get((to, port), 0) >= cap_in:
+                    raw.dropped += 1
+                    raw.errors.append({"node": list(to), "kind": "buffer-full", "cause": port, "mc": pkt[0]})
+                    continue
+                held[(to, port)] = held.get((to, port), 0) + 1
+            dom(to, pkt[0])[0].append((port, pkt))
         in_flight = []
-        for node, lst in arrivals.items():
-            lst.sort(key=lambda e: e[0])  # stable: per-link order kept
-            for _, pkt in lst:
-                dom(node, pkt[0])[0].append(pkt)
         for m in inject.get(t, ()):
             alg = registry.get(m.algorithm)
             sends = alg.prepare(topo, m.source, list(m.destinations), m.params)
@@ -79,45 +104,54 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
         busy = False
         for node in sorted(buffers):
             per = buffers[node]
+            freed: dict[str, int] = {}
             for key in sorted(per):
                 inbox, out = per[key]
                 busy = True
                 n_in = 1 if one_port else len(inbox)
                 for _ in range(min(n_in, len(inbox))):
-                    mc, alg_name, header, hops, st = inbox.popleft()
-                    if hops > hop_limit:
-                        raw.errors.append({"node": list(node), "kind": "hop-limit", "cause": "", "mc": mc})
+                    port_in, pkt = inbox[0]
+                    fwd = route(node, pkt)
+                    waiting = sum(len(q) for q in out.values())
+                    if (
+                        cap_out is not None
+                        and not isinstance(fwd, dict)
+                        and waiting
+                        and waiting + len(fwd.sends) > cap_out
+                    ):
+                        break  # the head of the FIFO waits for room, and so does the rest
+                    inbox.popleft()
+                    if port_in is not None:
+                        freed[port_in] = freed.get(port_in, 0) + 1
+                        if cap_in is not None:
+                            held[(node, port_in)] -= 1
+                    if isinstance(fwd, dict):
+                        raw.errors.append(fwd)
                         continue
-                    try:
-                        fwd = registry.get(alg_name).forward(topo, node, header)
-                    except (
-                        UnknownAlgorithm,
-                        HeaderError,
-                        ValueError,
-                        TypeError,
-                        KeyError,
-                        IndexError,
-                    ) as exc:
-                        raw.errors.append(
-                            {"node": list(node), "kind": "bad-header", "cause": str(exc), "mc": mc}
-                        )
-                        continue
+                    mc, alg_name, _, hops, st = pkt
                     if fwd.deliver:
                         raw.arrivals.append(Arrival(mc, node, t, hops, st))
                     queue(node, mc, fwd.sends, alg_name, hops + 1, fwd.startups_of(st))
-                keys = ["*"] if one_port else list(PORTS)
-                for k in keys:
+                for k in ["*"] if one_port else list(PORTS):
                     q = out.get(k)
-                    if q:
-                        port, pkt = q.popleft()
-                        mc = pkt[0]
-                        nb = topo.neighbour(node, port)
-                        assert nb is not None
-                        in_flight.append((nb, PORTS.index(topo.opposite(port)), pkt))
-                        raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
-                        raw.links.setdefault(mc, set()).add((node, port))
-                        if settings.trace:
-                            raw.trace.append((mc, node, port, t))
+                    if not q or (credits_on and credit[(node, q[0][0])] <= 0):
+                        continue
+                    port, pkt = q.popleft()
+                    mc = pkt[0]
+                    nb = topo.neighbour(node, port)
+                    assert nb is not None
+                    if credits_on:
+                        credit[(node, port)] -= 1
+                    in_flight.append((nb, topo.opposite(port), pkt))
+                    raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
+                    raw.links.setdefault(mc, set()).add((node, port))
+                    raw.link_sends[(node, port)] = raw.link_sends.get((node, port), 0) + 1
+                    if settings.trace:
+                        raw.trace.append((mc, node, port, t))
+            for port_in, n in freed.items():
+                up = topo.neighbour(node, port_in)
+                assert up is not None
+                freed_flight.append((up, topo.opposite(port_in), n))
             for key in [k for k, (i, o) in per.items() if not i and not any(o.values())]:
                 del per[key]
         buffers = {n: p for n, p in buffers.items() if p}

@@ -30,6 +30,9 @@ class RunSettings:
     runtime: str = "in-process"
     broker: str | None = None
     run_dir: str | None = None
+    buffer: int | None = None
+    out_buffer: int | None = None
+    policy: str = "block"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class RawRun:
     hosts: dict[Coord, str] = field(default_factory=dict)
     node_status: dict[Coord, str] = field(default_factory=dict)
     peak_queue: dict[Coord, int] = field(default_factory=dict)
+    node_stats: dict[Coord, dict[str, float]] = field(default_factory=dict)
+    link_sends: dict[tuple[Coord, str], int] = field(default_factory=dict)
+    dropped: int = 0
     last_step: int = 0
     wall_s: float = 0.0
     incomplete: list[str] = field(default_factory=list)
@@ -118,6 +124,12 @@ class Collector:
                 self.raw.node_status[node] = str(msg.get("status", "ok"))
                 self.raw.last_step = max(self.raw.last_step, int(msg.get("last_step", 0)))
                 self.raw.peak_queue[node] = int(msg.get("peak_queue", 0))
+                self.raw.node_stats[node] = {
+                    k: float(msg.get(k, 0)) for k in ("peak_in", "peak_out", "mean_occupancy", "dropped")
+                }
+                self.raw.dropped += int(msg.get("dropped", 0))
+                for port, n in dict(msg.get("link_sends", {})).items():
+                    self.raw.link_sends[(node, str(port))] = int(n)
                 for mc, n, ports in msg.get("traffic", []):
                     self.raw.traffic[int(mc)] = self.raw.traffic.get(int(mc), 0) + int(n)
                     self.raw.links.setdefault(int(mc), set()).update((node, str(p)) for p in ports)

@@ -72,6 +72,9 @@ class Session:
             "hop_limit": s.hop_limit,
             "max_steps": s.max_steps,
             "trace": s.trace,
+            "buffer": s.buffer,
+            "out_buffer": s.out_buffer,
+            "policy": s.policy,
             "token": self.token,
             "peers": self.peers(node) if self.peers else {},
         }

@@ -50,7 +50,7 @@ def apply_timing(records: Iterable[dict[str, Any]], timing: Timing) -> None:
     for m in records:
         lats = []
         for a in m["arrivals"]:
-            a["latency"] = timing.latency(a["step"], a["hops"], a["startups"])
+            a["latency"] = timing.latency(a["step"] - m.get("injected", 0), a["hops"], a["startups"])
             lats.append(a["latency"])
         mean = statistics.fmean(lats) if lats else None
         m["latency"] = {

@@ -59,6 +59,9 @@ class Assignment:
     max_steps: int
     trace: bool
     token: str
+    in_capacity: int | None
+    out_capacity: int | None
+    policy: str
     peers: dict[str, Any]
 
     @classmethod
@@ -78,6 +81,9 @@ class Assignment:
                 int(msg["max_steps"]),
                 bool(msg.get("trace", False)),
                 str(msg.get("token", "")),
+                _opt_int(msg.get("buffer")),
+                _opt_int(msg.get("out_buffer")),
+                str(msg.get("policy", "block")),
                 dict(msg.get("peers", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -85,6 +91,10 @@ class Assignment:
 
 
 LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]]
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
 
 
 def quiescent(step: int, last_busy: int, diameter: int) -> bool:
@@ -166,17 +176,7 @@ class Node:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
         await self._send({"type": "hello", "node": list(self.here), "host": self.host})
-        assign = Assignment.from_message(await self._expect("assign"))
-        self.engine = Engine(
-            assign.topology,
-            assign.here,
-            self.registry,
-            port_model=assign.port_model,
-            contention=assign.contention,
-            hop_limit=assign.hop_limit,
-            trace=assign.trace,
-            clock_ns=time.monotonic_ns,
-        )
+        assign = await self._assignment()
         self.log(f"assigned in {assign.topology.spec}, {assign.port_model}, {assign.clock}")
         last_step = -1
         status = "ok"
@@ -213,6 +213,31 @@ class Node:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await self._done(last_step, status)
         self.log("done")
+
+    async def _assignment(self) -> Assignment:
+        """Wait for a usable assignment; a bad one is reported and the node waits for the next."""
+        while True:
+            msg = await self._expect("assign")
+            try:
+                assign = Assignment.from_message(msg)
+                self.engine = Engine(
+                    assign.topology,
+                    assign.here,
+                    self.registry,
+                    port_model=assign.port_model,
+                    contention=assign.contention,
+                    hop_limit=assign.hop_limit,
+                    trace=assign.trace,
+                    in_capacity=assign.in_capacity,
+                    out_capacity=assign.out_capacity,
+                    policy=assign.policy,
+                    clock_ns=time.monotonic_ns,
+                )
+                return assign
+            except (NodeAborted, ValueError) as exc:
+                await self._send(
+                    {"type": "error", "node": list(self.here), "cause": f"bad assignment: {exc}"}
+                )
 
     def _my_injections(self, assign: Assignment, plan: dict[str, Any]) -> dict[int, list[Injection]]:
         out: dict[int, list[Injection]] = {}
@@ -301,8 +326,9 @@ class Node:
                 for p in ports:
                     frame = await self._step_frame(links, p, t - 1)
                     last_busy = max(last_busy, frame.last_busy)
+                    engine.credit_back(p, frame.freed)
                     for pkt in frame.packets:
-                        engine.receive(pkt)
+                        engine.receive(pkt, p)
             for inj in injections.pop(t, ()):
                 engine.inject(inj)
             was_busy = engine.busy()
@@ -312,8 +338,11 @@ class Node:
             if quiescent(t, last_busy, diameter) or t >= assign.max_steps:
                 return  # every node stops at this same step: nobody needs our frame for it
             by_port = _packets_by_port(sends)
+            freed = engine.take_freed()
             for p in ports:
-                await self._transmit(links, p, StepFrame(t, last_busy, tuple(by_port.get(p, ()))))
+                await self._transmit(
+                    links, p, StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0))
+                )
             if len(engine.deliveries) >= REPORT_BATCH or len(engine.errors) > self._pending_errors:
                 await self._flush()
             t += 1
@@ -400,5 +429,10 @@ class Node:
                 "sent": e.sent,
                 "received": e.received,
                 "peak_queue": e.peak_queue,
+                "peak_in": e.peak_in,
+                "peak_out": e.peak_out,
+                "mean_occupancy": e.occupancy_sum / e.steps if e.steps else 0.0,
+                "dropped": e.dropped,
+                "link_sends": e.link_sends,
             }
         )

@@ -25,10 +25,11 @@ from node.routing.base import HeaderError
 from node.topology import PORTS, Coord, Topology
 from node.wire import Packet
 
-__all__ = ["CONTENTIONS", "PORT_MODELS", "Delivery", "Engine", "Injection", "NodeError"]
+__all__ = ["CONTENTIONS", "POLICIES", "PORT_MODELS", "Delivery", "Engine", "Injection", "NodeError"]
 
 PORT_MODELS: Final = ("one-port", "all-port")
 CONTENTIONS: Final = ("isolated", "shared")
+POLICIES: Final = ("block", "drop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +66,17 @@ class _Queued:
 class _Domain:
     """Buffers of one contention domain (one multicast when isolated, all when shared)."""
 
-    inbox: deque[Packet] = field(default_factory=deque)
+    inbox: deque[tuple[str | None, Packet]] = field(default_factory=deque)
     out: dict[str, deque[_Queued]] = field(default_factory=dict)
     # free clock: next step at which the input / each output can be used
     in_free: int = 0
     out_free: dict[str, int] = field(default_factory=dict)
 
     def queued(self) -> int:
-        return len(self.inbox) + sum(len(q) for q in self.out.values())
+        return len(self.inbox) + self.outgoing()
+
+    def outgoing(self) -> int:
+        return sum(len(q) for q in self.out.values())
 
 
 @dataclass(slots=True)
@@ -98,6 +102,9 @@ class Engine:
         hop_limit: int | None = None,
         trace: bool = False,
         clock_ns: Any = None,
+        in_capacity: int | None = None,
+        out_capacity: int | None = None,
+        policy: str = "block",
     ) -> None:
         if port_model not in PORT_MODELS:
             raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
@@ -108,10 +115,33 @@ class Engine:
         self.registry = registry
         self.one_port = port_model == "one-port"
         self.isolated = contention == "isolated"
+        if policy not in POLICIES:
+            raise ValueError(f"unknown buffer policy {policy!r}: use one of {', '.join(POLICIES)}")
+        for name, cap in (("input", in_capacity), ("output", out_capacity)):
+            if cap is not None and cap < 1:
+                raise ValueError(f"{name} buffer capacity must be at least 1, got {cap}")
+        # Bounded buffers exist only where multicasts share them (shared contention).
+        self.in_capacity = None if self.isolated else in_capacity
+        self.out_capacity = None if self.isolated else out_capacity
+        self.drop_when_full = policy == "drop"
         self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
         self.trace = trace
         self._clock = clock_ns
         self._ports = topology.ports(here)
+        # credit-based flow control: packets each downstream input buffer can still take
+        self._credit: dict[str, int] | None = (
+            {p: self.in_capacity for p in self._ports}
+            if self.in_capacity is not None and not self.drop_when_full
+            else None
+        )
+        self.freed: dict[str, int] = {}
+        self._held: dict[str, int] = {}  # packets waiting in each input link's buffer
+        self.link_sends: dict[str, int] = {}
+        self.dropped = 0
+        self.steps = 0
+        self.occupancy_sum = 0
+        self.peak_in = 0
+        self.peak_out = 0
         self._domains: dict[int, _Domain] = {}
         self.deliveries: list[Delivery] = []
         self.errors: list[NodeError] = []
@@ -177,24 +207,50 @@ class Engine:
         for it in items:
             self._queue(dom, it)
 
-    def receive(self, packet: Packet) -> None:
-        """A packet arrived (lockstep): it waits in the input buffer for the next step."""
-        self.received += 1
-        self._domain(packet.mc).inbox.append(packet)
+    def receive(self, packet: Packet, port: str | None = None) -> None:
+        """A packet arrived on ``port`` (lockstep): it waits in the input buffer for the next step.
 
-    def _take_in(self, packet: Packet, step: int) -> list[_Queued]:
-        """Run the rule on one packet taken in at ``step``; return the sends it produced."""
+        With a bounded input buffer and the drop policy, a packet that finds it full is dropped
+        and counted; with the blocking policy the sender's credits keep that from happening.
+        """
+        self.received += 1
+        dom = self._domain(packet.mc)
+        if self.in_capacity is not None and port is not None:
+            if self._held.get(port, 0) >= self.in_capacity:
+                self.dropped += 1
+                self.error("buffer-full", f"input buffer of {port} full ({self.in_capacity})", packet.mc)
+                return
+            self._held[port] = self._held.get(port, 0) + 1
+        dom.inbox.append((port, packet))
+
+    def credit_back(self, port: str, n: int) -> None:
+        """The neighbour across ``port`` took ``n`` of our packets out of its input buffer."""
+        if self._credit is not None and port in self._credit:
+            self._credit[port] = min(self._credit[port] + n, self.in_capacity or 0)
+
+    def take_freed(self) -> dict[str, int]:
+        """Per input port, the packets taken in since the last call (credits for upstream)."""
+        freed, self.freed = self.freed, {}
+        return freed
+
+    def _route(self, packet: Packet) -> Any:
+        """The rule's :class:`Forward` for ``packet``, or the NodeError that drops it."""
         if packet.hops > self.hop_limit:
-            self.error("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", packet.mc)
-            return []
+            return NodeError("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", packet.mc)
         try:
             algorithm = self.registry.get(packet.alg)
-            fwd = algorithm.forward(self.topology, self.here, packet.header)
+            return algorithm.forward(self.topology, self.here, packet.header)
         except UnknownAlgorithm as exc:
-            self.error("unknown-algorithm", str(exc), packet.mc)
-            return []
+            return NodeError("unknown-algorithm", str(exc), packet.mc)
         except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            self.error("bad-header", f"{packet.alg}: {type(exc).__name__}: {exc}", packet.mc)
+            return NodeError("bad-header", f"{packet.alg}: {type(exc).__name__}: {exc}", packet.mc)
+
+    def _take_in(self, packet: Packet, step: int, fwd: Any = None) -> list[_Queued]:
+        """Run the rule on one packet taken in at ``step``; return the sends it produced."""
+        if fwd is None:
+            fwd = self._route(packet)
+        if isinstance(fwd, NodeError):
+            self.errors.append(fwd)
             return []
         if fwd.deliver:
             self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
@@ -209,6 +265,9 @@ class Engine:
 
     def _emit(self, item: _Queued, step: int) -> tuple[str, Packet]:
         self.sent += 1
+        self.link_sends[item.port] = self.link_sends.get(item.port, 0) + 1
+        if self._credit is not None:
+            self._credit[item.port] -= 1
         self.traffic[item.mc] = self.traffic.get(item.mc, 0) + 1
         self.links_used.setdefault(item.mc, set()).add(item.port)
         if self.trace:
@@ -219,24 +278,46 @@ class Engine:
     def step(self, t: int) -> list[tuple[str, Packet]]:
         """Do step ``t`` (arrivals and injections already given); return what goes out now."""
         out: list[tuple[str, Packet]] = []
+        credit = self._credit
+        occ_in = occ_out = 0
         for key in sorted(self._domains):
             dom = self._domains[key]
             n_in = 1 if self.one_port else len(dom.inbox)
             for _ in range(min(n_in, len(dom.inbox))):
-                for it in self._take_in(dom.inbox.popleft(), t):
+                port_in, packet = dom.inbox[0]
+                fwd = self._route(packet)
+                if (
+                    self.out_capacity is not None
+                    and not isinstance(fwd, NodeError)
+                    and dom.outgoing()
+                    and dom.outgoing() + len(fwd.sends) > self.out_capacity
+                ):
+                    break  # FIFO: the head waits for room in the output buffer, and so do the rest
+                dom.inbox.popleft()
+                if port_in is not None:
+                    self.freed[port_in] = self.freed.get(port_in, 0) + 1
+                    if port_in in self._held:
+                        self._held[port_in] -= 1
+                for it in self._take_in(packet, t, fwd):
                     self._queue(dom, it)
             self.peak_queue = max(self.peak_queue, dom.queued())
             if self.one_port:
                 q = dom.out.get("*")
-                if q:
+                if q and (credit is None or credit[q[0].port] > 0):
                     out.append(self._emit(q.popleft(), t))
             else:
                 for p in PORTS:
                     q = dom.out.get(p)
-                    if q:
+                    if q and (credit is None or credit[p] > 0):
                         out.append(self._emit(q.popleft(), t))
+            occ_in += len(dom.inbox)
+            occ_out += dom.outgoing()
             if not dom.queued():
                 del self._domains[key]
+        self.steps += 1
+        self.occupancy_sum += occ_in + occ_out
+        self.peak_in = max(self.peak_in, occ_in)
+        self.peak_out = max(self.peak_out, occ_out)
         return out
 
     # -- free clock --------------------------------------------------------------------

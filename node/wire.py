@@ -2,7 +2,8 @@
 
 Link frames are msgpack arrays tagged by their first element:
 
-* ``["S", step, last_busy, [packet, ...]]`` — lockstep: one per link per step (maybe empty);
+* ``["S", step, last_busy, [packet, ...], freed]`` — lockstep: one per link per step (maybe
+  empty); ``freed`` returns credits when input buffers are bounded;
 * ``["P", packet]`` — free clock: one data packet;
 * ``["H", token, [x, y]]`` — the first frame of a TCP link: who is calling, for which run.
 
@@ -93,6 +94,8 @@ class StepFrame:
     step: int
     last_busy: int
     packets: tuple[Packet, ...]
+    freed: int = 0
+    """Packets from this link the sender took out of its input buffer at ``step`` (credits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ LinkFrame = StepFrame | PacketFrame | HelloFrame
 
 def encode_link(frame: LinkFrame) -> bytes:
     if isinstance(frame, StepFrame):
-        obj: list[Any] = ["S", frame.step, frame.last_busy, [p.to_wire() for p in frame.packets]]
+        obj: list[Any] = ["S", frame.step, frame.last_busy, [p.to_wire() for p in frame.packets], frame.freed]
     elif isinstance(frame, PacketFrame):
         obj = ["P", frame.packet.to_wire()]
     else:
@@ -138,12 +141,13 @@ def _decode_link(obj: Any) -> LinkFrame:
     if not isinstance(obj, list) or not obj:
         raise _Invalid(f"link frame must be a tagged array, got {obj!r:.60}")
     tag = obj[0]
-    if tag == "S" and len(obj) == 4:
+    if tag == "S" and len(obj) in (4, 5):
         step = _int(obj[1], "step")
         busy = _int(obj[2], "last busy step", -1)
         if not isinstance(obj[3], list):
             raise _Invalid("step frame packets must be an array")
-        return StepFrame(step, busy, tuple(Packet.from_wire(p) for p in obj[3]))
+        freed = _int(obj[4], "freed count") if len(obj) == 5 else 0
+        return StepFrame(step, busy, tuple(Packet.from_wire(p) for p in obj[3]), freed)
     if tag == "P" and len(obj) == 2:
         return PacketFrame(Packet.from_wire(obj[1]))
     if tag == "H" and len(obj) == 3:
