@@ -344,7 +344,13 @@ def _extra_commands() -> list[Callable[[Any], None]]:
     import importlib
 
     adders = []
-    for mod in ("coordinator.sweep", "coordinator.show", "coordinator.reproduce", "coordinator.deploycli"):
+    for mod in (
+        "coordinator.sweep",
+        "coordinator.show",
+        "coordinator.reproduce",
+        "coordinator.deploycli",
+        "coordinator.load",
+    ):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as exc:

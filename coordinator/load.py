@@ -1,0 +1,257 @@
+"""Offered load: Poisson traffic generators, batch-means statistics and ``meshcast load`` sweeps.
+
+Every node is a source with exponential inter-arrival times at ``rate`` messages per step
+(seeded); a message is a multicast to ``k`` uniform destinations or, with probability
+``unicast_fraction``, a unicast to one (seed 004 §4.2.4 mixes 90% / 10%); a hot spot draws a
+share of destinations to one node. Everything runs with shared contention. Messages injected
+during the warm-up are excluded; the rest are cut by injection step into batches whose means
+give the grand mean and its 95% CI (batch means, seed 004 §4.2). A point whose run does not
+drain within its budget, or whose batch means keep growing, is reported as saturated, not as a
+number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from coordinator.experiment import emulate
+from coordinator.metrics import ci95, multicast_metrics
+from coordinator.plan import Multicast, Plan, PlanError, check_algorithm
+from coordinator.records import RunSettings
+from node.topology import Coord, Topology
+
+__all__ = ["COMMANDS", "LoadPoint", "Traffic", "add_command", "load_point", "poisson_plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """A traffic pattern: rate per node per step, destinations per multicast, mix and hot spot."""
+
+    rate: float
+    k: int
+    duration: int
+    unicast_fraction: float = 0.0
+    hotspot: Coord | None = None
+    hotspot_fraction: float = 0.0
+    seed: int = 1
+
+
+def poisson_plan(topology: Topology, algorithm: str, traffic: Traffic) -> Plan:
+    """Injections of every node over ``traffic.duration`` steps (exponential inter-arrival times)."""
+    if traffic.rate <= 0:
+        raise PlanError(f"rate must be positive, got {traffic.rate}")
+    if not 1 <= traffic.k <= topology.size - 1:
+        raise PlanError(f"cannot pick {traffic.k} destinations on {topology.spec}")
+    if not 0 <= traffic.unicast_fraction <= 1 or not 0 <= traffic.hotspot_fraction <= 1:
+        raise PlanError("fractions must lie between 0 and 1")
+    check_algorithm(algorithm, topology)
+    rng = random.Random(traffic.seed)
+    nodes = list(topology.nodes())
+    events: list[tuple[int, Coord]] = []
+    for src in nodes:
+        t = rng.expovariate(traffic.rate)
+        while t < traffic.duration:
+            events.append((int(t), src))
+            t += rng.expovariate(traffic.rate)
+    events.sort()
+    mcs = []
+    for i, (step, src) in enumerate(events):
+        others = [n for n in nodes if n != src]
+        unicast = rng.random() < traffic.unicast_fraction
+        want = 1 if unicast else traffic.k
+        dests: list[Coord] = []
+        hot = traffic.hotspot
+        if hot is not None and hot != src and rng.random() < traffic.hotspot_fraction:
+            dests.append(hot)
+        pool = [n for n in others if n not in dests]
+        dests.extend(rng.sample(pool, want - len(dests)))
+        mcs.append(Multicast(i, "unicast" if unicast else algorithm, src, tuple(dests), step))
+    return Plan(topology, tuple(mcs))
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    algorithm: str
+    rate: float
+    offered: float
+    throughput: float
+    latency: float | None
+    ci95: tuple[float | None, float | None]
+    batches: list[float]
+    saturated: str | None
+    messages: int
+    peak_queue: int
+
+    def row(self) -> list[Any]:
+        return [self.algorithm, self.rate, self.offered, self.throughput, self.latency, self.ci95[0],
+                self.ci95[1], self.saturated or "", self.messages, self.peak_queue]  # fmt: skip
+
+
+def load_point(
+    topology: Topology,
+    algorithm: str,
+    traffic: Traffic,
+    settings: RunSettings,
+    warmup: int,
+    batches: int = 10,
+    growth: float = 2.0,
+) -> LoadPoint:
+    """Run one offered-load point and reduce it to batch-means statistics."""
+    plan = poisson_plan(topology, algorithm, traffic)
+    raw = trio.run(emulate, plan, settings, None)
+    recs = multicast_metrics(plan, raw)
+    window = traffic.duration - warmup
+    measured = [r for r in recs if r["injected"] >= warmup]
+    offered = sum(len(r["destinations"]) for r in measured) / (topology.size * window)
+    delivered = sum(1 for a in raw.arrivals if warmup <= a.step < traffic.duration)
+    throughput = delivered / (topology.size * window)
+    saturated = None
+    if raw.incomplete or any(r["missing"] for r in measured):
+        saturated = "did not drain within the step budget"
+    size = max(1, math.ceil(window / batches))
+    means = []
+    for b in range(batches):
+        lo, hi = warmup + b * size, warmup + (b + 1) * size
+        lat = [r["time"] for r in measured if lo <= r["injected"] < hi and r["time"] is not None]
+        if lat:
+            means.append(statistics.fmean(lat))
+    if saturated is None and len(means) >= 4:
+        head = statistics.fmean(means[: len(means) // 4 or 1])
+        tail = statistics.fmean(means[-(len(means) // 4 or 1) :])
+        if head > 0 and tail > growth * head:
+            saturated = f"batch-mean latency grew {tail / head:.1f}× during the run"
+    stats = ci95(means)
+    peak = int(max(raw.peak_queue.values(), default=0))
+    lat_mean = None if saturated else stats["mean"]
+    ci = (None, None) if saturated else (stats["ci95"][0], stats["ci95"][1])
+    return LoadPoint(
+        algorithm, traffic.rate, offered, throughput, lat_mean, ci, means, saturated, len(measured), peak
+    )
+
+
+def parse_rates(text: str) -> list[float]:
+    """``a:b:n`` (n evenly spaced rates from a to b) or a comma list."""
+    try:
+        if ":" in text:
+            a, b, n = text.split(":")
+            lo, hi, count = float(a), float(b), int(n)
+            if count < 1 or lo <= 0 or hi < lo:
+                raise ValueError
+            return [lo + (hi - lo) * i / max(count - 1, 1) for i in range(count)]
+        rates = [float(x) for x in text.split(",") if x.strip()]
+        if not rates or min(rates) <= 0:
+            raise ValueError
+        return rates
+    except ValueError:
+        raise ValueError(
+            f"cannot read --rates {text!r}: use FROM:TO:COUNT or a comma list of positive rates"
+        ) from None
+
+
+def plot_load(points: Sequence[LoadPoint], path: Path, title: str) -> None:
+    """Latency and throughput against offered load; saturated points marked, not plotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for alg in dict.fromkeys(p.algorithm for p in points):
+        ps = [p for p in points if p.algorithm == alg]
+        ok = [p for p in ps if p.saturated is None]
+        line = ax1.plot([p.offered for p in ok], [p.latency for p in ok], marker="o", label=alg)[0]
+        sat = [p for p in ps if p.saturated is not None]
+        if sat:
+            top = max((p.latency or 0 for p in ok), default=1)
+            ax1.scatter([p.offered for p in sat], [top * 1.1] * len(sat), marker="x", color=line.get_color())
+        ax2.plot([p.offered for p in ps], [p.throughput for p in ps], marker="o", label=alg)
+    ax1.set_xlabel("offered load (deliveries / node / step)")
+    ax1.set_ylabel("mean multicast latency (steps)")
+    ax1.set_title("latency (× = saturated)")
+    ax2.set_xlabel("offered load (deliveries / node / step)")
+    ax2.set_ylabel("throughput (deliveries / node / step)")
+    ax2.set_title("throughput")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+HEADER = ["algorithm", "rate", "offered", "throughput", "latency", "ci95_low", "ci95_high", "saturated",
+          "messages", "peak_queue"]  # fmt: skip
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from coordinator.cli import UsageError, settings_from
+    from coordinator.results import write_csv
+    from coordinator.ui import console
+    from node.topology import TopologyError, parse_coord
+
+    try:
+        topo = Topology.parse(args.topology)
+        rates = parse_rates(args.rates)
+        hotspot = topo.check(parse_coord(args.hotspot), "hot spot") if args.hotspot else None
+    except (TopologyError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if not 0 <= args.warmup < args.duration:
+        raise UsageError(f"--warmup must lie in [0, --duration), got {args.warmup} and {args.duration}")
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    settings = replace(settings_from(args), contention="shared", max_steps=args.duration * args.budget_factor)
+    con = console()
+    points: list[LoadPoint] = []
+    for alg in algorithms:
+        for rate in rates:
+            traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
+                              args.hotspot_fraction, args.seed)  # fmt: skip
+            try:
+                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches)
+            except PlanError as exc:
+                raise UsageError(str(exc)) from None
+            points.append(p)
+            shown = "saturated: " + p.saturated if p.saturated else f"latency {p.latency:.1f} steps"
+            con.print(
+                f"{alg:>10} rate {rate:.4f}: offered {p.offered:.3f}, throughput {p.throughput:.3f}, {shown}"
+            )
+    if args.out:
+        out = Path(args.out)
+        write_csv(out / "load.csv", HEADER, (p.row() for p in points))
+        plot_load(points, out / "load.png", f"{topo.spec}, {args.dests} destinations, {settings.port_model}")
+        con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
+    return 0
+
+
+def add_command(sub: Any) -> None:
+    from coordinator.cli import add_run_options
+
+    p = sub.add_parser("load", help="latency and throughput against offered load (shared contention)")
+    p.add_argument("--topology", required=True)
+    p.add_argument("--algorithms", required=True, help="comma-separated algorithm names")
+    p.add_argument("--dests", type=int, default=10, help="destinations per multicast")
+    p.add_argument("--rates", required=True, help="messages per node per step: FROM:TO:COUNT or a list")
+    p.add_argument("--duration", type=int, default=1000, help="steps during which sources inject")
+    p.add_argument("--warmup", type=int, default=200, help="steps whose messages are left out")
+    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--budget-factor", type=int, default=4, help="step budget = duration × this")
+    p.add_argument(
+        "--unicast-fraction", type=float, default=0.0, help="share of unicast messages (0.9 in seed 004)"
+    )
+    p.add_argument("--hotspot", default=None, help="x,y of a hot-spot node")
+    p.add_argument("--hotspot-fraction", type=float, default=0.0)
+    p.add_argument("--out", default=None)
+    add_run_options(p)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"load": cmd_load}
