@@ -207,7 +207,8 @@ class Node:
                 nursery.cancel_scope.cancel()
         except* NodeAborted as group:
             status = "; ".join(str(e) for e in _leaves(group))
-            self.engine.error("aborted", status)
+            if self.engine is not None:
+                self.engine.error("aborted", status)
             self.log(f"aborted: {status}")
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
