@@ -14,6 +14,7 @@ from node.routing import registry
 from node.routing.base import Algorithm, HeaderError, Params, PlanError, Send
 from node.routing.grouping import (
     box,
+    graph_cuts,
     graph_groups,
     graph_split,
     maximin_representatives,
@@ -43,6 +44,22 @@ def _norm(groups: Sequence[Sequence[Coord]]) -> set[frozenset[Coord]]:
     return {frozenset(g) for g in groups}
 
 
+DP = registry.get("dp")
+
+
+def _check(t: Topology, source: Coord, dests: list[Coord], groups: list[list[Coord]], alg: Algorithm,
+           params: Params) -> None:  # fmt: skip
+    """Two-level checks, or — for a single group (§4: the whole mesh is a group) — plain dual-path."""
+    w = walk(alg, t, source, dests, params)
+    if len(groups) == 1:
+        assert w.first_sends == DP.prepare(t, source, dests, {})
+        assert w.delivered() == Counter(dests)
+        assert all(d.startups == 1 for d in w.deliveries)
+        assert w.channels == walk(DP, t, source, dests).channels
+    else:
+        check_two_level(t, source, dests, groups, w)
+
+
 # -- the seed 003 vector ------------------------------------------------------------------------
 
 
@@ -56,25 +73,54 @@ def test_paper_groups_cost_15_channels_through_the_paper_leaders() -> None:
     assert starts == {(2, 6): 1, (2, 3): 1, (5, 2): 1, (1, 6): 2, (1, 7): 2, (1, 2): 2, (0, 2): 2, (6, 1): 2}
 
 
-def test_graph_grouping_on_the_seed_003_example_our_reading() -> None:
-    # The paper cuts first along y = 4 ("weight 93, maximum"). With Manhattan weights the y ≥ 4 cut
-    # crosses 97 and the y ≥ 3 cut 100, so the maximum-weight rule cuts at y ≥ 3 instead.
-    weight, dim, d1, _ = graph_split(D8)
-    assert (weight, dim) == (100, 1)
-    assert set(d1) == {(1, 6), (2, 6), (1, 7), (2, 3)}
-    # The paper's second cut (of its D2) is reproduced: x ≥ 3..5, weight 32.
-    weight2, dim2, e1, _ = graph_split([(2, 3), (5, 2), (1, 2), (0, 2), (6, 1)])
-    assert (weight2, dim2, set(e1)) == (32, 0, {(5, 2), (6, 1)})
-    groups = graph_groups(D8, 0.5)
-    assert _norm(groups) == _norm([[(2, 3), (2, 6)], [(1, 6), (1, 7)], [(5, 2), (6, 1)], [(0, 2), (1, 2)]])
+def test_graph_grouping_reproduces_the_seed_003_example() -> None:
+    # Every partition of D by a hyperplane, with its crossing weight: y ≥ 3 (through (2,3)) is
+    # the heaviest, but only x ≥ 3 and y ≥ 4 are free lines; the paper cuts at x_2 = 4.
+    cuts = {(c.dim, c.h): (c.weight, c.free) for c in graph_cuts(D8)}
+    assert cuts == {
+        (0, 1): (33, False),
+        (0, 2): (88, False),
+        (0, 3): (86, True),
+        (0, 6): (51, False),
+        (1, 2): (51, False),
+        (1, 3): (100, False),
+        (1, 4): (97, True),  # paper: 93 (no partition of D weighs 93)
+        (1, 7): (39, False),
+    }
+    weight, dim, d1, d2 = graph_split(D8)
+    assert (weight, dim, set(d1)) == (97, 1, {(1, 6), (2, 6), (1, 7)})
+    # the paper's second cut x_1 = 4 of its D2: weight 32
+    weight2, dim2, e1, e2 = graph_split(d2)
+    assert (weight2, dim2, set(e1), set(e2)) == (32, 0, {(5, 2), (6, 1)}, {(2, 3), (1, 2), (0, 2)})
+    assert _norm(graph_groups(D8, 0.5)) == _norm(PAPER_GROUPS)
     w = walk(GRAPH, MESH8, S8, D8, {"T": 0.5})
     assert w.delivered() == Counter(D8)
-    assert w.channels == 20  # paper: 15, with its grouping (test above)
+    assert w.channels == 15  # paper: 15
+    assert {d.node for d in w.deliveries if d.startups == 1} == {(2, 6), (2, 3), (5, 2)}  # the leaders
+
+
+def test_graph_split_falls_back_to_every_hyperplane_without_a_free_line() -> None:
+    # no free line inside the box: Step 2's full range, nodes on the hyperplane going to D1
+    nodes = [(0, 0), (1, 0), (2, 0), (0, 1), (2, 1)]
+    assert not any(c.free for c in graph_cuts(nodes))
+    weight, dim, d1, d2 = graph_split(nodes)
+    assert weight == max(c.weight for c in graph_cuts(nodes))
+    assert max(n[dim] for n in d2) < min(n[dim] for n in d1) and set(d1) | set(d2) == set(nodes)
 
 
 def test_pattern_grouping_finds_the_paper_groups_on_the_seed_003_example() -> None:
     assert _norm(pattern_groups(D8)) == _norm(PAPER_GROUPS)
     assert walk(PATTERN, MESH8, S8, D8).channels == 15
+
+
+def test_a_single_group_is_plain_dual_path() -> None:
+    # seed 003 §4: when the destinations fill the mesh, "the whole mesh is a group", i.e. dual-path
+    t = Topology.parse("mesh:4x4")
+    dests = [n for n in t.nodes() if n != (1, 1)]
+    assert len(graph_groups(dests, 0.8)) == 1
+    assert GRAPH.prepare(t, (1, 1), dests, {"T": 0.8}) == DP.prepare(t, (1, 1), dests, {})
+    w = walk(GRAPH, t, (1, 1), dests, {"T": 0.8})
+    assert w.delivered() == Counter(dests) and {d.startups for d in w.deliveries} == {1}
 
 
 def test_graph_threshold_stops_on_density() -> None:
@@ -108,7 +154,7 @@ def test_graph_grouping_properties(case: tuple[Topology, Coord, list[Coord]], th
     for g in groups:
         b = box(g)
         assert len(g) == 1 or len(g) / ((b[1] - b[0] + 1) * (b[3] - b[2] + 1)) >= threshold
-    check_two_level(t, source, dests, groups, walk(GRAPH, t, source, dests, {"T": threshold}))
+    _check(t, source, dests, groups, GRAPH, {"T": threshold})
 
 
 @settings(max_examples=100, deadline=None)
@@ -118,7 +164,7 @@ def test_pattern_grouping_properties(case: tuple[Topology, Coord, list[Coord]]) 
     groups = pattern_groups(dests)
     reps = maximin_representatives(dests)
     assert len(groups) >= len(reps)
-    check_two_level(t, source, dests, groups, walk(PATTERN, t, source, dests))
+    _check(t, source, dests, groups, PATTERN, {})
 
 
 # -- headers and parameters --------------------------------------------------------------------
