@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -214,8 +215,13 @@ async def run_processes(
     progress: Callable[[int, int], None] | None = None,
     *,
     log: Callable[[str], None] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> RawRun:
-    """Run ``plan`` with one ``python -m node`` process per node; always reaps every child."""
+    """Run ``plan`` with one ``python -m node`` process per node; always reaps every child.
+
+    ``timings``, if given, receives ``startup_s`` (launch to the first step), ``run_s`` and
+    ``teardown_s``.
+    """
     topo = plan.topology
     nodes = list(topo.nodes())
     run_id = "p" + secrets.token_hex(4)
@@ -225,7 +231,7 @@ async def run_processes(
     ok = False
     try:
         async with _broker(settings.broker, workdir, log) as (address, broker_env):
-            raw = await _run(plan, settings, progress, nodes, run_id, address, broker_env, workdir)
+            raw = await _run(plan, settings, progress, nodes, run_id, address, broker_env, workdir, timings)
         ok = not raw.incomplete
         if not ok and not keep:
             raw.incomplete.append(f"node logs kept in {workdir / 'logs'}")
@@ -255,8 +261,10 @@ async def _run(
     address: BrokerAddress,
     broker_env: dict[str, str],
     workdir: Path,
+    timings: dict[str, float] | None = None,
 ) -> RawRun:
     topo = plan.topology
+    t0 = time.perf_counter()
     ports = dict(zip(nodes, free_ports(len(nodes)), strict=True))
     env = dict(os.environ, **broker_env, PYTHONUNBUFFERED="1")
     url = f"mqtt://{address.host}:{address.port}"
@@ -279,11 +287,16 @@ async def _run(
                     logpath = workdir / "logs" / f"node-{n[0]}-{n[1]}.log"
                     children.start_soon(_child, n, cmd, env, logpath, bus, on_early_exit)
                 raw = await session.run(set(nodes))
+                t1 = time.perf_counter()
                 with trio.move_on_after(EXIT_GRACE):
                     while not all(n in bus.done for n in nodes):
                         await trio.sleep(0.05)
                     await _children_exited(children)
                 children.cancel_scope.cancel()
+        if timings is not None and not startup_failed.cancelled_caught:
+            timings.update(
+                startup_s=t1 - t0 - raw.wall_s, run_s=raw.wall_s, teardown_s=time.perf_counter() - t1
+            )
         if startup_failed.cancelled_caught:
             raw = session.collector.raw
             raw.incomplete.append("a node process failed before the run started: " + "; ".join(early[:3]))

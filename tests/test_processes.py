@@ -114,15 +114,19 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
 
 
 def _pid_of(needle: str) -> int:
-    """The pid of the node process whose command line contains ``needle``."""
+    """The pid of *our* node process (a child of this test process) whose command line has ``needle``.
+
+    Only our own children: other runs on the machine may have a node at the same coordinates.
+    """
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if "-m node" in args and needle in args:
+        if ppid == os.getpid() and "-m node" in args and needle in args:
             return int(proc.name)
     raise AssertionError(f"no node process with {needle!r}")
 
