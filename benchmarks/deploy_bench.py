@@ -20,7 +20,7 @@ from functools import partial
 import trio
 
 from coordinator.plan import Multicast, Plan
-from coordinator.records import RunSettings
+from coordinator.records import RawRun, RunSettings
 from node.topology import Topology
 
 
@@ -63,10 +63,12 @@ def main() -> None:
 
         raw, startup = trio.run(go)  # type: ignore[assignment]
         total = time.perf_counter() - t0
-    status = "complete" if not raw.incomplete else f"INCOMPLETE {raw.incomplete[:2]}"  # type: ignore[attr-defined]
+    r: RawRun = raw
+    status = "complete" if not r.incomplete else f"INCOMPLETE {r.incomplete[:2]}"
+    rate = r.last_step / max(r.wall_s, 1e-9)
     print(
-        f"{runtime} {spec} ({topo.size} nodes): start-up {startup:.1f} s, {raw.last_step} steps in "  # type: ignore[attr-defined]
-        f"{raw.wall_s:.1f} s = {raw.last_step / raw.wall_s:.0f} steps/s, total {total:.1f} s, {status}"  # type: ignore[attr-defined]
+        f"{runtime} {spec} ({topo.size} nodes): start-up {startup:.1f} s, {r.last_step} steps in"
+        f" {r.wall_s:.1f} s = {rate:.0f} steps/s, total {total:.1f} s, {status}"
     )
 
 

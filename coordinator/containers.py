@@ -289,6 +289,7 @@ class ContainerRun:
     run_id: str = field(default_factory=lambda: "c" + secrets.token_hex(4))
     log: Callable[[str], None] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     @property
     def project(self) -> str:
@@ -334,10 +335,26 @@ class ContainerRun:
             )
         return [*cli, "-p", self.project, "-f", str(self.compose_file), *args]
 
+    async def _image_present(self, image: str) -> bool:
+        p = await trio.run_process(["docker", "image", "inspect", image], capture_stdout=True, check=False)
+        return p.returncode == 0
+
+    async def choose_broker(self) -> None:
+        """Use the project image as broker when no broker image is set and the default is absent.
+
+        No registry may be reachable: then ``eclipse-mosquitto:2`` cannot be pulled, and the
+        offline image (which has mosquitto) serves as broker.
+        """
+        if "MESHCAST_BROKER_IMAGE" in self.env or await self._image_present(DEFAULT_BROKER_IMAGE):
+            return
+        image = self.env.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+        self.env["MESHCAST_BROKER_IMAGE"] = image
+        self.say(f"{DEFAULT_BROKER_IMAGE} is not here: using {image} as the broker (it needs mosquitto)")
+
     async def _run(self, args: list[str], logname: str, timeout: float) -> int:
         with (self.workdir / logname).open("ab") as logf, trio.move_on_after(timeout) as scope:
             p = await trio.run_process(
-                args, stdout=logf, stderr=subprocess.STDOUT, check=False, cwd=self.workdir
+                args, stdout=logf, stderr=subprocess.STDOUT, check=False, cwd=self.workdir, env=self.env
             )
             return int(p.returncode)
         if scope.cancelled_caught:
@@ -348,9 +365,8 @@ class ContainerRun:
 
     async def build(self) -> None:
         """Build the image unless it is already there (e.g. made by deploy/build-offline-image.sh)."""
-        image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
-        have = await trio.run_process(["docker", "image", "inspect", image], capture_stdout=True, check=False)
-        if have.returncode == 0:
+        image = self.env.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+        if await self._image_present(image):
             return
         self.say(f"building {image}")
         t0 = time.perf_counter()
@@ -364,6 +380,7 @@ class ContainerRun:
     async def up(self) -> int:
         """Start everything; return the coordinator's exit status once it has finished."""
         budget = self.settings.wall_budget + START_MARGIN
+        await self.choose_broker()
         t0 = time.perf_counter()
         rc = await self._run(
             self.cmd("up", "--abort-on-container-exit", "--exit-code-from", "coordinator"),

@@ -40,6 +40,8 @@ __all__ = ["BrokerNotFound", "LocalBroker", "free_ports", "local_broker", "run_p
 EXIT_GRACE: Final = 10.0
 """How long children may take to exit by themselves after the run before they are killed."""
 LOOPBACK: Final = "127.0.0.1"
+REPORT_GRACE: Final = 15.0
+"""How long the final report of a node whose process exited normally may take to arrive."""
 
 
 class BrokerNotFound(RuntimeError):
@@ -192,6 +194,10 @@ async def _child(
     """Run one node process; if it dies without a final report, tell the session it is lost."""
     with logpath.open("wb") as logf:
         proc = await trio.run_process(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, check=False)
+    # its final report may still be on its way through the broker (a node flushes before it exits)
+    with trio.move_on_after(REPORT_GRACE if proc.returncode == 0 else 2.0):
+        while node not in bus.done:
+            await trio.sleep(0.05)
     if node not in bus.done:
         tail = _tail(logpath)
         why = f"its process exited with status {proc.returncode} before its final report" + (
