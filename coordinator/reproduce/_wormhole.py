@@ -1,0 +1,363 @@
+"""Helpers shared by the path-based wormhole reproductions (``chen`` and ``aldubai``).
+
+Both run many multicasts — every destination set × every algorithm — in ONE emulation under
+isolated contention (each multicast sees an idle network, so they do not disturb each other)
+and the all-port model, then turn each delivery's recorded (step, hops, start-ups) into a
+wormhole latency afterwards (coordinator/timing.py; the timing is reported, never simulated).
+What is here:
+
+* :class:`Point`, :func:`emulate_points` and :func:`mc_rows` — build the plan from destination
+  sets, emulate it once, and turn its records into one :class:`McRow` per multicast (traffic,
+  latencies, CV, completeness) under a latency model (several models can time one emulation);
+* :func:`summarise_rows` / :func:`paired` — per-point means with 95% confidence intervals, and
+  per-point paired comparisons of two algorithms on the very same sets;
+* :func:`write_rows` — the per-multicast rows as ``tidy.csv``; :func:`progress_bar`.
+
+Nothing here knows a paper's numbers; the reproduction modules do.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from coordinator.experiment import emulate
+from coordinator.metrics import ci95, multicast_metrics
+from coordinator.plan import Multicast, Plan
+from coordinator.records import RunSettings
+from coordinator.results import write_csv
+from node.topology import Coord, Topology
+
+__all__ = [
+    "Comparison",
+    "Emulated",
+    "EmulationStatus",
+    "LatencyFn",
+    "McRow",
+    "Point",
+    "Stat",
+    "compare_text",
+    "emulate_points",
+    "mc_rows",
+    "paired",
+    "progress_bar",
+    "summarise_rows",
+    "write_rows",
+]
+
+LatencyFn = Callable[[str, int, int, int], float]
+"""latency(algorithm, step, hops, startups) of one delivery."""
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One destination set of an experiment: its scenario, size k, repetition, source, destinations."""
+
+    scenario: str
+    k: int
+    rep: int
+    source: Coord
+    destinations: tuple[Coord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class McRow:
+    """One multicast's numbers, keyed by scenario, algorithm, k and repetition."""
+
+    scenario: str
+    algorithm: str
+    k: int
+    rep: int
+    source: Coord
+    traffic: int
+    distinct_links: int
+    additional_traffic: int
+    steps: int | None
+    latency_max: float | None
+    latency_mean: float | None
+    cv: float | None
+    queued: int
+    complete: bool
+
+    def get(self, metric: str) -> float | None:
+        """A metric by name (``latency_max``, ``traffic``, …) as a float, None if missing."""
+        v = getattr(self, metric)
+        return None if v is None else float(v)
+
+
+@dataclass(frozen=True, slots=True)
+class EmulationStatus:
+    """How the one emulation went: complete?, why not, lockstep steps, wall time, node errors."""
+
+    complete: bool
+    incomplete: list[str]
+    steps: int
+    wall_s: float
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _plan(
+    topology: Topology,
+    points: Sequence[Point],
+    algorithms: Sequence[str],
+    params: Mapping[str, Mapping[str, Any]],
+) -> tuple[Plan, list[tuple[Point, str]]]:
+    """One multicast per point × algorithm (ids in that order); the same sets for every algorithm."""
+    mcs: list[Multicast] = []
+    index: list[tuple[Point, str]] = []
+    for p in points:
+        for a in algorithms:
+            mcs.append(Multicast(len(mcs), a, p.source, p.destinations, 0, dict(params.get(a, {}))))
+            index.append((p, a))
+    return Plan(topology, tuple(mcs)), index
+
+
+@dataclass(frozen=True, slots=True)
+class Emulated:
+    """One emulation of points × algorithms: which (point, algorithm) each multicast is, its record."""
+
+    index: list[tuple[Point, str]]
+    records: list[dict[str, Any]]
+    status: EmulationStatus
+
+
+def emulate_points(
+    topology: Topology,
+    points: Sequence[Point],
+    algorithms: Sequence[str],
+    settings: RunSettings,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: ProgressFn | None = None,
+) -> Emulated:
+    """Emulate every point × algorithm in one plan (the same sets for every algorithm)."""
+    plan, index = _plan(topology, points, algorithms, params or {})
+    raw = trio.run(emulate, plan, settings, progress)
+    records = multicast_metrics(plan, raw)
+    complete = not raw.incomplete and all(
+        not r["missing"] and not r["duplicates"] and not r["stray"] for r in records
+    )
+    status = EmulationStatus(complete, list(raw.incomplete), raw.last_step, raw.wall_s, list(raw.errors))
+    return Emulated(index, records, status)
+
+
+def mc_rows(emulated: Emulated, latency: LatencyFn) -> list[McRow]:
+    """One row per multicast, its deliveries timed by ``latency``.
+
+    ``latency`` maps each delivery's (algorithm, step, hops, start-ups) to its latency; a
+    multicast's ``latency_max`` is the network-level latency (its last destination; None if one
+    is missing), ``latency_mean`` the node-level mean, ``cv`` the population SD over the mean of
+    its destinations' latencies (seed 004 §4.2.2). ``queued`` counts the lockstep steps its
+    deliveries spent waiting for a port (Σ step − hops): the serialisation a timing may charge.
+    """
+    rows: list[McRow] = []
+    for (p, alg), rec in zip(emulated.index, emulated.records, strict=True):
+        lats = [latency(alg, a["step"], a["hops"], a["startups"]) for a in rec["arrivals"]]
+        complete = not rec["missing"] and not rec["duplicates"] and not rec["stray"]
+        mean = statistics.fmean(lats) if lats else None
+        rows.append(
+            McRow(
+                scenario=p.scenario,
+                algorithm=alg,
+                k=p.k,
+                rep=p.rep,
+                source=p.source,
+                traffic=rec["traffic"],
+                distinct_links=rec["distinct_links"],
+                additional_traffic=rec["additional_traffic"],
+                steps=rec["time"],
+                latency_max=max(lats) if lats and complete else None,
+                latency_mean=mean,
+                cv=statistics.pstdev(lats) / mean if lats and mean else None,
+                queued=sum(a["step"] - a["hops"] for a in rec["arrivals"]),
+                complete=complete,
+            )
+        )
+    return rows
+
+
+# -- aggregates -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """Mean, 95% CI of the mean (Student t), maximum and sample size of one metric at one point."""
+
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    max: float | None
+    n: int
+
+
+def _stat(values: Iterable[float | None]) -> Stat:
+    vals = [v for v in values if v is not None]
+    s = ci95(vals)
+    return Stat(s["mean"], s["ci95"][0], s["ci95"][1], max(vals) if vals else None, s["n"])
+
+
+def summarise_rows(
+    rows: Iterable[McRow], metrics: Sequence[str]
+) -> dict[tuple[str, str, int], dict[str, Stat]]:
+    """Per (scenario, algorithm, k): a :class:`Stat` for each metric."""
+    groups: dict[tuple[str, str, int], list[McRow]] = defaultdict(list)
+    for r in rows:
+        groups[(r.scenario, r.algorithm, r.k)].append(r)
+    return {key: {m: _stat(r.get(m) for r in rs) for m in metrics} for key, rs in groups.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Algorithm ``a`` against ``b`` on the same sets: per point, is a's metric lower, the same, higher?
+
+    Per point the paired differences a − b give a mean and a 95% CI; *lower* means the CI lies
+    below zero, *higher* above zero, otherwise the point is indistinguishable. ``overall`` is
+    the mean over the points of a's mean relative to b's, in percent.
+    """
+
+    a: str
+    b: str
+    metric: str
+    lower: list[int]
+    same: list[int]
+    higher: list[int]
+    overall_pct: float | None
+
+    @property
+    def points(self) -> int:
+        return len(self.lower) + len(self.same) + len(self.higher)
+
+
+def paired(rows: Sequence[McRow], scenario: str, a: str, b: str, metric: str) -> Comparison:
+    """Compare ``a`` with ``b`` on ``metric`` point by point over ``scenario``'s sets."""
+    by: dict[tuple[str, int, int], float | None] = {}
+    for r in rows:
+        if r.scenario == scenario and r.algorithm in (a, b):
+            by[(r.algorithm, r.k, r.rep)] = r.get(metric)
+    ks = sorted({k for (_, k, _) in by})
+    lower: list[int] = []
+    same: list[int] = []
+    higher: list[int] = []
+    rel: list[float] = []
+    for k in ks:
+        reps = sorted({rep for (alg, kk, rep) in by if kk == k and alg == a})
+        diffs: list[float] = []
+        va: list[float] = []
+        vb: list[float] = []
+        for rep in reps:
+            x, y = by.get((a, k, rep)), by.get((b, k, rep))
+            if x is not None and y is not None:
+                diffs.append(x - y)
+                va.append(x)
+                vb.append(y)
+        if not diffs:
+            continue
+        s = ci95(diffs)
+        lo, hi = s["ci95"]
+        if hi is not None and hi < 0:
+            lower.append(k)
+        elif lo is not None and lo > 0:
+            higher.append(k)
+        else:
+            same.append(k)
+        mb = statistics.fmean(vb)
+        if mb:
+            rel.append((statistics.fmean(va) - mb) / mb * 100)
+    return Comparison(a, b, metric, lower, same, higher, statistics.fmean(rel) if rel else None)
+
+
+def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
+    """One sentence: where ``a`` is significantly lower / indistinguishable / higher than ``b``."""
+    if not c.points:
+        return f"no data to compare {label_a} with {label_b} on {what}"
+    pct = (
+        ""
+        if c.overall_pct is None
+        else f" ({'+' if c.overall_pct >= 0 else '−'}{abs(c.overall_pct):.1f}% on average)"
+    )
+    return (
+        f"{label_a}'s {what} is significantly lower than {label_b}'s at {len(c.lower)} of {c.points} points, "
+        f"indistinguishable at {len(c.same)}, higher at {len(c.higher)}{pct}"
+    )
+
+
+# -- output -------------------------------------------------------------------------------------
+ROW_COLUMNS = (
+    "scenario",
+    "algorithm",
+    "k",
+    "repetition",
+    "source",
+    "traffic",
+    "distinct_links",
+    "additional_traffic",
+    "steps",
+    "latency_max",
+    "latency_mean",
+    "cv",
+    "queued",
+    "complete",
+)
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
+    """The per-multicast rows as a CSV (one line per multicast)."""
+    write_csv(
+        path,
+        ROW_COLUMNS,
+        (
+            [
+                r.scenario,
+                r.algorithm,
+                r.k,
+                r.rep,
+                f"{r.source[0]},{r.source[1]}",
+                r.traffic,
+                r.distinct_links,
+                r.additional_traffic,
+                r.steps,
+                _r(r.latency_max),
+                _r(r.latency_mean),
+                _r(r.cv),
+                r.queued,
+                int(r.complete),
+            ]
+            for r in rows
+        ),
+    )
+    return path
+
+
+def progress_bar(label: str) -> tuple[ProgressFn | None, Any]:
+    """A rich progress bar on a terminal (None elsewhere) and the context that shows it."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coordinator.ui import console
+
+    prog = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        console=console(stderr=True),
+    )
+    task = prog.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total)
+
+    return update, prog

@@ -1,0 +1,146 @@
+"""``meshcast reproduce chen``: the proximity-set generator, the timing mapping, the worked example,
+and the real setting (16×16, all 15 points, both scenarios) end to end at --repeat 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import re
+import statistics
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.records import RunSettings
+from coordinator.reproduce import reproductions
+from coordinator.reproduce.chen import (
+    ALGORITHMS,
+    KS,
+    SCENARIOS,
+    TIMING,
+    draw_points,
+    proximity_destinations,
+    run_example,
+)
+from node.topology import Topology
+
+PNG = b"\x89PNG\r\n\x1a\n"
+MESH16 = Topology.parse("mesh:16x16")
+
+
+def _spread(dests: tuple[tuple[int, int], ...]) -> float:
+    return statistics.fmean(abs(a[0] - b[0]) + abs(a[1] - b[1]) for a, b in combinations(dests, 2))
+
+
+def test_proximity_sets_are_seeded_valid_and_clustered() -> None:
+    for k in (1, 16, 100, 255):
+        a = proximity_destinations(MESH16, (3, 3), k, random.Random(7))
+        assert a == proximity_destinations(MESH16, (3, 3), k, random.Random(7))
+        assert len(a) == len(set(a)) == k and (3, 3) not in a and all(MESH16.contains(d) for d in a)
+    # clustered sets are tighter than uniform ones of the same size
+    rng = random.Random(1)
+    prox = [_spread(proximity_destinations(MESH16, (0, 0), 32, rng)) for _ in range(20)]
+    unif = [_spread(tuple(rng.sample([n for n in MESH16.nodes() if n != (0, 0)], 32))) for _ in range(20)]
+    assert statistics.fmean(prox) < 0.8 * statistics.fmean(unif)
+    with pytest.raises(ValueError):
+        proximity_destinations(MESH16, (0, 0), 256, rng)
+
+
+def test_points_cover_both_scenarios_with_the_same_shape() -> None:
+    pts = draw_points(MESH16, (16, 32), 3, 5)
+    assert [(p.scenario, p.k) for p in pts] == [(s, k) for s in SCENARIOS for k in (16, 32) for _ in range(3)]
+    assert pts == draw_points(MESH16, (16, 32), 3, 5)
+    # the random scenario's sets do not depend on the proximity generator's parameters
+    other = draw_points(MESH16, (16, 32), 3, 5, cluster_size=4)
+    assert [p for p in pts if p.scenario == "random"] == [p for p in other if p.scenario == "random"]
+
+
+def test_timing_is_the_papers_section_4_mapping() -> None:
+    # t_s = 1 µs, 100 flits × 5 ns per start-up; 5 ns link + 20 ns router per hop
+    assert TIMING.latency(0, 10, 1) == 1000 + 100 * 5 + 10 * 25
+    assert TIMING.latency(0, 10, 2) == 2 * 1500 + 250
+
+
+def test_worked_example_through_the_emulation() -> None:
+    ex = run_example(RunSettings(port_model="all-port", runtime="model"))
+    assert ex.status.complete
+    assert {a: ex.rows[a].traffic for a in ALGORITHMS} == {"dp": 23, "group-graph": 15, "group-pattern": 15}
+    paper = {
+        frozenset({(1, 6), (2, 6), (1, 7)}),
+        frozenset({(2, 3), (1, 2), (0, 2)}),
+        frozenset({(5, 2), (6, 1)}),
+    }
+    for a in ("group-graph", "group-pattern"):
+        assert {frozenset(g) for g in ex.groups[a]} == paper
+        assert ex.leaders[a] == [(2, 3), (2, 6), (5, 2)]
+
+
+def test_registered_with_bad_arguments_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "chen" in reproductions()
+    for argv, words in (
+        (["--ks", "16,x"], "--ks"),
+        (["--ks", "300"], "--ks"),
+        (["--threshold", "0"], "--threshold"),
+        (["--cluster-density", "2"], "--cluster-density"),
+    ):
+        assert main(["reproduce", "chen", "--out", str(tmp_path), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, err
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("chen")
+    assert main(["reproduce", "chen", "--repeat", "2", "--out", str(out)]) == 0
+    return out
+
+
+def test_report_sections_tables_and_claims(report_dir: Path) -> None:
+    text = (report_dir / "report.md").read_text()
+    for heading in (
+        "# Reproduction of seed 003",
+        "## Timing",
+        "## Destinations with proximity",
+        "## The paper's claims, checked against our runs",
+        "## The worked example",
+        "## Tables",
+        "### Random destinations",
+        "### Destinations with proximity",
+        "## Plots",
+    ):
+        assert heading in text, heading
+    assert "Run status: complete" in text
+    # the claims: grouping vs DP on links and time, both scenarios, both schemes; proximity vs random
+    verdicts = re.findall(r"^\* \*\*(.+?): (holds|does not hold|holds[^.]*)\.\*\*", text, re.M)
+    assert len(verdicts) == 2 * 2 * 2 + 3
+    assert sum("beats dual-path on links used" in v[0] for v in verdicts) == 4
+    assert sum("beats dual-path on multicast latency" in v[0] for v in verdicts) == 4
+    # the worked example beside the paper's numbers
+    assert re.search(r"\| Ham-Path \(DP\) \| — \| — \| 23 \| 23 \|", text)
+    assert re.search(r"\| Graph-Based \| .+ \| 15 \| 15 \|", text)
+    # one table row per k in each scenario
+    for k in KS:
+        assert len(re.findall(rf"^\| {k} \| ", text, re.M)) == 2, k
+
+
+def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
+    text = (report_dir / "report.md").read_text()
+    linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
+    assert len(linked) == 6
+    for rel in linked:
+        data = (report_dir / rel).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, rel
+
+
+def test_tidy_rows(report_dir: Path) -> None:
+    with (report_dir / "tidy.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS)
+    assert all(r["complete"] == "1" for r in rows)
+    # the same sets for every algorithm
+    by = {(r["scenario"], r["k"], r["repetition"], r["algorithm"]): r["source"] for r in rows}
+    for (s, k, rep, _), src in by.items():
+        assert by[(s, k, rep, "dp")] == src
