@@ -415,10 +415,19 @@ async def run_containers(
     log: Callable[[str], None] | None = None,
 ) -> RawRun:
     """Run ``plan`` with one container per node; the deployment is torn down on every exit path."""
+    from coordinator.cli import UsageError
+
+    if shutil.which("docker") is None:
+        raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
+    if compose_cli() is None:
+        raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
     run = ContainerRun(plan, settings, workdir.resolve(), log=log)
     run.write()
-    await run.build()
+    try:
+        await run.build()
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
     try:
         rc = await run.up()
     except TimeoutError as exc:

@@ -100,20 +100,27 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     return ports
 
 
+_NO_BROKER: Final = (
+    "the processes runtime needs an MQTT broker: give --broker mqtt://host:port, "
+    "or install mosquitto (apt-get install mosquitto)"
+)
+
+
+def _mosquitto() -> str | None:
+    return shutil.which("mosquitto") or next(
+        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None
+    )
+
+
 @asynccontextmanager
 async def local_broker(
     workdir: Path, *, log: Callable[[str], None] | None = None
 ) -> AsyncIterator[LocalBroker]:
     """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards."""
-    exe = shutil.which("mosquitto") or next(
-        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None
-    )
+    exe = _mosquitto()
     passwd_tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
     if exe is None:
-        raise BrokerNotFound(
-            "the processes runtime needs an MQTT broker: give --broker mqtt://host:port, "
-            "or install mosquitto (apt-get install mosquitto)"
-        )
+        raise BrokerNotFound(_NO_BROKER)
     workdir.mkdir(parents=True, exist_ok=True)
     user, password = "meshcast", secrets.token_urlsafe(16)
     conf = workdir / "mosquitto.conf"
@@ -236,6 +243,8 @@ async def run_processes(
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     ok = False
     try:
+        if settings.broker is None:
+            _check_mosquitto()
         async with _broker(settings.broker, workdir, log) as (address, broker_env):
             raw = await _run(plan, settings, progress, nodes, run_id, address, broker_env, workdir, timings)
         ok = not raw.incomplete
@@ -245,6 +254,14 @@ async def run_processes(
     finally:
         if ok and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_mosquitto() -> None:
+    """Fail early, as a one-line CLI error, when no broker can be started."""
+    from coordinator.cli import UsageError
+
+    if _mosquitto() is None:
+        raise UsageError(str(BrokerNotFound(_NO_BROKER)))
 
 
 @asynccontextmanager

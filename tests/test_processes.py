@@ -215,3 +215,28 @@ def test_python_m_node_rejects_bad_arguments() -> None:
         )
         assert p.returncode == 2, p
         assert cause in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_cli_without_mosquitto_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coordinator.cli import main
+
+    monkeypatch.setattr("coordinator.processes._mosquitto", lambda: None)
+    rc = main(
+        [
+            "run",
+            "--topology",
+            "mesh:3x3",
+            "--algorithm",
+            "vh",
+            "--random-dests",
+            "2",
+            "--runtime",
+            "processes",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "apt-get install mosquitto" in err and "--broker" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
