@@ -1,0 +1,193 @@
+"""``meshcast reproduce tasnem``: the report's shape at small sizes, the ordering check, the job plan.
+
+The end-to-end run keeps the full setting's shape (a destinations sweep on one torus, a size sweep
+at 20%, the paper's four algorithms plus PAIR and MIN, all-port, two worker processes) with small
+tori, two sets per point, and ``--emulate-up-to 8`` so that both the emulation and the reference
+model (split by algorithm) run. A second run entirely through the model must give the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.reproduce import reproductions
+from coordinator.reproduce.tasnem import (
+    ALGORITHMS,
+    DEFAULT_DESTS,
+    FIGURES,
+    HOP_NS,
+    LABELS,
+    PAPER_ALGORITHMS,
+    Results,
+    make_jobs,
+    ordering,
+    size_k,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SIZES = (5, 6, 8, 10)
+DEST_TORUS = 10
+DESTS = (10, 30, 60, 99)
+ARGS = [
+    "--repeat", "2",
+    "--sizes", ",".join(map(str, SIZES)),
+    "--dest-torus", str(DEST_TORUS),
+    "--dests", ",".join(map(str, DESTS)),
+]  # fmt: skip
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tasnem")
+    argv = ["reproduce", "tasnem", *ARGS, "--emulate-up-to", "8", "--jobs", "2", "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_registered() -> None:
+    rep = reproductions()["tasnem"]
+    assert rep.default_repeat == 20 and "TASNEM" in rep.summary
+
+
+def test_report_sections(run_dir: Path) -> None:
+    text = (run_dir / "report.md").read_text()
+    for heading in (
+        "# Reproduction of seed 001 (TASNEM)",
+        "## Setting",
+        "## Timing model",
+        "## The paper's ordering, checked",
+        "## TASNEM against the seed-000 torus trees (PAIR, MIN)",
+        "## Tables",
+        "## Plots",
+    ):
+        assert heading in text, heading
+    assert "Verdict: the paper's ordering" in text and "**What it shows.**" in text
+    assert 'Timing(model="wormhole", ts=0, beta=0, flits=1, router=25)' in text
+    assert "Run status: complete" in text
+    assert "T5, T6, T8 in the emulation" in text and "T10 through the reference model" in text
+    # one markdown table per sweep × metric, every algorithm a column
+    header = "| " + " | ".join(LABELS[a] for a in ALGORITHMS) + " | bound |"
+    assert text.count(header) == 4
+    for k in DESTS:
+        assert f"| {k} | torus:10x10 |" in text
+    for n in SIZES:
+        assert f"| T{n} | {size_k(n, 20)} |" in text
+    # the paper's curve statements are each answered
+    assert text.count("*: **yes**") + text.count("*: **no**") == 6
+
+
+def test_plots(run_dir: Path) -> None:
+    text = (run_dir / "report.md").read_text()
+    assert len(FIGURES) == 8
+    for spec in FIGURES:
+        p = run_dir / "plots" / spec.filename
+        data = p.read_bytes()
+        assert data.startswith(PNG) and len(data) > 5_000, p
+        assert f"](plots/{spec.filename})" in text
+
+
+def test_csvs_and_run_json(run_dir: Path) -> None:
+    tidy = _rows(run_dir / "tidy.csv")
+    assert len(tidy) == len(ALGORITHMS) * (len(DESTS) + len(SIZES)) * 2
+    for r in tidy:
+        assert r["missing"] == "0"
+        hops, bound = int(r["hops"]), int(r["bound_hops"])
+        assert float(r["latency_ns"]) == pytest.approx(HOP_NS * hops)
+        assert hops >= bound  # no scheme beats the distance to the farthest destination
+        assert int(r["traffic"]) >= int(r["k"])
+        assert int(r["startups"]) in ((1, 2) if r["algorithm"] == "t2w" else (1,))
+    # the same destination sets for every algorithm
+    sets = {(r["sweep"], r["n"], r["k"], r["repetition"], r["algorithm"]): r["source"] for r in tidy}
+    for (sweep, n, k, rep, _), src in sets.items():
+        assert all(sets[(sweep, n, k, rep, a)] == src for a in ALGORITHMS)
+    summary = _rows(run_dir / "summary.csv")
+    assert len(summary) == len(ALGORITHMS) * (len(DESTS) + len(SIZES))
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["complete"] and doc["settings"]["port_model"] == "all-port"
+    runtimes = {(r["topology"], tuple(r["algorithms"])): r["runtime"] for r in doc["runs"]}
+    assert runtimes[("torus:8x8", ALGORITHMS)] == "in-process"
+    assert {runtimes[("torus:10x10", (a,))] for a in ALGORITHMS} == {"model"}  # dests sweep, split
+    assert runtimes[("torus:10x10", ALGORITHMS)] == "model"  # size sweep, whole
+
+
+def test_model_gives_the_same_rows(run_dir: Path, tmp_path: Path) -> None:
+    argv = ["reproduce", "tasnem", *ARGS, "--runtime", "model", "--jobs", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    drop = {"latency_ts_ns"}  # identical too, but compare the measured columns only
+
+    def key(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+    assert key(_rows(tmp_path / "tidy.csv")) == key(_rows(run_dir / "tidy.csv"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dests", "100"], "99 nodes besides the source"),
+        (["--sizes", "2,5"], "at least 3×3"),
+        (["--dests", "5", "--percent", "0"], "--percent must be between 0 and 100"),
+        (["--dests", "5:1:1"], "stop 1 is below start 5"),
+    ],
+)
+def test_bad_arguments(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["reproduce", "tasnem", "--dest-torus", "10", *extra, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_size_k() -> None:
+    assert [size_k(n, 20) for n in (5, 10, 15, 20, 25, 30, 35, 40)] == [5, 20, 45, 80, 125, 180, 245, 320]
+    assert size_k(3, 1) == 1 and size_k(3, 99) == 8
+
+
+def test_jobs_split_only_the_models_destinations_sweep() -> None:
+    jobs = make_jobs(40, DEFAULT_DESTS, (5, 30, 40), 20.0, ALGORITHMS, 20, "in-process", 30)
+    by = [(j.sweep, j.topology, j.subset, j.runtime) for j in jobs]
+    assert ("size", "torus:30x30", ALGORITHMS, "in-process") in by
+    assert ("size", "torus:40x40", ALGORITHMS, "model") in by
+    assert {j.subset for j in jobs if j.sweep == "dests"} == {(a,) for a in ALGORITHMS}
+    assert [j.cost for j in jobs] == sorted((j.cost for j in jobs), reverse=True)
+    assert jobs[0].subset in {("hcm",), ("uniform",)}  # the path rules with long headers first
+
+
+def _results(means: dict[str, list[float]]) -> Results:
+    """Two sets per point of a size sweep whose means are ``means`` (± 1 around them)."""
+    rows: list[dict[str, Any]] = []
+    for alg, vals in means.items():
+        for n, v in zip((5, 10, 15), vals, strict=True):
+            for rep, d in enumerate((-1.0, 1.0)):
+                rows.append(
+                    {
+                        "sweep": "size", "topology": f"torus:{n}x{n}", "n": n, "k": n, "algorithm": alg,
+                        "repetition": rep, "source": "0,0", "latency_ns": v + d, "latency_ts_ns": v + d,
+                        "hops": 1, "bound_hops": 1, "time": 1, "traffic": v + d, "startups": 1, "missing": 0,
+                    }
+                )  # fmt: skip
+    return Results.build(rows, PAPER_ALGORITHMS, 2)
+
+
+def test_ordering_check() -> None:
+    res = _results({"tasnem": [1, 2, 3], "hcm": [2, 3, 4], "t2w": [3, 4, 5], "uniform": [9, 9, 9]})
+    c = ordering(res, "size", "traffic")
+    assert c.holds and (c.points, c.tasnem_lowest, c.uniform_highest) == (3, 3, 3)
+    assert c.tasnem_significant == 3  # paired: the same ±1 in every algorithm, so constant differences
+    res = _results({"tasnem": [1, 5, 3], "hcm": [2, 3, 3], "t2w": [3, 4, 9], "uniform": [9, 9, 9]})
+    c = ordering(res, "size", "traffic")
+    assert not c.holds and c.tasnem_lowest == 1
+    assert c.lowest_elsewhere == ((10, "multipath-HCM"), (15, "TASNEM = multipath-HCM"))
+    assert c.highest_elsewhere == ((15, "Uniform = T2W"),) or c.highest_elsewhere == ((15, "T2W = Uniform"),)
