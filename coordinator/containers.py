@@ -336,7 +336,9 @@ class ContainerRun:
         return [*cli, "-p", self.project, "-f", str(self.compose_file), *args]
 
     async def _image_present(self, image: str) -> bool:
-        p = await trio.run_process(["docker", "image", "inspect", image], capture_stdout=True, check=False)
+        p = await trio.run_process(
+            ["docker", "image", "inspect", image], capture_stdout=True, capture_stderr=True, check=False
+        )
         return p.returncode == 0
 
     async def choose_broker(self) -> None:
