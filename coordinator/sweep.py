@@ -1,9 +1,12 @@
-"""``meshcast sweep``: every point (number of destinations) × repetition × algorithm in ONE emulation.
+"""``meshcast sweep``: every point (number of destinations) × repetition × algorithm, emulated together.
 
 A sweep draws ``repeat`` random destination sets for each point ``k`` (seeded), gives the very
 same sets to every algorithm (as the seed papers compared them), and runs all the multicasts at
 once in *isolated* contention: each multicast sees an idle network, so they do not affect each
-other's numbers and a whole sweep costs one emulation instead of one per point. It writes
+other's numbers and a whole sweep costs one emulation instead of one per point. Above
+``--chunk`` multicasts (default 2,000) the sweep is dealt into several emulations — the numbers
+are the same, the lockstep frames stay under the wire's size limit — which ``--jobs`` worker
+processes can run side by side. It writes
 
 * ``tidy.csv``: one row per multicast (topology, algorithm, k, repetition, source, time,
   traffic, additional_traffic, mean_arrival, cv, missing);
@@ -18,12 +21,17 @@ experiments with ``meshcast run`` one point at a time).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import multiprocessing
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import trio
@@ -37,20 +45,26 @@ from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = [
     "COMMANDS",
+    "DEFAULT_CHUNK",
     "SUMMARY_COLUMNS",
     "TIDY_COLUMNS",
     "SweepResult",
+    "SweepSpec",
     "add_command",
     "parse_dests",
     "run_sweep",
     "summarise_tidy",
     "sweep",
-    "sweep_async",
+    "sweep_many",
     "sweep_plan",
     "write_sweep",
 ]
 
 Progress = Callable[[int, int], None]
+
+#: Most multicasts per emulation (see :func:`sweep_many`); 2,000 20×20 tree multicasts keep the
+#: largest lockstep frame near 2 MB, a quarter of the wire's 8 MB limit.
+DEFAULT_CHUNK = 2000
 
 TIDY_COLUMNS = (
     "topology",
@@ -141,15 +155,29 @@ def sweep_plan(
 
 
 @dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """What one sweep runs: a topology, algorithms, points, repetitions, seed and source."""
+
+    topology: str
+    algorithms: tuple[str, ...]
+    ks: tuple[int, ...]
+    repeat: int
+    seed: int = 1
+    source: Coord | None = (0, 0)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class SweepResult:
-    """A sweep's rows and how its emulation went."""
+    """A sweep's rows and how its emulations went."""
 
     tidy: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     incomplete: list[str] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # emulation wall time, summed over the sweep's emulations
+    emulations: int = 1
 
     @property
     def complete(self) -> bool:
@@ -209,32 +237,199 @@ def summarise_tidy(tidy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def _check_settings(settings: RunSettings) -> None:
     if settings.contention != "isolated":
         raise PlanError(
-            f"a sweep runs all its multicasts in one emulation, which needs --contention isolated "
+            f"a sweep runs its multicasts together in one emulation, which needs --contention isolated "
             f"(got {settings.contention!r}); shared-contention experiments measure the load of "
             "everything injected together, so run them point by point with 'meshcast run'"
         )
 
 
-async def sweep_async(
-    topology: Topology | str,
-    algorithms: Sequence[str],
-    ks: Sequence[int],
-    repeat: int,
-    seed: int,
-    source: Coord | None,
+# -- running: chunks, GC, processes ------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One emulation's share of a sweep: a sub-plan and its multicasts' (k, repetition)."""
+
+    sweep: int
+    index: int
+    of: int
+    plan: Plan
+    points: tuple[tuple[int, int], ...]
+
+    @property
+    def deliveries(self) -> int:
+        return sum(len(m.destinations) for m in self.plan.multicasts)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChunkResult:
+    sweep: int
+    rows: list[tuple[int, dict[str, Any]]]  # (multicast id, tidy row)
+    incomplete: list[str]
+    errors: list[dict[str, Any]]
+    steps: int
+    wall_s: float
+
+
+def _chunks(sweep_no: int, plan: Plan, points: Sequence[tuple[int, int]], size: int) -> list[_Chunk]:
+    """Split ``plan`` into emulations of at most ``size`` multicasts (0: one), dealt round-robin.
+
+    Dealing (multicast i to chunk i mod n) gives every chunk the same mix of algorithms and k,
+    so chunks take about the same time and carry about the same packets per link and step.
+    """
+    n = 1 if size <= 0 else max(1, -(-len(plan.multicasts) // size))
+    out = []
+    for i in range(n):
+        mcs = plan.multicasts[i::n]
+        pts = tuple(points[i::n])
+        out.append(_Chunk(sweep_no, i, n, Plan(plan.topology, tuple(mcs)), pts))
+    return out
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic GC for the length of an emulation, then collect once.
+
+    An emulation builds millions of long-lived objects (packets, headers, records) and hardly
+    any reference cycles; the generational collector rescans them again and again as the heap
+    grows — about three quarters of the CPU time of a 1,900-multicast 20×20 sweep, measured.
+    Reference counting still frees everything that is not a cycle.
+    """
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+        gc.collect()
+
+
+_worker_queue: Any = None
+
+
+def _init_worker(queue: Any) -> None:
+    global _worker_queue
+    _worker_queue = queue
+
+
+def _run_chunk(chunk: _Chunk, settings: RunSettings, progress: Progress | None = None) -> _ChunkResult:
+    """Emulate one chunk (in this process or a worker) and turn its records into tidy rows."""
+    queue = _worker_queue
+    if progress is None and queue is not None:
+        last = [-1]
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done - last[0] >= max(1, total // 100):
+                last[0] = done
+                queue.put(((chunk.sweep, chunk.index), done))
+
+    with _gc_paused():
+        raw = trio.run(emulate, chunk.plan, settings, progress)
+        rows = _tidy(chunk.plan, chunk.points, multicast_metrics(chunk.plan, raw))
+    label = "" if chunk.of == 1 else f"emulation {chunk.index + 1} of {chunk.of}: "
+    return _ChunkResult(
+        chunk.sweep,
+        [(m.id, r) for m, r in zip(chunk.plan.multicasts, rows, strict=True)],
+        [label + why for why in raw.incomplete],
+        list(raw.errors),
+        raw.last_step,
+        raw.wall_s,
+    )
+
+
+def _execute(
+    chunks: Sequence[_Chunk], settings: RunSettings, jobs: int, progress: Progress | None
+) -> list[_ChunkResult]:
+    """Run ``chunks`` one after the other here, or on ``jobs`` worker processes."""
+    total = sum(c.deliveries for c in chunks)
+    done: dict[tuple[int, int], int] = {}
+
+    def report(key: tuple[int, int], d: int) -> None:
+        done[key] = d
+        if progress is not None:
+            progress(sum(done.values()), total)
+
+    if jobs <= 1 or len(chunks) == 1:
+        results = []
+        for c in chunks:
+
+            def local(d: int, _total: int, key: tuple[int, int] = (c.sweep, c.index)) -> None:
+                report(key, d)
+
+            results.append(_run_chunk(c, settings, local))
+        return results
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+    queue = ctx.Queue()
+    futures: dict[Future[_ChunkResult], _Chunk] = {}
+    out: dict[tuple[int, int], _ChunkResult] = {}
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(chunks)), mp_context=ctx, initializer=_init_worker, initargs=(queue,)
+    ) as pool:
+        for c in chunks:
+            futures[pool.submit(_run_chunk, c, settings)] = c
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            while True:
+                try:
+                    key, d = queue.get_nowait()
+                except Empty:
+                    break
+                report(key, d)
+            for f in finished:
+                c = futures[f]
+                out[(c.sweep, c.index)] = f.result()
+                report((c.sweep, c.index), c.deliveries)
+    return [out[(c.sweep, c.index)] for c in chunks]
+
+
+def sweep_many(
+    specs: Sequence[SweepSpec],
     settings: RunSettings,
     progress: Progress | None = None,
-    params: Mapping[str, Any] | None = None,
-) -> SweepResult:
-    """Run a sweep inside trio (see :func:`sweep`)."""
+    *,
+    jobs: int = 1,
+    chunk: int = DEFAULT_CHUNK,
+) -> list[SweepResult]:
+    """Run several sweeps; their emulations share one pool of ``jobs`` processes.
+
+    Each sweep is one emulation unless it has more than ``chunk`` multicasts (0: no limit);
+    then it is dealt into several. In isolated contention that changes no number, only the
+    size of each emulation: a lockstep frame carries every packet a link passes in one step,
+    and a single 20×20 emulation of 9,500 tree multicasts exceeds the wire's frame limit.
+    """
     _check_settings(settings)
-    topo = Topology.parse(topology) if isinstance(topology, str) else topology
-    plan, points = sweep_plan(topo, algorithms, ks, repeat, seed, source, params)
-    raw = await emulate(plan, settings, progress)
-    tidy = _tidy(plan, points, multicast_metrics(plan, raw))
-    return SweepResult(
-        tidy, summarise_tidy(tidy), list(raw.incomplete), list(raw.errors), raw.last_step, raw.wall_s
-    )
+    if jobs < 1:
+        raise PlanError(f"--jobs must be at least 1, got {jobs}")
+    if chunk < 0:
+        raise PlanError(f"--chunk must be 0 (no limit) or positive, got {chunk}")
+    plans = []
+    chunks: list[_Chunk] = []
+    for i, s in enumerate(specs):
+        if s.repeat < 1:
+            raise PlanError(f"--repeat must be at least 1, got {s.repeat}")
+        topo = Topology.parse(s.topology)
+        plan, points = sweep_plan(topo, s.algorithms, s.ks, s.repeat, s.seed, s.source, s.params)
+        plans.append(plan)
+        chunks += _chunks(i, plan, points, chunk)
+    results = _execute(chunks, settings, jobs, progress)
+    out = []
+    for i, plan in enumerate(plans):
+        mine = [r for r in results if r.sweep == i]
+        by_id = {mc: row for r in mine for mc, row in r.rows}
+        tidy = [by_id[m.id] for m in plan.multicasts]
+        out.append(
+            SweepResult(
+                tidy,
+                summarise_tidy(tidy),
+                [why for r in mine for why in r.incomplete],
+                [e for r in mine for e in r.errors],
+                max((r.steps for r in mine), default=0),
+                sum(r.wall_s for r in mine),
+                len(mine),
+            )
+        )
+    return out
 
 
 def sweep(
@@ -247,9 +442,21 @@ def sweep(
     settings: RunSettings,
     progress: Progress | None = None,
     params: Mapping[str, Any] | None = None,
+    *,
+    jobs: int = 1,
+    chunk: int = DEFAULT_CHUNK,
 ) -> SweepResult:
-    """Run a sweep (one isolated emulation) and return its rows and run status."""
-    return trio.run(sweep_async, topology, algorithms, ks, repeat, seed, source, settings, progress, params)
+    """Run one sweep and return its rows and run status (see :func:`sweep_many`)."""
+    spec = SweepSpec(
+        topology if isinstance(topology, str) else topology.spec,
+        tuple(algorithms),
+        tuple(ks),
+        repeat,
+        seed,
+        source,
+        dict(params or {}),
+    )
+    return sweep_many([spec], settings, progress, jobs=jobs, chunk=chunk)[0]
 
 
 def run_sweep(
@@ -277,8 +484,9 @@ def write_sweep(out: Path, result: SweepResult, meta: Mapping[str, Any]) -> list
         **meta,
         "complete": result.complete,
         "incomplete": result.incomplete,
+        "emulations": result.emulations,
         "steps": result.steps,
-        "wall_s": round(result.wall_s, 3),
+        "emulation_wall_s": round(result.wall_s, 3),
         "multicasts": len(result.tidy),
         "errors": result.errors[:100],
         "error_count": len(result.errors),
@@ -294,7 +502,7 @@ def add_command(sub: Any) -> None:
 
     p = sub.add_parser(
         "sweep",
-        help="sweep the number of destinations: same random sets for every algorithm, one emulation",
+        help="sweep the number of destinations: the same random sets for every algorithm, emulated together",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -316,6 +524,13 @@ def add_command(sub: Any) -> None:
     p.add_argument("--source", default="0,0", help="x,y of the source, or 'random' for one per set")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
     p.add_argument("--out", required=True, help="directory for tidy.csv, summary.csv and sweep.json")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=DEFAULT_CHUNK,
+        help=f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
+    )
     add_run_options(p)
 
 
@@ -352,8 +567,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         source = None if args.source.strip().lower() == "random" else parse_coord(args.source)
     except (PlanError, TopologyError) as exc:
         raise UsageError(str(exc)) from None
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+    for flag, value, least in (
+        ("--repeat", args.repeat, 1),
+        ("--jobs", args.jobs, 1),
+        ("--chunk", args.chunk, 0),
+    ):
+        if value < least:
+            raise UsageError(f"{flag} must be at least {least}, got {value}")
     settings = settings_from(args)
     params = _params(args.param)
     try:
@@ -363,11 +583,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     total = len(algorithms) * len(ks) * args.repeat
     update, prog = progress_runner(f"sweep of {total} multicasts")
+    run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
     if prog is not None:
         with prog:
-            result = sweep(topo, algorithms, ks, args.repeat, args.seed, source, settings, update, params)
+            result = sweep(*run, update, params, jobs=args.jobs, chunk=args.chunk)
     else:
-        result = sweep(topo, algorithms, ks, args.repeat, args.seed, source, settings, None, params)
+        result = sweep(*run, None, params, jobs=args.jobs, chunk=args.chunk)
     meta = {
         "command": "sweep",
         "topology": topo.spec,
@@ -377,6 +598,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "source": None if source is None else list(source),
         "params": params,
+        "chunk": args.chunk,
+        "jobs": args.jobs,
         "settings": asdict(settings),
     }
     written = write_sweep(Path(args.out), result, meta)

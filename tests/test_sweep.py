@@ -178,6 +178,8 @@ def test_sweep_command_writes_csvs(tmp_path: Path, capsys: pytest.CaptureFixture
         (["--algorithms", "diag,diag"], "twice"),
         (["--source", "9,9"], "outside"),
         (["--repeat", "0"], "at least 1"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--chunk", "-5"], "--chunk must be at least 0"),
         (["--topology", "ring:4"], "cannot read topology"),
     ],
 )
@@ -192,3 +194,40 @@ def test_sweep_bad_arguments(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
     assert not (tmp_path / "x").exists()
+
+
+def test_chunks_and_jobs_change_no_number() -> None:
+    """Isolated contention: dealing a sweep into emulations, in this process or in workers, is exact."""
+    args = ("torus:6x5", ["vh", "pair", "min"], [3, 7, 12], 4, 5, (2, 1), RunSettings())
+    whole = sweep_mod.sweep(*args, chunk=0)
+    dealt = sweep_mod.sweep(*args, chunk=7)
+    pooled = sweep_mod.sweep(*args, chunk=10, jobs=2)
+    assert whole.emulations == 1 and dealt.emulations == 6 and pooled.emulations == 4
+    assert whole.tidy == dealt.tidy == pooled.tidy
+    assert whole.summary == dealt.summary == pooled.summary
+    assert whole.complete and dealt.complete and pooled.complete
+
+
+def test_progress_counts_every_delivery_across_emulations() -> None:
+    seen: list[tuple[int, int]] = []
+    res = sweep_mod.sweep(
+        "mesh:5x5",
+        ["vh", "diag"],
+        [2, 6],
+        3,
+        1,
+        (0, 0),
+        RunSettings(),
+        lambda d, t: seen.append((d, t)),
+        chunk=5,
+    )
+    assert res.emulations == 3
+    total = (2 + 6) * 3 * 2
+    assert all(t == total for _, t in seen) and seen[-1][0] == total
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+@pytest.mark.parametrize(("jobs", "chunk", "words"), [(0, 10, "--jobs"), (1, -1, "--chunk")])
+def test_sweep_refuses_bad_jobs_and_chunk(jobs: int, chunk: int, words: str) -> None:
+    with pytest.raises(PlanError, match=words):
+        sweep_mod.sweep("mesh:4x4", ["vh"], [2], 1, 1, (0, 0), RunSettings(), jobs=jobs, chunk=chunk)
