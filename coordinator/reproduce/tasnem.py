@@ -36,7 +36,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -327,7 +327,7 @@ def run_jobs(
     settings: RunSettings,
     ts_ns: float,
     workers: int,
-    report: Any = None,
+    report: Callable[[JobResult, int, int], None] | None = None,
 ) -> list[JobResult]:
     """All jobs, in ``workers`` processes (here, one after the other, when 1); ``report(result, i, n)``."""
     done: list[JobResult] = []
