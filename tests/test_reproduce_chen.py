@@ -105,6 +105,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
         "## Timing",
         "## Destinations with proximity",
         "## The paper's claims, checked against our runs",
+        "What drives these results: a second start-up costs",
         "## The worked example",
         "## Tables",
         "### Random destinations",
