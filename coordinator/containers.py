@@ -90,8 +90,14 @@ def compose_document(
     mosquitto_conf: str = "./deploy/mosquitto.conf",
     results: str = "./results",
     extra_volumes: Sequence[str] = (),
+    swarm: bool = False,
 ) -> dict[str, Any]:
-    """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node."""
+    """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
+
+    ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
+    round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
+    VIP gave "no route to host"; service names then resolve to the task's address).
+    """
     image = f"${{MESHCAST_IMAGE:-{DEFAULT_IMAGE}}}"
     creds = {
         "MESHCAST_MQTT_USER": "${MESHCAST_MQTT_USER:-}",
@@ -140,6 +146,9 @@ def compose_document(
             },
             "depends_on": ["broker"],
         }
+    if swarm:
+        for svc in services.values():
+            svc["deploy"] = {"endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"}}
     return {"version": "3.8", "services": services}
 
 
@@ -227,6 +236,9 @@ def raw_to_json(raw: RawRun) -> str:
             "hosts": [[list(n), h] for n, h in raw.hosts.items()],
             "node_status": [[list(n), s] for n, s in raw.node_status.items()],
             "peak_queue": [[list(n), q] for n, q in raw.peak_queue.items()],
+            "node_stats": [[list(n), st] for n, st in raw.node_stats.items()],
+            "link_sends": [[list(n), p, k] for (n, p), k in raw.link_sends.items()],
+            "dropped": raw.dropped,
             "last_step": raw.last_step,
             "wall_s": raw.wall_s,
             "incomplete": raw.incomplete,
@@ -249,6 +261,9 @@ def raw_from_json(text: str) -> RawRun:
         hosts={_c(n): str(h) for n, h in d["hosts"]},
         node_status={_c(n): str(s) for n, s in d["node_status"]},
         peak_queue={_c(n): int(q) for n, q in d["peak_queue"]},
+        node_stats={_c(n): {str(k): float(v) for k, v in st.items()} for n, st in d.get("node_stats", [])},
+        link_sends={(_c(n), str(p)): int(k) for n, p, k in d.get("link_sends", [])},
+        dropped=int(d.get("dropped", 0)),
         last_step=int(d["last_step"]),
         wall_s=float(d["wall_s"]),
         incomplete=list(d["incomplete"]),

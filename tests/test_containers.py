@@ -221,3 +221,12 @@ async def test_broker_restart_mid_run_completes_or_says_why(engine: None, tmp_pa
         assert len({a.logical()[:2] for a in raw.arrivals}) == expected
     logs = (tmp_path / "compose.log").read_text(errors="replace")
     assert "lost the broker" in logs
+
+
+def test_swarm_variant_has_the_stack_deploy_keys() -> None:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert cli_main(["compose", "--topology", "mesh:2x2", "--random-dests", "2", "--swarm"]) == 0
+    text = buf.getvalue()
+    assert text.count('endpoint_mode: "dnsrr"') == 6  # broker, coordinator, 4 nodes
+    assert text.count('condition: "none"') == 6
