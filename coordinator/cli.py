@@ -133,6 +133,10 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
         raise UsageError("--algorithm is empty")
     params = _params(args.param)
     try:
+        if getattr(args, "mcast_set", None):
+            from coordinator.mcast import plan_from_args
+
+            return plan_from_args(args, topo, algorithms, params)
         source = parse_coord(args.source) if args.source else None
         if args.dests is not None:
             if args.random_dests is not None:
@@ -231,8 +235,15 @@ def print_summary(doc: dict[str, Any]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     topo = _topology(args.topology)
     plan = plan_from(args, topo)
+    if args.port_model is None:  # the mcast(n, d, c) model (seed 002) is all-port
+        args.port_model = "all-port" if args.mcast_set else "one-port"
     settings = settings_from(args, trace=args.trace)
-    doc = execute(plan, settings, timing=timing_from(args))
+    if args.mcast_set:
+        from coordinator.mcast import print_mcast, run_mcast
+
+        doc = run_mcast(args, plan, settings, timing_from(args))
+    else:
+        doc = execute(plan, settings, timing=timing_from(args))
     if args.out:
         from coordinator.results import write_run
 
@@ -244,6 +255,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_summary(doc)
+        if args.mcast_set:
+            print_mcast(doc)
     return 0 if doc["run"]["complete"] else 1
 
 
@@ -328,7 +341,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", action="store_true", help="record every link traversal")
     run.add_argument("--out", default=None, help="write run.json and CSVs into this directory")
     run.add_argument("--json", action="store_true", help="print the result document as JSON")
+    m = run.add_argument_group("mcast(n, d, c) message sets (seed 002): shared contention, all-port")
+    m.add_argument(
+        "--mcast-set",
+        choices=("random", "worst"),
+        default=None,
+        help="every node sources one message (replaces --dests/--random-dests)",
+    )
+    m.add_argument("--d", type=int, default=None, help="at most D destinations per message")
+    m.add_argument("--c", type=int, default=None, help="no node receives more than C messages")
     add_run_options(run)
+    run.set_defaults(port_model=None)
     sub.add_parser("algorithms", help="list registered algorithms and the topologies they support")
     demo = sub.add_parser("demo", help="the default experiment (what 'make demo' runs)")
     demo.add_argument("--seed", type=int, default=1)
