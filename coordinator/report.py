@@ -142,6 +142,8 @@ class Series:
     paper: bool = False
     colour: str | None = None
     band: tuple[Sequence[float | None], Sequence[float | None]] | None = field(default=None)
+    marker: str | None = None  # default: "x" for the paper, "o" for ours
+    linewidth: float | None = None  # default: 1.3 for the paper, 1.8 for ours
 
 
 def plot_series(
@@ -168,9 +170,9 @@ def plot_series(
             xs,
             ys,
             linestyle="--" if s.paper else "-",
-            marker="x" if s.paper else "o",
+            marker=s.marker or ("x" if s.paper else "o"),
             markersize=3.5,
-            linewidth=1.3 if s.paper else 1.8,
+            linewidth=s.linewidth or (1.3 if s.paper else 1.8),
             color=s.colour,
             label=s.label,
         )

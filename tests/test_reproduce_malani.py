@@ -120,3 +120,22 @@ def test_report_csvs(report_dir: Path) -> None:
         assert all(r["missing"] == "0" and r["topology"] == f"{kind}:20x20" for r in rows)
         with (report_dir / kind / "summary.csv").open(newline="") as f:
             assert len(list(csv.DictReader(f))) == 5 * len(KS)
+
+
+@pytest.mark.slow
+def test_report_only_rebuilds_the_same_report(report_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(report_dir, copy)
+    (copy / "report.md").unlink()
+    shutil.rmtree(copy / "plots")
+    assert main(["reproduce", "malani", "--out", str(copy), "--report-only"]) == 0
+    assert (copy / "report.md").read_text() == (report_dir / "report.md").read_text()
+    assert len(list((copy / "plots").glob("*.png"))) == 18
+
+
+def test_report_only_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "malani", "--out", str(tmp_path), "--report-only"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no earlier run" in err
