@@ -99,7 +99,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
 def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
     text = (report_dir / "report.md").read_text()
     linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
-    assert len(linked) == len(MESHES) * 4
+    assert len(linked) == len(MESHES) * 5
     for rel in linked:
         data = (report_dir / rel).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, rel
