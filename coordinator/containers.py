@@ -142,6 +142,7 @@ def compose_document(
                 "MESHCAST_BROKER": BROKER_URL,
                 "MESHCAST_RUN_ID": run_id,
                 "MESHCAST_LISTEN": f"0.0.0.0:{NODE_PORT}",
+                "MESHCAST_LINGER": "60",
                 **creds,
             },
             "depends_on": ["broker"],
@@ -395,17 +396,41 @@ class ContainerRun:
         self.timings["build_s"] = time.perf_counter() - t0
 
     async def up(self) -> int:
-        """Start everything; return the coordinator's exit status once it has finished."""
+        """Start everything detached; return the coordinator's exit status once it has finished.
+
+        Detached (``up -d``, then ``docker wait`` on the coordinator) rather than
+        ``up --abort-on-container-exit``, which would end the run at the first container that
+        stops: a killed node or a restarted broker are faults the run must survive and report.
+        The containers' output goes to compose.log.
+        """
         budget = self.settings.wall_budget + START_MARGIN
         await self.choose_broker()
         t0 = time.perf_counter()
-        rc = await self._run(
-            self.cmd("up", "--abort-on-container-exit", "--exit-code-from", "coordinator"),
-            "compose.log",
-            budget,
-        )
-        self.timings["up_s"] = time.perf_counter() - t0
-        return rc
+        try:
+            if await self._run(self.cmd("up", "-d"), "compose.log", budget) != 0:
+                return -1
+            ps = await trio.run_process(
+                self.cmd("ps", "-q", "coordinator"),
+                capture_stdout=True,
+                check=False,
+                cwd=self.workdir,
+                env=self.env,
+            )
+            cid = ps.stdout.decode().strip()
+            if not cid:
+                return -1
+            with trio.fail_after(budget):
+                waited = await trio.run_process(["docker", "wait", cid], capture_stdout=True, check=False)
+            try:
+                return int(waited.stdout.decode().strip())
+            except ValueError:
+                return -1
+        except trio.TooSlowError:
+            raise TimeoutError(f"the coordinator did not finish within {budget:g} s") from None
+        finally:
+            self.timings["up_s"] = time.perf_counter() - t0
+            with trio.CancelScope(shield=True):
+                await self._run(self.cmd("logs", "--no-color"), "compose.log", 120)
 
     async def down(self) -> None:
         """Remove every container, network and volume of the project (also after Ctrl-C)."""

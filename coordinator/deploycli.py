@@ -138,8 +138,13 @@ async def coordinate(
     node_host: str = "node-{x}-{y}",
     node_port: int = 7000,
     log: Callable[[str], None] | None = None,
+    done: Callable[[RawRun], None] | None = None,
 ) -> RawRun:
-    """Run ``plan`` over ``broker`` with nodes that announce themselves there."""
+    """Run ``plan`` over ``broker`` with nodes that announce themselves there.
+
+    ``done`` (e.g. writing the results) runs before the coordinator leaves the broker: the
+    nodes of a compose deployment wait for that, so nothing stops the coordinator first.
+    """
     from coordinator.session import Session
     from node.mqtt import open_coordinator_bus
     from node.tcp import peer_entry
@@ -172,7 +177,10 @@ async def coordinate(
             progress=progress,
             run_id=run_id,
         )
-        return await session.run(set(topo.nodes()))
+        raw = await session.run(set(topo.nodes()))
+        if done is not None:
+            done(raw)
+        return raw
 
 
 def cmd_coordinate(args: argparse.Namespace) -> int:
@@ -191,19 +199,25 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
         print(f"{time.strftime('%H:%M:%S')} coordinator: {text}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
+    out = Path(args.out)
+    docs: list[dict[str, Any]] = []
+
+    def write(raw: RawRun) -> None:
+        doc = result_document(plan, settings, raw)
+        # when the first step began: containers share the host's clock, so the host can time start-up
+        doc["run"]["started_at_unix"] = round(time.time() - raw.wall_s, 3)
+        doc["run"]["coordinator_startup_s"] = round(time.perf_counter() - t0 - raw.wall_s, 3)
+        write_run(out, doc)
+        atomic_write(out / "raw.json", raw_to_json(raw))
+        docs.append(doc)
+
     try:
-        run = partial(coordinate, node_host=args.node_host, node_port=args.node_port, log=log)
+        run = partial(coordinate, node_host=args.node_host, node_port=args.node_port, log=log, done=write)
         raw = trio.run(run, plan, settings, args.broker, args.run_id)
     except ConnectionError as exc:
         log(str(exc))
         return 1
-    out = Path(args.out)
-    doc = result_document(plan, settings, raw)
-    # when the first step began: containers share the host's clock, so the host can time start-up
-    doc["run"]["started_at_unix"] = round(time.time() - raw.wall_s, 3)
-    doc["run"]["coordinator_startup_s"] = round(time.perf_counter() - t0 - raw.wall_s, 3)
-    write_run(out, doc)
-    atomic_write(out / "raw.json", raw_to_json(raw))
+    doc = docs[0]
     info = doc["run"]
     status = "complete" if info["complete"] else "INCOMPLETE: " + "; ".join(info["incomplete"])
     steps_s = info["steps"] / raw.wall_s if raw.wall_s > 0 else 0.0

@@ -41,8 +41,16 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wait",
         type=float,
-        default=float(env("MESHCAST_WAIT", str(PRESENCE_WAIT))),
+        default=env("MESHCAST_WAIT", str(PRESENCE_WAIT)),  # argparse applies type to it
         help="seconds to wait for the broker and the coordinator (env MESHCAST_WAIT)",
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=env("MESHCAST_LINGER", "0"),
+        help="after its run, stay up to this many seconds until the coordinator has left (env"
+        " MESHCAST_LINGER; compose sets it, so that no node exits before the coordinator has"
+        " written its results: `up --abort-on-container-exit` stops everything at the first exit)",
     )
 
 
@@ -76,7 +84,13 @@ def _parse(args: argparse.Namespace) -> tuple[str, str, tuple[int, int], str, in
 
 
 async def run_node(
-    broker: str, run_id: str, here: tuple[int, int], host: str, port: int, wait: float = PRESENCE_WAIT
+    broker: str,
+    run_id: str,
+    here: tuple[int, int],
+    host: str,
+    port: int,
+    wait: float = PRESENCE_WAIT,
+    linger: float = 0.0,
 ) -> int:
     """Run one node to the end of its run; 0 if it finished normally."""
     from node.actor import Node
@@ -115,6 +129,9 @@ async def run_node(
                 log("the coordinator went silent during the handshake")
                 return 1
             aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
+            if linger > 0:
+                with trio.move_on_after(linger):
+                    await control.coordinator_gone()
             return 1 if aborted else 0
     except ConnectionError as exc:
         log(str(exc))
@@ -131,7 +148,7 @@ def node_main(args: argparse.Namespace) -> int:
         print(f"node: error: {exc}", file=sys.stderr)
         return 2
     try:
-        return trio.run(run_node, broker, run_id, here, host, port, args.wait)
+        return trio.run(run_node, broker, run_id, here, host, port, args.wait, max(0.0, args.linger))
     except KeyboardInterrupt:
         _log_line(f"node {here[0]},{here[1]}: interrupted")
         return 130

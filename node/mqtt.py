@@ -386,6 +386,7 @@ class MqttControl(_Endpoint):
             log=log,
         )
         self._in_tx, self._in_rx = trio.open_memory_channel[bytes](math.inf)
+        self._gone = trio.Event()
 
     def on_connected(self) -> list[tuple[str, bytes, bool]]:
         return [(self.status_topic, b"online", False)]
@@ -395,6 +396,8 @@ class MqttControl(_Endpoint):
             if payload and not self._may_publish.is_set():
                 self.log("coordinator present")
                 self._may_publish.set()
+            elif not payload and self._may_publish.is_set():
+                self._gone.set()  # withdrawn at its end, or its will
             return
         data = self._unwrap(payload)
         if data is not None:
@@ -403,6 +406,10 @@ class MqttControl(_Endpoint):
     async def coordinator_present(self) -> None:
         """Return once the run's coordinator is on the broker (nothing is published before)."""
         await self._may_publish.wait()
+
+    async def coordinator_gone(self) -> None:
+        """Return once the coordinator that was present has left (withdrawn presence or will)."""
+        await self._gone.wait()
 
     async def send(self, data: bytes) -> None:
         self.publish_nowait(self.up_topic, data)
