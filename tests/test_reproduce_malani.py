@@ -64,6 +64,8 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         (["reproduce", "malani"], "--out"),
         (["reproduce", "malani", "--out", str(tmp_path), "--repeat", "0"], "at least 1"),
         (["reproduce", "malani", "--out", str(tmp_path), "--jobs", "0"], "--jobs"),
+        (["reproduce", "malani", "--out", str(tmp_path), "--algorithms", "pair,xy"], "xy is not one"),
+        (["reproduce", "malani", "--out", str(tmp_path), "--chunk", "-1"], "--chunk"),
     ):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
@@ -139,3 +141,22 @@ def test_report_only_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["reproduce", "malani", "--out", str(tmp_path), "--report-only"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no earlier run" in err
+
+
+@pytest.mark.slow
+def test_report_with_a_subset_of_algorithms(report_dir: Path, tmp_path: Path) -> None:
+    """Without DIAG the PAIR-vs-DIAG claims and Figs. 27–32 are left out, the rest stays."""
+    import json
+    import shutil
+
+    copy = tmp_path / "subset"
+    shutil.copytree(report_dir, copy)
+    shutil.rmtree(copy / "plots")
+    meta = json.loads((copy / "reproduction.json").read_text())
+    meta["algorithms"] = ["pair", "min"]
+    (copy / "reproduction.json").write_text(json.dumps(meta))
+    assert main(["reproduce", "malani", "--out", str(copy), "--report-only"]) == 0
+    text = (copy / "report.md").read_text()
+    assert "below DIAG's" not in text and "**MIN's traffic below PAIR's" in text
+    assert "DIAG ours" not in text and "MIN ours" in text
+    assert sorted(p.name[:5] for p in (copy / "plots").glob("fig*.png")) == [f"fig{n}" for n in range(33, 39)]

@@ -2,7 +2,7 @@
 
 The paper's setting: 20×20 mesh and torus, source (0,0), one-port store-and-forward, 20, 40, …,
 380 uniformly random destinations, 100 runs per point, the same destination sets for every
-algorithm. VH and DIST run on the same sets as extra columns (``--no-extras`` drops them).
+algorithm. VH and DIST run on the same sets as extra columns (``--algorithms`` chooses).
 
 Each topology is one sweep (:mod:`coordinator.sweep`: isolated contention, dealt into emulations
 of at most ``--chunk`` multicasts); ``--jobs`` worker processes (default: up to two, one per
@@ -46,6 +46,7 @@ from coordinator.sweep import DEFAULT_CHUNK, SweepResult, SweepSpec, sweep_many,
 from node.topology import Topology
 
 __all__ = [
+    "ALL_ALGORITHMS",
     "DEFAULT_REPEAT",
     "EXTRA_ALGORITHMS",
     "FIGURES",
@@ -74,6 +75,7 @@ SOURCE = (0, 0)
 KS: tuple[int, ...] = tuple(range(20, 381, 20))
 PAPER_ALGORITHMS = ("diag", "pair", "min")
 EXTRA_ALGORITHMS = ("vh", "dist")
+ALL_ALGORITHMS = PAPER_ALGORITHMS + EXTRA_ALGORITHMS
 SPANNING_TREE_EDGES = 20 * 20 - 1
 #: Our criteria for the paper's words, stated in the report.
 EQUAL_TIME_TOLERANCE = 0.01  # "at equal time": mean time at most 1% above
@@ -511,6 +513,9 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
         s = ci95(diffs)
         if s["mean"] is None:
             continue
+        if s["n"] < 2:  # one repetition: no interval, nothing significant
+            same += 1
+            continue
         lo, hi = s["ci95"]
         if hi < 0:
             lower += 1
@@ -783,10 +788,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker processes for the emulations (default min(2, CPUs))",
     )
     parser.add_argument(
-        "--extras",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run VH and DIST on the same sets (default: yes)",
+        "--algorithms",
+        default=",".join(ALL_ALGORITHMS),
+        help=f"comma-separated subset of {','.join(ALL_ALGORITHMS)} (default: all; the paper's are "
+        "diag,pair,min, VH and DIST are extra columns)",
     )
     parser.add_argument(
         "--runtime",
@@ -871,6 +876,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError) as exc:
             raise UsageError(f"--report-only: no earlier run to read in {out} ({exc})") from None
     else:
+        _algorithms(args.algorithms)  # a bad list is refused before anything runs
         results, meta = _emulate(args, out, progress_runner)
     algorithms = tuple(meta["algorithms"])
     ours = index_results(results, algorithms, int(meta["repeat"]), int(meta["seed"]))
@@ -892,11 +898,25 @@ def run(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
+def _algorithms(text: str) -> tuple[str, ...]:
+    """The ``--algorithms`` list, in the report's order; a name outside the five is refused."""
+    from coordinator.cli import UsageError
+
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    bad = [a for a in names if a not in ALL_ALGORITHMS]
+    if bad or not names:
+        raise UsageError(
+            f"--algorithms {text!r}: choose from {','.join(ALL_ALGORITHMS)}"
+            + (f" ({', '.join(bad)} is not one)" if bad else "")
+        )
+    return tuple(a for a in ALL_ALGORITHMS if a in names)
+
+
 def _emulate(
     args: argparse.Namespace, out: Path, progress_runner: Callable[[str], tuple[Any, Any]]
 ) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     """Run both sweeps, write their CSVs and reproduction.json; return them and the run facts."""
-    algorithms = PAPER_ALGORITHMS + (EXTRA_ALGORITHMS if args.extras else ())
+    algorithms = _algorithms(args.algorithms)
     settings = RunSettings(
         port_model="one-port",
         contention="isolated",
@@ -915,7 +935,7 @@ def _emulate(
         results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, None, args.chunk)
     wall = time.perf_counter() - t0
     cmd = f"meshcast reproduce malani --repeat {args.repeat} --seed {args.seed}" + (
-        "" if args.extras else " --no-extras"
+        "" if algorithms == ALL_ALGORITHMS else f" --algorithms {','.join(algorithms)}"
     )
     meta: dict[str, Any] = {
         "command": cmd,
