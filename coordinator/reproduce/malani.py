@@ -733,7 +733,9 @@ def build_report(
         f"destination sets for every algorithm; algorithms {', '.join(a.upper() for a in ours.algorithms)}. "
         f"Runtime: {meta['runtime']}; {meta['multicasts']} multicasts in "
         f"{sum(r.emulations for r in results.values())} emulations of at most {meta['chunk']} "
-        f"multicasts, wall time {meta['wall_s']:.1f} s with {meta['jobs']} worker process(es) "
+        f"multicasts, wall time {meta['wall_s']:.1f} s"
+        + (f" ({meta['cpu_s']:.0f} s of CPU)" if "cpu_s" in meta else "")
+        + f" with {meta['jobs']} worker process(es) "
         f"on {meta['cpus']} CPU(s) ({meta['machine']}).\n",
     ]
     status = [
@@ -898,6 +900,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the worker processes)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _algorithms(text: str) -> tuple[str, ...]:
     """The ``--algorithms`` list, in the report's order; a name outside the five is refused."""
     from coordinator.cli import UsageError
@@ -927,13 +937,13 @@ def _emulate(
     )
     total = len(TOPOLOGIES) * len(algorithms) * len(KS) * args.repeat
     update, prog = progress_runner(f"malani: {total} multicasts")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     if prog is not None:
         with prog:
             results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, update, args.chunk)
     else:
         results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, None, args.chunk)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
     cmd = f"meshcast reproduce malani --repeat {args.repeat} --seed {args.seed}" + (
         "" if algorithms == ALL_ALGORITHMS else f" --algorithms {','.join(algorithms)}"
     )
@@ -949,6 +959,7 @@ def _emulate(
         "cpus": os.cpu_count() or 1,
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
         "multicasts": sum(len(r.tidy) for r in results.values()),
     }
     for kind, res in results.items():
