@@ -20,9 +20,10 @@ persistence) and expire after :data:`SESSION_EXPIRY` s; the client reconnects wi
 resubscribes, and re-sends what was not acknowledged. Credentials come from the URL or the
 environment (``MESHCAST_MQTT_USER``, ``MESHCAST_MQTT_PASSWORD``).
 
-A node that goes ``offline`` and does not come back within :data:`LOST_GRACE` s is reported to
-the session as a ``done`` message with a ``lost: ...`` status, so a run with a dead node ends
-promptly and names it.
+A node that goes ``offline`` and does not come back within :data:`LOST_GRACE` s
+(:data:`RESTART_GRACE` s just after the coordinator itself had to reconnect: a broker restart
+sends every client's will) is reported to the session as a ``done`` message with a
+``lost: ...`` status, so a run with a dead node ends promptly and names it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ __all__ = [
 SESSION_EXPIRY: Final = 600
 """Seconds a broker keeps a disconnected client's session (subscriptions, queued messages)."""
 LOST_GRACE: Final = 5.0
+RESTART_GRACE: Final = 30.0
+"""The grace instead, for a will that arrives soon after the coordinator itself reconnected: the
+broker restarted, it sent every client's will, and the nodes may take a while to come back."""
+RESTART_WINDOW: Final = 30.0
+CONNECT_TIMEOUT: Final = 3.0
+"""paho's TCP connect timeout; while a restarting broker's address does not answer, each
+attempt would otherwise take 5 s."""
 """Seconds after a node's will before it counts as lost (a broker restart is not a death)."""
 PUBLISH_TIMEOUT: Final = 10.0
 KEEPALIVE: Final = 5
@@ -139,6 +147,10 @@ class _TrioSafeClient(aiomqtt.Client):
     the whole loop, and the node, down. Here each deferred registration first checks that the
     socket is still paho's current one, and trio is told before paho closes a socket.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client.connect_timeout = CONNECT_TIMEOUT
 
     def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
         def callback() -> None:
@@ -219,6 +231,7 @@ class _Endpoint:
         self._may_publish = trio.Event()
         self._first_connect = trio.Event()
         self.connections = 0
+        self.connected_at = 0.0
         self.connect_error: str | None = None
 
     def log(self, text: str) -> None:
@@ -309,6 +322,7 @@ class _Endpoint:
                 await client.publish(topic, data, qos=1, retain=retain)  # raw: status, presence
             self._client = client
             self.connections += 1
+            self.connected_at = trio.current_time()
             self._up.set()
             self._first_connect.set()
             async for msg in client.messages:
@@ -489,13 +503,15 @@ class CoordinatorBus(_Endpoint):
             await trio.sleep(0.5)
             now = trio.current_time()
             for node, since in list(self._offline_since.items()):
-                if node in self.done or now - since < LOST_GRACE:
+                after_restart = self.connections > 1 and since - self.connected_at < RESTART_WINDOW
+                grace = RESTART_GRACE if after_restart else LOST_GRACE
+                if node in self.done or now - since < grace:
                     continue
                 del self._offline_since[node]
                 self.report_lost(
                     node,
                     "its broker connection died without a goodbye (process or container gone?)"
-                    f" and did not return within {LOST_GRACE:g} s",
+                    f" and did not return within {grace:g} s",
                 )
 
     def report_lost(self, node: Coord, why: str) -> None:
