@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench image clean
 
 $(BIN)/meshcast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,9 @@ lint: $(BIN)/meshcast
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+image: $(BIN)/meshcast  # the container image, built offline (deploy/build-offline-image.sh)
+	PYTHON=$(BIN)/python deploy/build-offline-image.sh
 
 bench: $(BIN)/meshcast
 	$(BIN)/meshcast bench

@@ -207,6 +207,7 @@ class Node:
                 nursery.cancel_scope.cancel()
         except* NodeAborted as group:
             status = "; ".join(str(e) for e in _leaves(group))
+            last_step = self._step
             if self.engine is not None:
                 self.engine.error("aborted", status)
             self.log(f"aborted: {status}")
