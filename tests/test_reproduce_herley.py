@@ -1,0 +1,120 @@
+"""``meshcast reproduce herley`` (seed 002): claims from data, and a quick run's report shape."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.reproduce import reproductions
+from coordinator.reproduce.herley import (
+    ALGORITHMS,
+    FULL,
+    QUICK,
+    Key,
+    Setup,
+    check_claims,
+    exponent,
+    points,
+    summarise,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_exponent_fits_a_power_law() -> None:
+    xs = [1.0, 2.0, 4.0, 8.0]
+    assert exponent(xs, [3 * x**0.5 for x in xs]) == pytest.approx(0.5)
+    assert exponent(xs, [7.0, 7.0, 7.0, 7.0]) == pytest.approx(0.0)
+    assert exponent([2.0], [1.0]) is None and exponent(xs, [None, None, 1.0, None]) is None
+
+
+def test_points_cover_the_four_sweeps_once() -> None:
+    ps = points(FULL, [1, 2], ALGORITHMS)
+    assert len(ps) == len(set(ps))
+    keys = {(p.side, p.kind, p.d, p.c) for p in ps}
+    assert (16, "random", 64, 64) in keys and (32, "random", 16, 16) in keys and (16, "worst", 1, 16) in keys
+    assert {p.seed for p in ps} == {1, 2} and {p.algorithm for p in ps} == set(ALGORITHMS)
+
+
+def _synthetic(s: Setup) -> dict[Key, dict[str, float | None]]:
+    """A summary where the Herley rules take √(cn), replicate c·√n, and buffers c or a constant."""
+    rows = []
+    for side, kind, d, c in (
+        {(s.side, k, c, c) for k in ("random", "worst") for c in s.cs}
+        | {(x, "random", c, c) for x in s.sides for c in s.n_cs}
+        | {(s.side, "worst", d, s.d_c) for d in s.ds}
+    ):
+        n = side * side
+        for a in ALGORITHMS:
+            t = {"replicate": c * math.sqrt(n) / 2, "tree": 1.1 * math.sqrt(c * n)}.get(
+                a, 1.3 * math.sqrt(c * n)
+            )
+            peak = {"herley-random": 9, "tree": 5}.get(a, 2 * c)
+            rows.append(
+                {
+                    "side": side,
+                    "kind": kind,
+                    "d": d,
+                    "c": c,
+                    "seed": 1,
+                    "algorithm": a,
+                    "time": t,
+                    "time_over_sqrt_cn": t / math.sqrt(c * n),
+                    "lower_bound": 0.4 * math.sqrt(c * n),
+                    "sqrt_cn": math.sqrt(c * n),
+                    "peak_buffer": peak,
+                    "busiest_mean_occupancy": 1.0,
+                    "traffic": 1,
+                    "actual_c": c,
+                }
+            )
+    return summarise(rows)
+
+
+def test_claims_follow_the_data() -> None:
+    claims = check_claims(_synthetic(FULL), FULL)
+    verdicts = {
+        c.claim.split(":")[0] + (" buffers" if "buffers" in c.claim else ""): c.verdict for c in claims
+    }
+    assert verdicts["Theorem 1"] == "supported"
+    assert verdicts["Theorem 2"] == "supported" and verdicts["Theorem 3"] == "supported"
+    assert verdicts["Theorem 2 buffers"] == "supported" and verdicts["Theorem 3 buffers"] == "supported"
+    assert verdicts["§1"] == "supported" and verdicts["§1.2"] == "supported"
+    assert all(c.evidence for c in claims)
+
+
+def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None:
+    assert "herley" in reproductions()
+    out = tmp_path / "herley"
+    assert main(["reproduce", "herley", "--quick", "--repeat", "1", "--jobs", "1", "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    for needle in (
+        "## The paper's claims",
+        "Theorem 1",
+        "Theorem 2",
+        "Theorem 3",
+        "## Results",
+        "Where we simplify the paper",
+        "every run delivered every message exactly once",
+    ):
+        assert needle in report, needle
+    plots = sorted((out / "plots").glob("*.png"))
+    assert {p.name for p in plots} >= {
+        "time_vs_c_random.png",
+        "buffer_vs_c_random.png",
+        "time_vs_d_worst.png",
+    }
+    for p in plots:
+        assert p.read_bytes().startswith(PNG) and p.stat().st_size > 5000
+        assert f"plots/{p.name}" in report
+    rows = list(csv.DictReader((out / "points.csv").open()))
+    assert len(rows) == len(points(QUICK, [1], ALGORITHMS))
+    assert all(r["missing"] == "0" and r["time"] for r in rows)
+    # the report can be rebuilt from the CSVs alone
+    (out / "report.md").unlink()
+    assert main(["reproduce", "herley", "--report-only", "--out", str(out)]) == 0
+    assert (out / "report.md").read_text().split("\n", 3)[3] == report.split("\n", 3)[3]
