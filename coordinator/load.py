@@ -43,10 +43,15 @@ class Traffic:
     hotspot: Coord | None = None
     hotspot_fraction: float = 0.0
     seed: int = 1
+    sources: tuple[Coord, ...] | None = None
+    """The nodes that inject (None: every node)."""
 
 
 def poisson_plan(topology: Topology, algorithm: str, traffic: Traffic) -> Plan:
-    """Injections of every node over ``traffic.duration`` steps (exponential inter-arrival times)."""
+    """Injections of every node (or of ``traffic.sources``) over ``traffic.duration`` steps.
+
+    Inter-arrival times are exponential (seeded).
+    """
     if traffic.rate <= 0:
         raise PlanError(f"rate must be positive, got {traffic.rate}")
     if not 1 <= traffic.k <= topology.size - 1:
@@ -57,7 +62,7 @@ def poisson_plan(topology: Topology, algorithm: str, traffic: Traffic) -> Plan:
     rng = random.Random(traffic.seed)
     nodes = list(topology.nodes())
     events: list[tuple[int, Coord]] = []
-    for src in nodes:
+    for src in nodes if traffic.sources is None else traffic.sources:
         t = rng.expovariate(traffic.rate)
         while t < traffic.duration:
             events.append((int(t), src))
@@ -104,8 +109,13 @@ def load_point(
     warmup: int,
     batches: int = 10,
     growth: float = 2.0,
+    latency_of: str | None = None,
 ) -> LoadPoint:
-    """Run one offered-load point and reduce it to batch-means statistics."""
+    """Run one offered-load point and reduce it to batch-means statistics.
+
+    ``latency_of``: average the latency over this algorithm's messages only (the multicasts of a
+    multicast/unicast mix); None averages over every message.
+    """
     plan = poisson_plan(topology, algorithm, traffic)
     raw = trio.run(emulate, plan, settings, None)
     recs = multicast_metrics(plan, raw)
@@ -121,7 +131,13 @@ def load_point(
     means = []
     for b in range(batches):
         lo, hi = warmup + b * size, warmup + (b + 1) * size
-        lat = [r["time"] for r in measured if lo <= r["injected"] < hi and r["time"] is not None]
+        lat = [
+            r["time"]
+            for r in measured
+            if lo <= r["injected"] < hi
+            and r["time"] is not None
+            and (latency_of is None or r["algorithm"] == latency_of)
+        ]
         if lat:
             means.append(statistics.fmean(lat))
     if saturated is None and len(means) >= 4:
