@@ -68,6 +68,7 @@ FLAT = 0.15  # |exponent of time/√(cn)| at most this: no trend (time ∝ √(c
 GROWS = 0.15  # exponent of time/√(cn) at least this: grows faster than √(cn)
 CONSTANT_BUFFER = 0.25  # exponent of the peak buffer against c at most this: O(1)
 LINEAR_BUFFER = 1.15  # exponent of the peak buffer against c at most this: O(c)
+WORST_BOUND = 0.2  # the worst-case sets' lower bound / √(cn) at least this for every c: Ω(√(cn))
 MIN_C_FOR_SLOPES = 4  # below, the diameter (≈ 2√n) exceeds √(cn) and dominates every algorithm
 
 
@@ -369,10 +370,11 @@ def check_claims(summ: Mapping[Key, Mapping[str, Any]], s: Setup) -> list[Claim]
             Claim(
                 "Theorem 1: some mcast(n, d, c) set needs Ω(√(cn)) steps (the corner square A of side "
                 "⌊√(n/2c)⌋ must take in c·|A| messages through its boundary)",
-                "supported" if known and not below else "not supported",
-                f"on the worst-case sets ({n_of} nodes, c = {min(lbs)}…{max(lbs)}) the boundary bound is "
-                f"{min(lb_ratio):.2f}–{max(lb_ratio):.2f} × √(cn) and no algorithm beat it; their times "
-                "were "
+                "supported" if known and not below and min(lb_ratio) >= WORST_BOUND else "not supported",
+                f"on our worst-case sets ({n_of} nodes, c = {min(lbs)}…{max(lbs)}) the lower bound "
+                f"(boundary crossings, or the farthest distance) stays at {min(lb_ratio):.2f}–"
+                f"{max(lb_ratio):.2f} × √(cn) (criterion: at least {WORST_BOUND:.2f} for every c), and the "
+                "algorithms took "
                 f"{min(known):.2f}–{max(known):.2f} × √(cn)",
             )
         )

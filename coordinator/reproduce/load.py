@@ -359,8 +359,8 @@ def load_claims(by_sweep: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Cla
                 _verdict(beats(lat), beats(worm)),
                 f"at the lowest rate ({low} messages/node/step) our emulated latency in steps was "
                 + ", ".join(f"{a.upper()} {fmt(lat.get(a), 1)}" for a in ALGORITHMS)
-                + "; the contention-free wormhole latency (eq. 7, Ts = 33, L = 64 cycles) of the same "
-                "traffic "
+                + "; the contention-free wormhole latency (eq. 7, Ts = 33, L = 64 cycles) of the "
+                "same traffic "
                 + ", ".join(f"{a.upper()} {fmt(worm.get(a), 0)}" for a in ALGORITHMS)
                 + " cycles (a store-and-forward step charges no start-up)",
             )
@@ -414,9 +414,8 @@ def load_claims(by_sweep: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Cla
             )
         claims.append(
             Claim(
-                "§4.2.4 (Fig. 19): with 90% unicast traffic, under heavy load QG performs best in latency "
-                "and "
-                "throughput, followed by CP",
+                "§4.2.4 (Fig. 19): with 90% unicast traffic, under heavy load QG performs best in "
+                "latency and throughput, followed by CP",
                 _verdict(rank[:2] == ["qg", "cp"] and best_lat == "qg", rank[0] == "qg" or best_lat == "qg"),
                 "highest throughput: " + ", ".join(f"{a.upper()} {thr[a]:.3f}" for a in rank) + lat_text,
             )

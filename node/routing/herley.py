@@ -54,6 +54,11 @@ selections left (in the paper it circulates with its group to the end of the pha
 nothing for anyone); (4) sorting, ranking and the seeded random group choices are the
 coordinator's, and the constant r of Step 2(a) is a parameter there (the proof needs r ≥ 150;
 any r ≥ 1 is correct).
+
+Without the coordinator's parameters (a lone multicast, ``meshcast run --dests``) the rules still
+deliver: ``herley-tiles`` becomes level 0 with the source as its own intermediate node (clones
+from the source), ``herley-random`` one copy from the source touring the destinations in the
+mesh's cycle order. Only ``coordinator/mcast.py``'s plans make them the paper's algorithms.
 """
 
 from __future__ import annotations
