@@ -15,6 +15,7 @@ from coordinator.reproduce.load import (
     INTERARRIVAL_CYCLES,
     STEP_CYCLES,
     CvCell,
+    LoadSpec,
     cv_claims,
     load_claims,
     paper_cv,
@@ -45,7 +46,7 @@ def test_single_source_streams_at_250_cycles() -> None:
 def _pt(alg: str, rate: float, lat: float | None, thr: float) -> dict[str, object]:
     p = LoadPoint(alg, rate, rate * 10, thr, lat, (lat, lat), [], None, 100, 5)
     return {
-        "sweep": "multicast",
+        "sweep": "mc",
         "point": p,
         "saturated": None if lat is not None else "x",
         "wormhole_latency": 100.0,
@@ -61,11 +62,17 @@ def test_load_claims_follow_the_data() -> None:
         ("qg", 11, 20, 0.55),
     ):
         rows += [_pt(a, 0.01, lo, 0.1), _pt(a, 0.05, hi, thr), _pt(a, 0.08, None, thr * 0.8)]
-    claims = {c.claim[:40]: c for c in load_claims({"multicast": rows, "mixed": []})}
-    verdicts = [c.verdict for c in claims.values()]
-    assert verdicts[0] == "supported"  # DP/MP below CP/QG at the lowest rate
-    assert verdicts[1] == "supported"  # CP and QG reach the highest throughput
-    assert verdicts[2] == "supported"  # QG lowest latency at the highest common unsaturated rate
+    mixed = [
+        _pt(a, r, lat, thr)
+        for a, lat, thr in (("dp", 40, 0.3), ("mp", 30, 0.3), ("cp", 20, 0.4), ("qg", 10, 0.5))
+        for r in (0.02, 0.2)
+    ]
+    specs = (LoadSpec("mc", "", 10, 0.0, (0.01, 0.05, 0.08)), LoadSpec("mx", "", 10, 0.9, (0.02, 0.2)))
+    verdicts = [c.verdict for c in load_claims({"mc": rows, "mx": mixed}, specs)]
+    assert verdicts[:3] == ["supported"] * 3  # DP/MP fastest at low load; CP/QG most throughput; QG best
+    assert verdicts[3] == "supported"  # mixed: QG best, then CP
+    assert verdicts[4] == "not supported"  # mixed, light load: CP is not the slowest here
+    assert load_claims({}, specs) == []
 
 
 def test_cv_claims_follow_the_data() -> None:
@@ -92,7 +99,7 @@ def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None
     for needle in ("## The paper's claims", "Mapping of time", "250/64", "## Load sweep", "## CV of the"):
         assert needle in report, needle
     plots = sorted((out / "plots").glob("*.png"))
-    assert {p.name for p in plots} >= {"load_multicast.png", "load_mixed.png", "cv_6x6_steps.png"}
+    assert {p.name for p in plots} >= {"load_multicast-3.png", "load_mixed-3.png", "cv_6x6_steps.png"}
     for p in plots:
         assert p.read_bytes().startswith(PNG) and p.stat().st_size > 5000
         assert f"plots/{p.name}" in report

@@ -42,12 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.load import LoadPoint, Traffic, load_point, plot_load, poisson_plan
-from coordinator.report import Series, algorithm_colour, fmt, markdown_table, plot_series
+from coordinator.report import Series, fmt, markdown_table, plot_series
 from coordinator.results import atomic_write, write_csv
 from node.topology import Topology
 
 __all__ = [
     "ALGORITHMS",
+    "COLOURS",
     "DEFAULT_REPEAT",
     "INTERARRIVAL_CYCLES",
     "NAME",
@@ -74,6 +75,8 @@ SUMMARY = (
 DEFAULT_REPEAT = 3
 
 ALGORITHMS = ("dp", "mp", "cp", "qg")
+COLOURS = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
+"""One colour per algorithm in every plot (``report.algorithm_colour`` gives some of them the same)."""
 STEP_CYCLES = 64  # one step = one 64-flit packet across a link at one flit per cycle
 INTERARRIVAL_CYCLES = 250
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
@@ -109,34 +112,23 @@ class Setup:
 FULL = Setup(
     "mesh:10x10",
     (
-        LoadSpec(
-            "multicast",
-            "all multicast, 10 destinations (Figs. 15a, 17)",
-            10,
-            0.0,
-            (0.005, 0.015, 0.025, 0.035, 0.045, 0.055, 0.065),
-        ),
-        LoadSpec(
-            "mixed",
-            "10% multicast to 10 destinations, 90% unicast (Fig. 19)",
-            10,
-            0.9,
-            (0.02, 0.05, 0.08, 0.11, 0.14, 0.17, 0.2),
-        ),
+        LoadSpec("multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0,
+                 (0.005, 0.015, 0.025, 0.035, 0.045, 0.055, 0.065)),
+        LoadSpec("multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0,
+                 (0.0025, 0.0075, 0.0125, 0.0175, 0.0225, 0.0275, 0.0325)),
+        LoadSpec("mixed-10", "10% multicast to 10 destinations, 90% unicast (Fig. 19)", 10, 0.9,
+                 (0.03, 0.08, 0.13, 0.18, 0.23, 0.28, 0.33)),
+        LoadSpec("mixed-20", "10% multicast to 20 destinations, 90% unicast (Fig. 20)", 20, 0.9,
+                 (0.02, 0.06, 0.1, 0.14, 0.18, 0.22, 0.26)),
     ),
-    500,
-    100,
-    10,
-    ("mesh:16x16", "mesh:32x32"),
-    (20, 40, 60, 80),
-    20,
-    40,
-)
+    500, 100, 10,
+    ("mesh:16x16", "mesh:32x32"), (20, 40, 60, 80), 20, 40,
+)  # fmt: skip
 QUICK = Setup(
     "mesh:4x4",
     (
-        LoadSpec("multicast", "all multicast, 3 destinations", 3, 0.0, (0.01, 0.2)),
-        LoadSpec("mixed", "10% multicast, 90% unicast", 3, 0.9, (0.02, 0.3)),
+        LoadSpec("multicast-3", "all multicast, 3 destinations", 3, 0.0, (0.01, 0.2)),
+        LoadSpec("mixed-3", "10% multicast, 90% unicast", 3, 0.9, (0.02, 0.3)),
     ),
     120,
     30,
@@ -319,17 +311,17 @@ def _sat_offered(rows: Sequence[Mapping[str, Any]], alg: str) -> float | None:
     return max(ok) if ok else None
 
 
-def _common_heavy(rows: Sequence[Mapping[str, Any]]) -> tuple[float, dict[str, float]] | None:
-    """The highest rate at which every algorithm is unsaturated, and each one's latency there."""
+def _heavy(rows: Sequence[Mapping[str, Any]], alg: str = "qg") -> tuple[float, dict[str, float]] | None:
+    """The highest rate at which ``alg`` is unsaturated, and the latency there of those unsaturated."""
     by_rate: dict[float, dict[str, float]] = defaultdict(dict)
     for r in rows:
         p = r["point"]
         if r["saturated"] is None and p.latency is not None:
             by_rate[p.rate][p.algorithm] = p.latency
-    full = [rate for rate, d in by_rate.items() if len(d) == len(ALGORITHMS)]
-    if not full:
+    ok = [rate for rate, d in by_rate.items() if alg in d]
+    if not ok:
         return None
-    rate = max(full)
+    rate = max(ok)
     return rate, by_rate[rate]
 
 
@@ -337,103 +329,115 @@ def _verdict(ok: bool, partly: bool = False) -> str:
     return "supported" if ok else ("partly supported" if partly else "not supported")
 
 
-def load_claims(by_sweep: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Claim]:
+def _names(xs: Sequence[str]) -> str:
+    return ", ".join(x.upper() for x in xs)
+
+
+def _low_load(rows: Sequence[Mapping[str, Any]], k: int) -> Claim:
+    low = min(r["point"].rate for r in rows)
+    lat = {r["point"].algorithm: r["point"].latency for r in rows if r["point"].rate == low}
+    worm = {r["point"].algorithm: r["wormhole_latency"] for r in rows if r["point"].rate == low}
+
+    def beats(d: Mapping[str, float | None]) -> bool:
+        known = {x: v for x, v in d.items() if v is not None}
+        if len(known) < len(ALGORITHMS):
+            return False
+        return max(known["dp"], known["mp"]) < min(known["cp"], known["qg"])
+
+    return Claim(
+        f"§4.2.3 ({k} destinations): at low load DP and MP have lower multicast latency than QG and CP "
+        "(fewer start-ups)",
+        _verdict(beats(lat), beats(worm)),
+        f"at the lowest rate ({low} messages/node/step) our emulated latency was "
+        + ", ".join(f"{a.upper()} {fmt(lat.get(a), 1)}" for a in ALGORITHMS)
+        + " steps; seed 004's contention-free wormhole latency (eq. 7, Ts = 33, L = 64) of the same "
+        "deliveries "
+        + ", ".join(f"{a.upper()} {fmt(worm.get(a), 0)}" for a in ALGORITHMS)
+        + " cycles (a store-and-forward step charges no start-up; eq. 7 charges no contention, so a "
+        "source's copies do not queue)",
+    )
+
+
+def _sensitivity(rows: Sequence[Mapping[str, Any]], k: int) -> Claim:
+    thr = {a: _max_throughput(rows, a) for a in ALGORITHMS}
+    sat = {a: _sat_offered(rows, a) for a in ALGORITHMS}
+    ok = min(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
+    part = max(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
+    return Claim(
+        f"§4.2.3 ({k} destinations): CP and QG are less sensitive to load than DP and MP and reach a "
+        "higher throughput (shorter paths)",
+        _verdict(ok, part),
+        "highest throughput reached (deliveries/node/step): "
+        + ", ".join(f"{a.upper()} {thr[a]:.3f}" for a in ALGORITHMS)
+        + "; highest unsaturated offered load: "
+        + ", ".join(f"{a.upper()} {fmt(sat[a], 3)}" for a in ALGORITHMS),
+    )
+
+
+def _qg_best(rows: Sequence[Mapping[str, Any]], claim: str, runner_up: str | None = None) -> Claim:
+    thr = {a: _max_throughput(rows, a) for a in ALGORITHMS}
+    rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
+    heavy = _heavy(rows)
+    text = "highest throughput: " + ", ".join(f"{a.upper()} {thr[a]:.3f}" for a in rank)
+    lat_rank: list[str] = []
+    if heavy is not None:
+        rate, lats = heavy
+        lat_rank = sorted(lats, key=lambda a: lats[a])
+        gone = [a for a in ALGORITHMS if a not in lats]
+        text += (
+            f"; at {rate} messages/node/step (the highest rate QG does not saturate) latency "
+            + ", ".join(f"{a.upper()} {lats[a]:.1f}" for a in lat_rank)
+            + " steps"
+            + (f", {_names(gone)} saturated" if gone else "")
+        )
+    thr_ok = rank[0] == "qg" and (runner_up is None or rank[1] == runner_up)
+    lat_ok = bool(lat_rank) and lat_rank[0] == "qg" and (runner_up is None or lat_rank[1:2] == [runner_up])
+    return Claim(claim, _verdict(thr_ok and lat_ok, rank[0] == "qg" or lat_rank[:1] == ["qg"]), text)
+
+
+def load_claims(
+    by_sweep: Mapping[str, Sequence[Mapping[str, Any]]], sweeps: Sequence[LoadSpec]
+) -> list[Claim]:
     """The paper's comparative claims about latency and throughput under load, judged on our points."""
     claims: list[Claim] = []
-    mc = by_sweep.get("multicast", [])
-    if mc:
-        low = min(r["point"].rate for r in mc)
-        lat = {r["point"].algorithm: r["point"].latency for r in mc if r["point"].rate == low}
-        worm = {r["point"].algorithm: r["wormhole_latency"] for r in mc if r["point"].rate == low}
-
-        def beats(d: Mapping[str, float | None]) -> bool:
-            vals = {x: d.get(x) for x in ALGORITHMS}
-            known = {x: v for x, v in vals.items() if v is not None}
-            if len(known) < len(ALGORITHMS):
-                return False
-            return max(known["dp"], known["mp"]) < min(known["cp"], known["qg"])
-
-        claims.append(
-            Claim(
-                "§4.2.3: at low load DP and MP have lower multicast latency than QG and CP (fewer start-ups)",
-                _verdict(beats(lat), beats(worm)),
-                f"at the lowest rate ({low} messages/node/step) our emulated latency in steps was "
-                + ", ".join(f"{a.upper()} {fmt(lat.get(a), 1)}" for a in ALGORITHMS)
-                + "; the contention-free wormhole latency (eq. 7, Ts = 33, L = 64 cycles) of the "
-                "same traffic "
-                + ", ".join(f"{a.upper()} {fmt(worm.get(a), 0)}" for a in ALGORITHMS)
-                + " cycles (a store-and-forward step charges no start-up)",
-            )
-        )
-        thr = {a: _max_throughput(mc, a) for a in ALGORITHMS}
-        sat = {a: _sat_offered(mc, a) for a in ALGORITHMS}
-        ok = min(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
-        part = max(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
-        claims.append(
-            Claim(
-                "§4.2.3: CP and QG are less sensitive to load than DP and MP and reach a higher throughput "
-                "(shorter paths)",
-                _verdict(ok, part),
-                "highest throughput reached (deliveries/node/step): "
-                + ", ".join(f"{a.upper()} {thr[a]:.3f}" for a in ALGORITHMS)
-                + "; highest unsaturated offered load: "
-                + ", ".join(f"{a.upper()} {fmt(sat[a], 3)}" for a in ALGORITHMS),
-            )
-        )
-        heavy = _common_heavy(mc)
-        if heavy is not None:
-            rate, lats = heavy
-            best = min(lats, key=lambda a: lats[a])
+    for spec in sweeps:
+        rows = by_sweep.get(spec.name, [])
+        if not rows:
+            continue
+        if spec.unicast_fraction == 0:
+            claims.append(_low_load(rows, spec.k))
+            claims.append(_sensitivity(rows, spec.k))
             claims.append(
-                Claim(
-                    "§4.2.3: under high traffic QG has the lowest latency and the highest throughput "
-                    "(Figs. 15b, 16b: 20 destinations; with 10 the paper shows MP slightly ahead of DP)",
-                    _verdict(
-                        best == "qg" and thr["qg"] >= max(thr.values()),
-                        best == "qg" or thr["qg"] >= max(thr.values()),
-                    ),
-                    f"at {rate} messages/node/step, the highest rate none saturates, latency "
-                    + ", ".join(f"{a.upper()} {lats[a]:.1f}" for a in ALGORITHMS)
-                    + f" steps (lowest: {best.upper()}); highest throughput: "
-                    + max(thr, key=lambda a: thr[a]).upper(),
+                _qg_best(
+                    rows,
+                    f"§4.2.3 ({spec.k} destinations): under high traffic QG has the lowest latency and the "
+                    "highest throughput of the four (Figs. 15b, 16b show it for 20 destinations; with 10, "
+                    "Fig. 15a)",
                 )
             )
-    mx = by_sweep.get("mixed", [])
-    if mx:
-        thr = {a: _max_throughput(mx, a) for a in ALGORITHMS}
-        rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
-        heavy = _common_heavy(mx)
-        lat_text = ""
-        best_lat = None
-        if heavy is not None:
-            rate, lats = heavy
-            best_lat = min(lats, key=lambda a: lats[a])
-            lat_text = (
-                f"; latency at {rate} messages/node/step (the highest rate none saturates) "
-                + ", ".join(f"{a.upper()} {lats[a]:.1f}" for a in ALGORITHMS)
+        else:
+            claims.append(
+                _qg_best(
+                    rows,
+                    f"§4.2.4 ({spec.k} destinations, 90% unicast; Figs. 19–20): under heavy load QG performs "
+                    "best in latency and throughput, followed by CP",
+                    runner_up="cp",
+                )
             )
-        claims.append(
-            Claim(
-                "§4.2.4 (Fig. 19): with 90% unicast traffic, under heavy load QG performs best in "
-                "latency and throughput, followed by CP",
-                _verdict(rank[:2] == ["qg", "cp"] and best_lat == "qg", rank[0] == "qg" or best_lat == "qg"),
-                "highest throughput: " + ", ".join(f"{a.upper()} {thr[a]:.3f}" for a in rank) + lat_text,
+            low = min(r["point"].rate for r in rows)
+            lat = {r["point"].algorithm: r["point"].latency for r in rows if r["point"].rate == low}
+            known = {a: v for a, v in lat.items() if v is not None}
+            top = max(known, key=lambda a: known[a]) if known else None
+            claims.append(
+                Claim(
+                    f"§4.2.4 ({spec.k} destinations, 90% unicast): under light load DP, MP and QG are "
+                    "comparable and CP is slower",
+                    _verdict(top == "cp"),
+                    f"at {low} messages/node/step: "
+                    + ", ".join(f"{a.upper()} {fmt(lat.get(a), 1)}" for a in ALGORITHMS)
+                    + " steps",
+                )
             )
-        )
-        low = min(r["point"].rate for r in mx)
-        lat = {r["point"].algorithm: r["point"].latency for r in mx if r["point"].rate == low}
-        known = {a: v for a, v in lat.items() if v is not None}
-        top = max(known, key=lambda a: known[a]) if known else None
-        claims.append(
-            Claim(
-                "§4.2.4: with 90% unicast traffic under light load DP, MP and QG are comparable and CP is "
-                "slower",
-                _verdict(top == "cp"),
-                f"at {low} messages/node/step: "
-                + ", ".join(f"{a.upper()} {fmt(lat.get(a), 1)}" for a in ALGORITHMS)
-                + " steps",
-            )
-        )
     return claims
 
 
@@ -506,9 +510,9 @@ def cv_claims(
             Claim(
                 "Tables 4–5: the CV values themselves",
                 "not comparable",
-                f"ours (emulated steps) differ from the paper's by {statistics.fmean(diffs):.3f} on average "
-                f"(at most {max(diffs):.3f}); the paper's are wormhole latencies in cycles, dominated by "
-                "start-ups, ours store-and-forward hop counts plus queueing",
+                f"ours (emulated steps) differ from the paper's by {statistics.fmean(diffs):.3f} on "
+                f"average (at most {max(diffs):.3f}); the paper's are wormhole latencies in cycles, "
+                "dominated by start-ups, ours store-and-forward hop counts plus queueing",
             )
         )
     return claims
@@ -548,7 +552,7 @@ def write_plots(
                     for k in s.cv_ks
                 ]
                 series.append(
-                    Series(f"{a.upper()} (ours)", [float(k) for k in s.cv_ks], ys, colour=algorithm_colour(a))
+                    Series(f"{a.upper()} (ours)", [float(k) for k in s.cv_ks], ys, colour=COLOURS[a])
                 )
                 if paper_too and any((mesh, k, a) in paper for k in s.cv_ks):
                     series.append(
@@ -557,7 +561,7 @@ def write_plots(
                             [float(k) for k in s.cv_ks],
                             [paper.get((mesh, k, a)) for k in s.cv_ks],
                             paper=True,
-                            colour=algorithm_colour(a),
+                            colour=COLOURS[a],
                         )
                     )
             name = f"cv_{mesh.split(':')[1]}_{attr.split('_')[1]}.png"
@@ -641,61 +645,52 @@ def build_report(
     parts = [
         "# Reproduction of seed 004 (Al-Dubai et al.) under load: Figs. 15–20 and Tables 4–5\n",
         f"Generated by `{meta['command']}` ({meta['date']}); wall time {meta['wall_s']:.1f} s with "
-        f"{meta['jobs']} "
-        f"worker process(es) on {meta['cpus']} CPU(s) ({meta['machine']}), a machine shared with other work"
+        f"{meta['jobs']} worker process(es) on {meta['cpus']} CPU(s) ({meta['machine']}), a machine "
+        "shared with other work"
         + (
             f"; the slowest CV cell ({slowest_cv.mesh}, k = {slowest_cv.k}, "
-            f"{slowest_cv.algorithm.upper()}) took "
-            f"{slowest_cv.wall_s:.1f} s"
+            f"{slowest_cv.algorithm.upper()}) took {slowest_cv.wall_s:.1f} s"
             if slowest_cv
             else ""
         )
         + ".\n",
-        "**Our model and the paper's.** The paper simulates wormhole switching at flit level (one flit per "
-        "channel per cycle, single-flit input buffers, start-up Ts = 33 cycles, 64-flit messages, four "
-        "injection and four ejection channels, dimension-ordered base routing). We emulate "
-        "store-and-forward "
-        "at packet level: a step moves one whole packet across one link, every node forwards on all four "
-        "links at once (all-port), queues are unbounded FIFOs and every multicast competes with all others "
-        "(shared contention). **Mapping of time:** a 64-flit message holds a channel for L·β = 64 cycles, "
-        "so one "
-        f"step stands for {STEP_CYCLES} cycles and the paper's 250 cycles between messages become a mean "
-        f"inter-arrival of 250/64 ≈ {1 / rate:.2f} steps (Poisson, rate {rate:.3f} per step). Start-ups "
-        "are "
-        "not charged by the emulation; where the paper's argument turns on them we also report seed 004's "
-        "contention-free wormhole latency (eq. 7) of the same recorded deliveries. Runs use the reference "
-        "model runtime, whose records equal the nodes' emulation (tested), because 32×32 is too slow on "
-        "the trio "
-        "runtime for this report.\n",
+        "**Our model and the paper's.** The paper simulates wormhole switching at flit level (one flit "
+        "per channel per cycle, single-flit input buffers, start-up Ts = 33 cycles, 64-flit messages, "
+        "four injection and four ejection channels, dimension-ordered base routing). We emulate "
+        "store-and-forward at packet level: a step moves one whole packet across one link, every node "
+        "forwards on all four links at once (all-port), queues are unbounded FIFOs and every multicast "
+        "competes with all others (shared contention). **Mapping of time:** a 64-flit message holds a "
+        f"channel for L·β = 64 cycles, so one step stands for {STEP_CYCLES} cycles and the paper's 250 "
+        f"cycles between messages become a mean inter-arrival of 250/64 ≈ {1 / rate:.2f} steps (Poisson, "
+        f"rate {rate:.3f} per step). Start-ups are not charged by the emulation; where the paper's "
+        "argument turns on them we also report seed 004's contention-free wormhole latency (eq. 7) of "
+        "the same recorded deliveries. Runs use the reference model runtime, whose records equal the "
+        "nodes' emulation (tested), because 32×32 is too slow on the trio runtime for this report.\n",
         f"**Load sweep.** {s.load_mesh}, every node a Poisson source, {s.duration} steps of injection, "
-        "the first "
-        f"{s.warmup} left out, {s.batches} batch means (95% CI), seed {meta['seed']}. A point is "
-        "*saturated* when "
-        f"its run does not drain within {2 * s.duration} steps, when its batch-mean latency keeps growing "
-        f"(`coordinator/load.py`), or when the accepted traffic falls below {SATURATION_SHORTFALL:.0%} of "
-        "the offered "
-        "(our addition: `load_point` alone let some overloaded points through as numbers). Offered load "
-        "and "
-        "throughput are in deliveries per node per step.\n",
-        "**CV with background load.** The paper's 250 cycles are per source; with every node a source the "
-        "offered traffic would exceed the ejection capacity many times over (256 sources × 20 "
-        "destinations × "
-        "64 flits per 250 cycles > 4 flits per node per cycle), so we read it as one source at a time (the "
+        f"the first {s.warmup} left out, {s.batches} batch means (95% CI), seed {meta['seed']}. A point "
+        f"is *saturated* when its run does not drain within {2 * s.duration} steps, when its batch-mean "
+        "latency keeps growing (`coordinator/load.py`), or when the accepted traffic falls below "
+        f"{SATURATION_SHORTFALL:.0%} of the offered (our addition: `load_point` alone let some "
+        "overloaded points through as numbers). Offered load and throughput are in deliveries per node "
+        "per step.\n",
+        "**CV with background load.** The paper's 250 cycles are per source; with every node a source "
+        "the offered traffic would exceed the ejection capacity many times over (256 sources × 20 "
+        "destinations × 64 flits per 250 cycles > 4 flits per node per cycle), so we read it as one "
+        "source at a time (the "
         'paper: "a source node is randomly chosen"): each stream is one seeded random source sending a '
         f"multicast every {1 / rate:.2f} steps on average to k uniform destinations; {meta['repeat']} "
-        "streams per "
-        f"cell, {s.cv_warmup} warm-up steps, about {s.cv_messages} measured multicasts per stream (the "
-        "paper averages "
-        "≥ 40 experiments per cell). CV = population SD / mean of a multicast's arrival latencies at its "
-        "destinations (steps since injection), averaged over the multicasts.\n",
+        f"streams per cell, {s.cv_warmup} warm-up steps, about {s.cv_messages} measured multicasts per "
+        "stream (the paper averages ≥ 40 experiments per cell). CV = population SD / mean of a "
+        "multicast's arrival latencies at its destinations (steps since injection), averaged over the "
+        "multicasts.\n",
     ]
     if grown:
         parts.append(
             "**Note:** at this rate the source itself saturates for "
             + ", ".join(sorted({f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in grown}))
             + ": its later multicasts waited more than 1.5× longer than its first ones (it sends more "
-            "copies per multicast than its four links carry in 3.9 steps), so those cells measure a growing "
-            "queue at the source, which shifts every arrival alike and lowers the CV.\n"
+            "copies per multicast than its four links carry in 3.9 steps), so those cells measure a "
+            "growing queue at the source, which shifts every arrival alike and lowers the CV.\n"
         )
     parts.append("## The paper's claims, checked against our runs\n")
     for c in claims:
@@ -720,12 +715,10 @@ def build_report(
     parts.append("## What these runs do not test\n")
     parts.append(
         "- Flit-level wormhole effects — a blocked worm holding channels across several routers, "
-        "single-flit "
-        "buffers, the preparation times (2, 2, 4 and 16 cycles) — are outside a packet-level "
-        "store-and-forward "
-        "emulation; so are the paper's absolute numbers (cycles).\n"
-        "- The 16×16 load sweeps (Figs. 16, 18) and 20 destinations (Figs. 15b, 20) are not run here "
-        "(time).\n"
+        "single-flit buffers, the preparation times (2, 2, 4 and 16 cycles) — are outside a "
+        "packet-level store-and-forward emulation; so are the paper's absolute numbers (cycles).\n"
+        "- The 16×16 load sweeps (Figs. 16, 18) and QG with a 45-cycle preparation time (Figs. 17, 18) "
+        "are not run here: the first for time, the second because the emulation has no preparation time.\n"
     )
     return "\n".join(parts)
 
@@ -785,7 +778,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             cells[(res.mesh, res.k, res.algorithm)] = res
     paper = paper_cv()
-    claims = load_claims(by_sweep) + cv_claims(cells, paper)
+    claims = load_claims(by_sweep, s.sweeps) + cv_claims(cells, paper)
     meta = {
         "command": f"meshcast reproduce load --repeat {args.repeat} --seed {args.seed}"
         + (" --quick" if args.quick else ""),
