@@ -132,6 +132,23 @@ def test_model_gives_the_same_rows(run_dir: Path, tmp_path: Path) -> None:
     assert key(_rows(tmp_path / "tidy.csv")) == key(_rows(run_dir / "tidy.csv"))
 
 
+def test_report_only_rebuilds_the_same_report(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("run.json", "tidy.csv"):
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    assert main(["reproduce", "tasnem", "--report-only", "--out", str(copy)]) == 0
+    before = (run_dir / "report.md").read_text().splitlines()
+    after = (copy / "report.md").read_text().splitlines()
+    assert "(`--report-only`)" in after[2] and before[3:] == after[3:]
+    assert all((copy / "plots" / spec.filename).stat().st_size > 5_000 for spec in FIGURES)
+
+
+def test_report_only_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "tasnem", "--report-only", "--out", str(tmp_path)]) == 2
+    assert "--report-only: cannot read the run" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
