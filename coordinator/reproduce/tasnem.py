@@ -940,6 +940,12 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
     return "; ".join(parts)
 
 
+def _idle_estimate(results: Sequence[JobResult], workers: int) -> float:
+    """Seconds the runs would take on idle CPUs: their CPU time shared by the workers, or the longest run."""
+    cpu = [r.cpu_s for r in results]
+    return max(sum(cpu) / max(1, workers), max(cpu, default=0.0))
+
+
 def build_report(
     results: Sequence[JobResult],
     res: Results,
@@ -958,7 +964,9 @@ def build_report(
         f"**{meta['wall_s']:.1f} s** with {cfg.jobs} worker process(es) on {meta['cpus']} CPU(s) "
         f"({meta['machine']}); the runs took {sum(r.cpu_s for r in results):.0f} CPU-seconds, the "
         f"machine's load average was {meta['load'][0]:.1f} at the start and {meta['load'][1]:.1f} at the "
-        "end (other work on it slows the run)."
+        "end (other work on it slows the run); on an idle machine the runs need about "
+        f"{_idle_estimate(results, cfg.jobs):.0f} s "
+        "(their CPU time over the workers, or the longest run if that is longer)."
         + (
             f" Report rebuilt from the CSVs on {meta['rebuilt']} (`--report-only`)."
             if "rebuilt" in meta
