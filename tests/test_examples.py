@@ -36,6 +36,8 @@ CASES = [
     ("mesh:6x6", "dp", "3,2", DP6, 33, None),
     ("mesh:8x8", "dp", "2,5", "1,6 2,6 1,7 2,3 5,2 1,2 0,2 6,1", 23, None),
     ("mesh:6x6", "mp", "3,2", DP6, 21, None),
+    ("mesh:8x8", "group-graph", "2,5", "1,6 2,6 1,7 2,3 5,2 1,2 0,2 6,1", 15, None),
+    ("mesh:8x8", "group-pattern", "2,5", "1,6 2,6 1,7 2,3 5,2 1,2 0,2 6,1", 15, None),
 ]
 
 
@@ -45,7 +47,7 @@ def test_worked_example(
 ) -> None:
     topo = Topology.parse(topology)
     (src,) = parse_coords(source)
-    plan = explicit(topo, [algorithm], src, parse_coords(dests))
+    plan = explicit(topo, [algorithm], src, parse_coords(dests), params={"T": 0.5})
     s = RunSettings(port_model="one-port")
     for raw in (emulated(plan, s), modelled(plan, s)):
         (m,) = multicast_metrics(plan, raw)
