@@ -35,8 +35,12 @@ __all__ = [
     "encode_link",
 ]
 
-MAX_FRAME: Final = 8 * 1024 * 1024
-"""Largest frame a link or control channel accepts, in bytes."""
+MAX_FRAME: Final = 64 * 1024 * 1024
+"""Largest frame a link or control channel accepts, in bytes.
+
+A lockstep frame carries every packet sent on a link in one step; with thousands of isolated
+multicasts whose headers carry subtrees, a source's first frames reach several MB.
+"""
 
 
 @dataclass(frozen=True, slots=True)
