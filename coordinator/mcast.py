@@ -389,9 +389,9 @@ class McastStats:
     time: int | None
     sqrt_cn: float
     lower_bound: int
-    peak_buffer: int
-    peak_held: int
-    mean_occupancy: float
+    peak_buffer: int | None  # None: the runtime keeps no node statistics (the reference model)
+    peak_held: int | None
+    mean_occupancy: float | None
     traffic: int
     delivered: int
     missing: int
@@ -403,7 +403,9 @@ class McastStats:
         return None if self.time is None else self.time / self.sqrt_cn
 
     @property
-    def buffer_ratio(self) -> float:
+    def buffer_ratio(self) -> float | None:
+        if self.peak_buffer is None:
+            return None
         return self.peak_buffer / self.c if self.c else math.nan
 
     def as_dict(self) -> dict[str, Any]:
@@ -438,6 +440,7 @@ def mcast_stats(plan: Plan, raw: RawRun, mset: McastSet | None = None) -> McastS
     c = s.congestion
     complete = len(first) == total
     stats = raw.node_stats.values()
+    measured = bool(raw.peak_queue) and bool(raw.node_stats)
     return McastStats(
         n=n,
         messages=len(plan.multicasts),
@@ -447,9 +450,9 @@ def mcast_stats(plan: Plan, raw: RawRun, mset: McastSet | None = None) -> McastS
         time=max(first.values(), default=0) if complete else None,
         sqrt_cn=math.sqrt(c * n),
         lower_bound=lower_bound(s),
-        peak_buffer=max(raw.peak_queue.values(), default=0),
-        peak_held=int(max((st.get("peak_out", 0) for st in stats), default=0)),
-        mean_occupancy=max((st.get("mean_occupancy", 0.0) for st in stats), default=0.0),
+        peak_buffer=max(raw.peak_queue.values()) if measured else None,
+        peak_held=int(max(st.get("peak_out", 0) for st in stats)) if measured else None,
+        mean_occupancy=max(st.get("mean_occupancy", 0.0) for st in stats) if measured else None,
         traffic=sum(raw.traffic.values()),
         delivered=len(first),
         missing=total - len(first),
@@ -519,8 +522,13 @@ def print_mcast(doc: dict[str, Any]) -> None:
             f"completion time {m['time']} steps = {m['time_over_sqrt_cn']:.2f} × √(cn) "
             f"(√(cn) = {m['sqrt_cn']:.1f}; lower bound {m['lower_bound']})"
         )
-    con.print(
-        f"peak buffer occupancy {m['peak_buffer']} packets = {m['peak_buffer_over_c']:.2f} × c "
-        f"(held past a step: {m['peak_held']}; busiest node's mean {m['mean_occupancy']:.2f}); "
-        f"traffic {m['traffic']} link traversals"
-    )
+    if m["peak_buffer"] is None:
+        con.print(
+            f"peak buffer occupancy: not measured by this runtime; traffic {m['traffic']} link traversals"
+        )
+    else:
+        con.print(
+            f"peak buffer occupancy {m['peak_buffer']} packets = {m['peak_buffer_over_c']:.2f} × c "
+            f"(held past a step: {m['peak_held']}; busiest node's mean {m['mean_occupancy']:.2f}); "
+            f"traffic {m['traffic']} link traversals"
+        )

@@ -296,3 +296,12 @@ def test_run_mcast_needs_d_and_c(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "--topology", "mesh:8x8", "--algorithm", "replicate", "--mcast-set", "random"]
     assert main(argv) == 2
     assert "needs --d" in capsys.readouterr().err
+
+
+def test_the_model_runtime_reports_no_buffers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*MC, "--algorithm", "herley-tiles", "--runtime", "model"]) == 0
+    assert "not measured by this runtime" in capsys.readouterr().out
+    ms = random_set(M8, 3, 4, seed=2)
+    plan = mcast_plan(ms, "replicate")
+    stats = mcast_stats(plan, modelled(plan, RunSettings(contention="shared", port_model="all-port")), ms)
+    assert stats.peak_buffer is None and stats.buffer_ratio is None and stats.time is not None

@@ -156,7 +156,6 @@ def run_point(p: Point, runtime: str = "engines", max_steps: int = 50_000) -> di
     raw = run_engines(plan, s) if runtime == "engines" else trio.run(emulate, plan, s, None)
     wall = time.perf_counter() - t0
     st = mcast_stats(plan, raw, mset)
-    has_buffers = bool(raw.peak_queue)
     return {
         **asdict(p),
         "n": st.n,
@@ -168,9 +167,9 @@ def run_point(p: Point, runtime: str = "engines", max_steps: int = 50_000) -> di
         "sqrt_cn": round(st.sqrt_cn, 4),
         "time_over_sqrt_cn": None if st.time_ratio is None else round(st.time_ratio, 4),
         "lower_bound": st.lower_bound,
-        "peak_buffer": st.peak_buffer if has_buffers else None,
-        "peak_held": st.peak_held if has_buffers else None,
-        "busiest_mean_occupancy": round(st.mean_occupancy, 4) if has_buffers else None,
+        "peak_buffer": st.peak_buffer,
+        "peak_held": st.peak_held,
+        "busiest_mean_occupancy": None if st.mean_occupancy is None else round(st.mean_occupancy, 4),
         "traffic": st.traffic,
         "missing": st.missing,
         "duplicates": st.duplicates,
