@@ -107,3 +107,7 @@ def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None
     assert len(load_rows) == 2 * 2 * len(ALGORITHMS)
     cv_rows = list(csv.DictReader((out / "cv.csv").open()))
     assert len(cv_rows) == 2 * len(ALGORITHMS) and all(int(r["multicasts"]) > 0 for r in cv_rows)
+    # the report can be rebuilt from results.json alone
+    (out / "report.md").unlink()
+    assert main(["reproduce", "load", "--report-only", "--out", str(out)]) == 0
+    assert (out / "report.md").read_text() == report
