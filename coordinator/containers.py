@@ -289,6 +289,12 @@ def settings_args(settings: RunSettings) -> list[str]:
     ]
     if settings.hop_limit is not None:
         args += ["--hop-limit", str(settings.hop_limit)]
+    if settings.buffer is not None:
+        args += ["--buffer", str(settings.buffer)]
+    if settings.out_buffer is not None:
+        args += ["--out-buffer", str(settings.out_buffer)]
+    if settings.policy != "block":
+        args += ["--policy", settings.policy]
     if settings.trace:
         args.append("--trace")
     return args

@@ -230,3 +230,24 @@ def test_swarm_variant_has_the_stack_deploy_keys() -> None:
     text = buf.getvalue()
     assert text.count('endpoint_mode: "dnsrr"') == 6  # broker, coordinator, 4 nodes
     assert text.count('condition: "none"') == 6
+
+
+@pytest.mark.slow
+async def test_containers_shared_contention_with_bounded_buffers_matches_the_model(
+    engine: None, tmp_path: Path
+) -> None:
+    """Issue 7: lockstep shared-contention results are the same across containers and the model."""
+    from dataclasses import replace
+
+    from coordinator.model import run_model
+    from coordinator.plan import Multicast, Plan
+
+    base = same_plan()
+    plan = Plan(base.topology, tuple(Multicast(m.id, m.algorithm, m.source, m.destinations, m.id % 3)
+                                     for m in base.multicasts))  # fmt: skip
+    shared = RunSettings(contention="shared", buffer=1, wall_budget=120)
+    raw = await run_containers(plan, replace(shared, runtime="containers", run_dir=str(tmp_path)))
+    ref = run_model(plan, shared)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.link_sends == ref.link_sends
