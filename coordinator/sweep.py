@@ -21,14 +21,12 @@ experiments with ``meshcast run`` one point at a time).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import multiprocessing
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -36,7 +34,7 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate
+from coordinator.experiment import emulate, paused_gc
 from coordinator.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
 from coordinator.plan import Plan, PlanError, random_plan
 from coordinator.records import RunSettings
@@ -284,26 +282,6 @@ def _chunks(sweep_no: int, plan: Plan, points: Sequence[tuple[int, int]], size: 
     return out
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause CPython's cyclic GC for the length of an emulation, then collect once.
-
-    An emulation builds millions of long-lived objects (packets, headers, records) and hardly
-    any reference cycles; the generational collector rescans them again and again as the heap
-    grows — about three quarters of the CPU time of a 1,900-multicast 20×20 sweep, measured.
-    Reference counting still frees everything that is not a cycle.
-    """
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-        gc.collect()
-
-
 _worker_queue: Any = None
 
 
@@ -323,7 +301,7 @@ def _run_chunk(chunk: _Chunk, settings: RunSettings, progress: Progress | None =
                 last[0] = done
                 queue.put(((chunk.sweep, chunk.index), done))
 
-    with _gc_paused():
+    with paused_gc():  # metrics too: they build many records
         raw = trio.run(emulate, chunk.plan, settings, progress)
         rows = _tidy(chunk.plan, chunk.points, multicast_metrics(chunk.plan, raw))
     label = "" if chunk.of == 1 else f"emulation {chunk.index + 1} of {chunk.of}: "
