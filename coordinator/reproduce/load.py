@@ -9,7 +9,7 @@ Two experiments of the paper, on our store-and-forward, packet-level emulation:
 * **CV with background load** (§4.2.2, Tables 4–5): one source sends a multicast every 250 cycles
   on average, 64-flit messages, to 20, 40, 60 or 80 uniform destinations, on 16×16 and 32×32 meshes;
   the coefficient of variation (SD / mean) of each multicast's arrival latencies at its
-  destinations, averaged, beside ``../shared/paper-tables/aldubai_cv.csv``.
+  destinations, averaged, beside the paper's Tables 4–5 (``coordinator/data/aldubai_cv.csv``).
 
 **Units.** One step of ours carries one whole packet across one link; at the paper's 1 flit per
 cycle a 64-flit message holds a channel for L·β = 64 cycles, so a step stands for 64 cycles and
@@ -80,7 +80,7 @@ COLOURS = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
 STEP_CYCLES = 64  # one step = one 64-flit packet across a link at one flit per cycle
 INTERARRIVAL_CYCLES = 250
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
-PAPER_CV = Path(__file__).resolve().parents[2] / ".." / "shared" / "paper-tables" / "aldubai_cv.csv"
+PAPER_CV = Path(__file__).resolve().parents[1] / "data" / "aldubai_cv.csv"  # transcribed, source line kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,7 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
 
 
 def paper_cv(path: Path = PAPER_CV) -> dict[tuple[str, int, str], float]:
-    """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the shared CSV."""
+    """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's data."""
     out: dict[tuple[str, int, str], float] = {}
     if not path.exists():
         return out
