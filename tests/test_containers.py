@@ -208,7 +208,8 @@ async def test_a_killed_node_container_is_named_and_partial_results_kept(
 @pytest.mark.slow
 async def test_broker_restart_mid_run_completes_or_says_why(engine: None, tmp_path: Path) -> None:
     topo = Topology.parse("mesh:3x3")
-    plan = long_plan(topo, every=20, count=100)
+    # long enough (about 8,000 steps) that the restart lands mid-run even on an idle machine
+    plan = long_plan(topo, every=20, count=400)
     settings = RunSettings(wall_budget=120, runtime="containers")
     run = ContainerRun(plan, settings, tmp_path)
     raw, _ = await _run_with(run, "restart", "broker")
