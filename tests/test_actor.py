@@ -11,8 +11,10 @@ import msgpack
 import trio
 
 from node.actor import Assignment, Node
-from node.links import Link, MemoryControl, memory_link_pair
+from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
 from node.wire import Packet, StepFrame, decode_control, decode_link, encode_control, encode_link
+
+MemoryControlTx = trio.MemorySendChannel[bytes]
 
 
 def _assign(**over: Any) -> dict[str, Any]:
@@ -24,7 +26,8 @@ def _assign(**over: Any) -> dict[str, Any]:
     return msg
 
 
-async def test_node_survives_bad_input_and_keeps_forwarding() -> None:
+def _middle_node() -> tuple[Node, MemoryLink, MemoryLink, trio.MemoryReceiveChannel[bytes], MemoryControlTx]:
+    """Node (1,0) of mesh:3x1 with the test holding both neighbours' link ends and the bus."""
     west_node, west_test = memory_link_pair()
     east_node, east_test = memory_link_pair()
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
@@ -39,6 +42,11 @@ async def test_node_survives_bad_input_and_keeps_forwarding() -> None:
             await east_node.aclose()
 
     node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener)
+    return node, west_test, east_test, to_coord_rx, to_node_tx
+
+
+async def test_node_survives_bad_input_and_keeps_forwarding() -> None:
+    node, west_test, east_test, to_coord_rx, to_node_tx = _middle_node()
 
     async def recv() -> dict[str, Any]:
         msg = decode_control(await to_coord_rx.receive())
@@ -100,20 +108,7 @@ async def test_node_survives_bad_input_and_keeps_forwarding() -> None:
 
 
 async def test_node_reports_a_dead_link_instead_of_hanging() -> None:
-    west_node, west_test = memory_link_pair()
-    east_node, east_test = memory_link_pair()
-    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
-    to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
-
-    @asynccontextmanager
-    async def opener(_: Assignment) -> AsyncIterator[dict[str, Link]]:
-        try:
-            yield {"-x": west_node, "+x": east_node}
-        finally:
-            await west_node.aclose()
-            await east_node.aclose()
-
-    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener)
+    node, west_test, east_test, to_coord_rx, to_node_tx = _middle_node()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(node.run)
