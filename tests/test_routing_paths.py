@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node.routing import registry
-from node.routing.base import HeaderError, PlanError
+from node.routing.base import HeaderError, PlanError, check_destinations
 from node.routing.hamiltonian import (
-    check_destinations,
     lmn_route,
     path_forward,
     path_nodes,

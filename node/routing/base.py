@@ -26,6 +26,7 @@ __all__ = [
     "Send",
     "as_coord",
     "as_coords",
+    "check_destinations",
     "check_port",
 ]
 
@@ -114,3 +115,23 @@ def as_coords(value: object, topology: Topology, what: str = "destination list")
     if not isinstance(value, (list, tuple)):
         raise HeaderError(f"{what} must be a list, got {type(value).__name__}")
     return [as_coord(v, topology, what) for v in value]
+
+
+def check_destinations(topology: Topology, source: Coord, destinations: Sequence[Coord]) -> list[Coord]:
+    """Validate a multicast set (in the topology, no duplicates, source excluded) as PlanError."""
+    if not topology.contains(tuple(source)):
+        raise PlanError(f"source {source!r} is not a node of {topology.spec}")
+    out: list[Coord] = []
+    seen: set[Coord] = set()
+    for d in destinations:
+        t = tuple(d)
+        if not topology.contains(t):
+            raise PlanError(f"destination {d!r} is not a node of {topology.spec}")
+        c: Coord = (t[0], t[1])
+        if c == tuple(source):
+            raise PlanError(f"the source {c} cannot also be a destination")
+        if c in seen:
+            raise PlanError(f"destination {c} is listed twice")
+        seen.add(c)
+        out.append(c)
+    return out

@@ -54,8 +54,8 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send
-from node.routing.hamiltonian import check_destinations, lmn_route
+from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send, check_destinations
+from node.routing.hamiltonian import lmn_route
 from node.routing.paths import dp_paths, order_paths
 from node.routing.twolevel import two_level_forward, two_level_prepare
 from node.topology import Coord, Topology

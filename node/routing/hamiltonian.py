@@ -20,7 +20,6 @@ from node.topology import Coord, Topology
 
 __all__ = [
     "Route",
-    "check_destinations",
     "encode_path",
     "first_send",
     "lmn_route",
@@ -115,23 +114,3 @@ def path_forward(topology: Topology, here: Coord, header: Header, route: Route, 
     port = route(topology, here, rest[0])
     assert port is not None
     return Forward(deliver, [(port, encode_path(rest))], False)
-
-
-def check_destinations(topology: Topology, source: Coord, destinations: Sequence[Coord]) -> list[Coord]:
-    """Validate a multicast set (in the topology, no duplicates, source excluded) as PlanError."""
-    if not topology.contains(tuple(source)):
-        raise PlanError(f"source {source!r} is not a node of {topology.spec}")
-    out: list[Coord] = []
-    seen: set[Coord] = set()
-    for d in destinations:
-        t = tuple(d)
-        if not topology.contains(t):
-            raise PlanError(f"destination {d!r} is not a node of {topology.spec}")
-        c: Coord = (t[0], t[1])
-        if c == tuple(source):
-            raise PlanError(f"the source {c} cannot also be a destination")
-        if c in seen:
-            raise PlanError(f"destination {c} is listed twice")
-        seen.add(c)
-        out.append(c)
-    return out

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.routing.base import Algorithm, Forward, Header, Params, Send
+from node.routing.base import Algorithm, Forward, Header, Params, Send, check_destinations
 from node.routing.hamiltonian import (
     Route,
-    check_destinations,
     encode_path,
     lmn_route,
     path_forward,

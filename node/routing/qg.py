@@ -33,9 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send
+from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send, check_destinations
 from node.routing.grouping import read_fraction
-from node.routing.hamiltonian import check_destinations
 from node.routing.twolevel import two_level_forward, two_level_prepare
 from node.topology import Coord, Topology
 

@@ -66,6 +66,7 @@ from node.routing.base import (
     PlanError,
     Send,
     as_coords,
+    check_destinations,
 )
 from node.topology import Coord, Topology
 
@@ -150,23 +151,7 @@ def check_plan(topology: Topology, source: Coord, destinations: Sequence[Coord],
     """Validate a torus multicast (PlanError naming the fault); return the destinations as tuples."""
     if not topology.is_torus:
         raise PlanError(f"{name} runs on tori only, not on {topology.spec}")
-    if not topology.contains(tuple(source)):
-        raise PlanError(f"source {source!r} is not a node of {topology.spec}")
-    src: Coord = (source[0], source[1])
-    out: list[Coord] = []
-    seen: set[Coord] = set()
-    for d in destinations:
-        t = tuple(d)
-        if not topology.contains(t):
-            raise PlanError(f"destination {d!r} is not a node of {topology.spec}")
-        c: Coord = (t[0], t[1])
-        if c == src:
-            raise PlanError(f"the source {c} cannot also be a destination")
-        if c in seen:
-            raise PlanError(f"destination {c} is listed twice")
-        seen.add(c)
-        out.append(c)
-    return out
+    return check_destinations(topology, source, destinations)
 
 
 def dest_prep(topology: Topology, source: Coord, dests: Sequence[Coord]) -> list[Packet]:
