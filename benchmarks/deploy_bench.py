@@ -19,8 +19,8 @@ from functools import partial
 
 import trio
 
-from coordinator.plan import Multicast, Plan
-from coordinator.records import RawRun, RunSettings
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Topology
 
 
@@ -39,14 +39,14 @@ def main() -> None:
     )
     t0 = time.perf_counter()
     if runtime == "processes":
-        from coordinator.processes import run_processes
+        from coordinator.runtimes.processes import run_processes
 
         timings: dict[str, float] = {}
         raw = trio.run(partial(run_processes, timings=timings), plan, settings)
         total = time.perf_counter() - t0
         startup = timings.get("startup_s", float("nan"))
     else:
-        from coordinator.containers import ContainerRun
+        from coordinator.runtimes.containers import ContainerRun
 
         run = ContainerRun(plan, settings, __import__("pathlib").Path(settings.run_dir or "."))
 

@@ -2,7 +2,7 @@
 
 Both ends of the control protocol get the same small interfaces as the in-memory bus: a node
 gets a :class:`node.links.Control` (:func:`open_node_control`), the coordinator gets
-``send_to`` / ``broadcast`` / ``inbox`` for :class:`coordinator.session.Session`
+``send_to`` / ``broadcast`` / ``inbox`` for :class:`coordinator.runtimes.session.Session`
 (:func:`open_coordinator_bus`). Topics, all under ``meshcast/<run-id>/``:
 
 * ``up/<x>-<y>``      node → coordinator (hello, ready, report, done, ...)

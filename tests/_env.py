@@ -76,6 +76,6 @@ def docker_client():  # type: ignore[no-untyped-def]
 
 @cache
 def compose_command() -> tuple[str, ...] | None:
-    from coordinator.containers import compose_cli
+    from coordinator.runtimes.containers import compose_cli
 
     return compose_cli()

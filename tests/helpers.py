@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import trio
 
-from coordinator.experiment import emulate
-from coordinator.model import run_model
-from coordinator.plan import Plan
-from coordinator.records import RawRun, RunSettings
+from coordinator.experiments.run import emulate
+from coordinator.runtimes.model import run_model
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 
 
 def emulated(plan: Plan, settings: RunSettings) -> RawRun:

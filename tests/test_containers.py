@@ -19,7 +19,8 @@ import pytest
 import trio
 
 from coordinator.cli import main as cli_main
-from coordinator.containers import (
+from coordinator.experiments.run import result_document
+from coordinator.runtimes.containers import (
     DEFAULT_BROKER_IMAGE,
     DEFAULT_IMAGE,
     ContainerRun,
@@ -31,9 +32,8 @@ from coordinator.containers import (
     repo_root,
     run_containers,
 )
-from coordinator.experiment import result_document
-from coordinator.inprocess import run_inprocess
-from coordinator.records import RawRun, RunSettings
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.records import RawRun, RunSettings
 from node.topology import Topology
 from tests._env import docker_client, need_image
 from tests.test_processes import long_plan, same_plan
@@ -240,8 +240,8 @@ async def test_containers_shared_contention_with_bounded_buffers_matches_the_mod
     """Issue 7: lockstep shared-contention results are the same across containers and the model."""
     from dataclasses import replace
 
-    from coordinator.model import run_model
-    from coordinator.plan import Multicast, Plan
+    from coordinator.runtimes.model import run_model
+    from coordinator.workloads.plan import Multicast, Plan
 
     base = same_plan()
     plan = Plan(base.topology, tuple(Multicast(m.id, m.algorithm, m.source, m.destinations, m.id % 3)

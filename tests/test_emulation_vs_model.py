@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.plan import Multicast, Plan
-from coordinator.records import RunSettings
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Multicast, Plan
 from node.routing import registry
 from node.topology import Topology
 from tests.helpers import emulated, link_sets, modelled

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.metrics import multicast_metrics
-from coordinator.plan import explicit
-from coordinator.records import RunSettings
+from coordinator.analysis.metrics import multicast_metrics
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import explicit
 from node.topology import Topology, parse_coords
 from tests.helpers import emulated, modelled
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.load import Traffic, load_point, parse_rates, poisson_plan
-from coordinator.records import RunSettings
+from coordinator.experiments.load import Traffic, load_point, parse_rates, poisson_plan
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 MESH = Topology.parse("mesh:6x6")

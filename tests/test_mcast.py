@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli import main
-from coordinator.engines import run_engines
-from coordinator.mcast import (
+from coordinator.runtimes.engines import run_engines
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.mcast import (
     ALGORITHMS,
     McastSet,
     lower_bound,
@@ -25,8 +26,7 @@ from coordinator.mcast import (
     tiles_params,
     worst_set,
 )
-from coordinator.plan import Plan, PlanError
-from coordinator.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan, PlanError
 from node.routing import registry
 from node.routing.base import HeaderError
 from node.routing.herley import cells, cycle_order, itinerary_forward, tiles, tree_forward, tree_prepare

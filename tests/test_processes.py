@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from coordinator.inprocess import run_inprocess
-from coordinator.plan import Multicast, Plan, random_plan
-from coordinator.processes import BrokerNotFound, free_ports, local_broker, run_processes
-from coordinator.records import RunSettings
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.processes import BrokerNotFound, free_ports, local_broker, run_processes
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Multicast, Plan, random_plan
 from node.topology import Topology
 from tests._env import need_broker
 
@@ -103,7 +103,7 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
         pid = _pid_of(f"--node {victim[0]},{victim[1]} ")
         os.kill(pid, signal.SIGKILL)
     raw = result[0]
-    from coordinator.records import RawRun
+    from coordinator.runtimes.records import RawRun
 
     assert isinstance(raw, RawRun)
     assert raw.incomplete
@@ -159,7 +159,7 @@ async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
             await trio.sleep(1.0)
             await nursery.start(_mosquitto, exe, conf)  # ... and start it again on the same port
             await trio.sleep_forever()
-    from coordinator.records import RawRun
+    from coordinator.runtimes.records import RawRun
 
     raw = result[0]
     assert isinstance(raw, RawRun)
@@ -222,7 +222,7 @@ def test_cli_without_mosquitto_says_how_to_get_it(
 ) -> None:
     from coordinator.cli import main
 
-    monkeypatch.setattr("coordinator.processes._mosquitto", lambda: None)
+    monkeypatch.setattr("coordinator.runtimes.processes._mosquitto", lambda: None)
     rc = main(
         [
             "run",
@@ -247,7 +247,7 @@ async def test_shared_contention_with_bounded_buffers_matches_the_model(tmp_path
     need_broker()
     from dataclasses import replace
 
-    from coordinator.model import run_model
+    from coordinator.runtimes.model import run_model
 
     plan = random_plan(Topology.parse("torus:4x4"), ["vh", "unicast"], 6, repeat=6, seed=3)
     plan = Plan(plan.topology, tuple(Multicast(m.id, m.algorithm, m.source, m.destinations, m.id % 3)

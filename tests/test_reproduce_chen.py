@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.records import RunSettings
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.chen import (
     ALGORITHMS,
@@ -25,6 +24,7 @@ from coordinator.reproduce.chen import (
     proximity_destinations,
     run_example,
 )
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.load import LoadPoint, Traffic, poisson_plan
+from coordinator.experiments.load import LoadPoint, Traffic, poisson_plan
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.load import (
     ALGORITHMS,

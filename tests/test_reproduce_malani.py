@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.report import fmt_delta, markdown_table, read_data_table
+from coordinator.output.report import fmt_delta, markdown_table, read_data_table
 from coordinator.reproduce import _load, reproductions
 from coordinator.reproduce.malani import FIGURES, KS, TABLES, TableSpec
 

@@ -423,10 +423,15 @@ def test_t2w_example() -> None:
     ]
     # (1,1) carries the HMP on and starts column 1's sweep (a second start-up for it only)
     fwd = T2W.forward(T6, (1, 1), ["hmp", -1, [[0, 1], [4, 2], [1, 3], [5, 0], [5, 3]]])
-    assert fwd.startup and fwd.carried == 1 and _wire(fwd.sends) == [
-        ["-x", ["hmp", -1, [[0, 1], [4, 2], [5, 0], [5, 3]]]],
-        ["+y", ["v", 1, [[1, 3]]]],
-    ]
+    assert (
+        fwd.startup
+        and fwd.carried == 1
+        and _wire(fwd.sends)
+        == [
+            ["-x", ["hmp", -1, [[0, 1], [4, 2], [5, 0], [5, 3]]]],
+            ["+y", ["v", 1, [[1, 3]]]],
+        ]
+    )
     # (5,1): column 5 holds (5,0) and (5,3): up sweep 5, down 4 → down
     fwd = T2W.forward(T6, (5, 1), ["hmp", -1, [[4, 2], [5, 0], [5, 3]]])
     assert _wire(fwd.sends) == [["-x", ["hmp", -1, [[4, 2]]]], ["-y", ["v", -1, [[5, 0], [5, 3]]]]]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.records import RunSettings
-from coordinator.show import show
+from coordinator.experiments.show import show
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 EXAMPLE_2 = "3,2 9,3 8,5 4,7 7,7 2,8 5,8 9,8"  # ALGORITHMS.md, seed 000 Example 2

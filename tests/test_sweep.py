@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-import coordinator.sweep as sweep_mod
+import coordinator.experiments.sweep as sweep_mod
+from coordinator.analysis.metrics import ci95
 from coordinator.cli import main
-from coordinator.metrics import ci95
-from coordinator.plan import PlanError
-from coordinator.records import RunSettings
-from coordinator.sweep import SUMMARY_COLUMNS, TIDY_COLUMNS, parse_dests, run_sweep, sweep_plan
+from coordinator.experiments.sweep import SUMMARY_COLUMNS, TIDY_COLUMNS, parse_dests, run_sweep, sweep_plan
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import PlanError
 from node.topology import Topology
 
 ALGS = ["diag", "pair", "min"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
-from coordinator.experiment import result_document
-from coordinator.plan import explicit
-from coordinator.records import RunSettings
+from coordinator.experiments.run import result_document
 from coordinator.reproduce.tasnem import PAPER_TIMING
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import explicit
 from node.topology import Topology
 from tests.helpers import emulated, modelled
 from tests.test_routing_tasnem import D_EX

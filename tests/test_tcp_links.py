@@ -10,10 +10,10 @@ import msgpack
 import trio
 import trio.testing
 
-from coordinator.inprocess import run_inprocess
-from coordinator.plan import Plan, random_plan
-from coordinator.records import RawRun, RunSettings
-from coordinator.session import Session
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.runtimes.session import Session
+from coordinator.workloads.plan import Plan, random_plan
 from node.actor import Node
 from node.links import MemoryControl
 from node.tcp import FrameError, FrameReader, TcpLinks, peer_entry

@@ -1,7 +1,7 @@
 import pytest
 
+from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.cli import main
-from coordinator.timing import Timing, apply_timing
 
 
 def test_wormhole_is_seed_004_equation_7() -> None:

@@ -112,7 +112,7 @@ def add_command(sub: Any) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     for e in load_errors:
         print(f"warning: reproduction not loaded: {e}", file=sys.stderr)

@@ -3,7 +3,7 @@
 Both run many multicasts — every destination set × every algorithm — in ONE emulation under
 isolated contention (each multicast sees an idle network, so they do not disturb each other)
 and the all-port model, then turn each delivery's recorded (step, hops, start-ups) into a
-wormhole latency afterwards (coordinator/timing.py; the timing is reported, never simulated).
+wormhole latency afterwards (coordinator/analysis/timing.py; the timing is reported, never simulated).
 What is here:
 
 * :class:`Point`, :func:`emulate_points` and :func:`mc_rows` — build the plan from destination
@@ -28,11 +28,11 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate
-from coordinator.metrics import ci95, multicast_metrics
-from coordinator.plan import Multicast, Plan
-from coordinator.records import RunSettings
-from coordinator.results import write_csv
+from coordinator.analysis.metrics import ci95, multicast_metrics
+from coordinator.experiments.run import emulate
+from coordinator.output.results import write_csv
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
 __all__ = [
@@ -345,7 +345,7 @@ def progress_bar(label: str) -> tuple[ProgressFn | None, Any]:
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     prog = Progress(
         TextColumn(label),

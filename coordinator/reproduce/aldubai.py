@@ -16,7 +16,7 @@ generating messages with an interarrival time of 250 cycles — while ours are c
 (each multicast alone on an idle network: isolated contention, one emulation per mesh). The
 loaded version belongs to the load issue.
 
-**Timing** (seed 004 eq. 7, coordinator/timing.py): a delivery after h hops through s start-ups
+**Timing** (seed 004 eq. 7, coordinator/analysis/timing.py): a delivery after h hops through s start-ups
 takes s·(Ts + L·β) + h·β, plus two terms the paper's simulation has and eq. 7 leaves out:
 
 * the preparation time at the source, 2, 2, 4 and 16 cycles for DP, MP, CP and QG (§4.2);
@@ -46,8 +46,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from coordinator.records import RunSettings
-from coordinator.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
+from coordinator.analysis.timing import Timing
+from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
+from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
     EmulationStatus,
     LatencyFn,
@@ -62,8 +63,7 @@ from coordinator.reproduce._wormhole import (
     summarise_rows,
     write_rows,
 )
-from coordinator.results import atomic_write
-from coordinator.timing import Timing
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 __all__ = [
@@ -134,7 +134,7 @@ def latency_model(
 def _read(name: str) -> tuple[str, list[dict[str, str]]]:
     """A CSV of coordinator/data with text columns: its source (the comment lines) and its rows.
 
-    (coordinator.report.read_data_table wants every column numeric; these have names in them.)
+    (coordinator.output.report.read_data_table wants every column numeric; these have names in them.)
     """
     text = resources.files("coordinator").joinpath("data", name).read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -422,7 +422,7 @@ def _timing_section(ours: Ours) -> str:
     per = TIMING.ts + TIMING.flits * TIMING.beta
     lines = [
         "## Timing\n",
-        "Seed 004 eq. 7 (coordinator/timing.py, contention-free wormhole): a delivery after h hops "
+        "Seed 004 eq. 7 (coordinator/analysis/timing.py, contention-free wormhole): a delivery after h hops "
         f"through s start-ups takes s·(Ts + L·β) + h·β with Ts = {TIMING.ts:g}, β = {TIMING.beta:g}, "
         f"L = {TIMING.flits} ({per:g} cycles per start-up). Two terms of the paper's simulation that eq. 7 "
         "leaves out are added: the preparation time at the source (DP 2, MP 2, CP 4, QG 16 cycles, §4.2) "
@@ -573,7 +573,7 @@ def build_report(
 
 # -- command ------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiment import RUNTIMES
+    from coordinator.experiments.run import RUNTIMES
 
     parser.add_argument(
         "--meshes",
@@ -592,7 +592,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     meshes = tuple(m.strip() for m in args.meshes.split(",") if m.strip())
     if not meshes or any(m not in MESHES for m in meshes) or len(set(meshes)) != len(meshes):
@@ -663,7 +663,7 @@ def run(args: argparse.Namespace) -> int:
     write_rows(out / "tidy.csv", rows)
     plots = write_plots(out, ours, paper)
     atomic_write(out / "report.md", build_report(ours, paper, status, plots, out, meta))
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     con.print(

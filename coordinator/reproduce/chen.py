@@ -11,7 +11,7 @@ give its range of destination counts or its number of runs; we use k = 16, 32, �
 sets for every algorithm. Its only numbers are those of the worked example (§2.2, §3.1, Figs.
 2–3): 23 channels by dual-path, 15 with proximity grouping — reproduced here too.
 
-**Timing.** Wormhole, contention-free (coordinator/timing.py, seed 004 eq. 7): a delivery after h
+**Timing.** Wormhole, contention-free (coordinator/analysis/timing.py, seed 004 eq. 7): a delivery after h
 hops through s start-ups takes s·(t_s + L·t_l) + h·(t_l + t_r). The header flit pays the router
 delay and the link at every hop; the L flits behind it stream at one link time each, once per
 start-up (a group leader absorbs the whole message before it starts its own). So Timing(wormhole,
@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.records import RunSettings
-from coordinator.report import Series, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.analysis.timing import Timing
+from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
     Comparison,
     EmulationStatus,
@@ -60,8 +61,7 @@ from coordinator.reproduce._wormhole import (
     summarise_rows,
     write_rows,
 )
-from coordinator.results import atomic_write
-from coordinator.timing import Timing
+from coordinator.runtimes.records import RunSettings
 from node.routing.grouping import graph_groups, pattern_groups
 from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
@@ -480,7 +480,7 @@ def build_report(
         "## Timing (§4 mapped onto the wormhole model)\n",
         "The paper gives t_s = 1.0 µs per start-up, t_l = 5.0 ns link propagation, t_r = 20.0 ns "
         "router delay per routing flit and 100-flit messages, but no formula. We use the "
-        "contention-free wormhole model (coordinator/timing.py, seed 004 eq. 7): a delivery after h "
+        "contention-free wormhole model (coordinator/analysis/timing.py, seed 004 eq. 7): a delivery after h "
         "hops through s start-ups takes s·(t_s + L·t_l) + h·(t_l + t_r) — the header flit is routed "
         "(t_r) and crosses a link (t_l) at every hop, the 100 flits behind it stream at t_l each once "
         "per start-up (a leader receives the whole message before it starts its group's worms). That "
@@ -526,7 +526,7 @@ def build_report(
 
 # -- command --------------------------------------------------------------------------------------
 def _ks(text: str) -> tuple[int, ...]:
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     try:
         ks = tuple(int(t) for t in text.split(",") if t.strip())
@@ -538,7 +538,7 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiment import RUNTIMES
+    from coordinator.experiments.run import RUNTIMES
 
     parser.add_argument(
         "--ks",
@@ -570,7 +570,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     ks = _ks(args.ks)
     if not 0 < args.threshold <= 1:
@@ -623,7 +623,7 @@ def run(args: argparse.Namespace) -> int:
     write_rows(out / "tidy.csv", rows)
     plots = write_plots(out, ours)
     atomic_write(out / "report.md", build_report(ours, example, em.status, plots, out, meta))
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     con.print(

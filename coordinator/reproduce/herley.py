@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.report import Series, fmt, markdown_table, plot_series
-from coordinator.results import atomic_write, write_csv
+from coordinator.output.report import Series, fmt, markdown_table, plot_series
+from coordinator.output.results import atomic_write, write_csv
 
 __all__ = [
     "ALGORITHMS",
@@ -139,10 +139,10 @@ def run_point(p: Point, runtime: str = "engines", max_steps: int = 50_000) -> di
     """Build the message set and plan, run it, and return one row of ``points.csv``."""
     import trio
 
-    from coordinator.engines import run_engines
-    from coordinator.experiment import emulate
-    from coordinator.mcast import mcast_plan, mcast_stats, message_set
-    from coordinator.records import RunSettings
+    from coordinator.experiments.run import emulate
+    from coordinator.runtimes.engines import run_engines
+    from coordinator.runtimes.records import RunSettings
+    from coordinator.workloads.mcast import mcast_plan, mcast_stats, message_set
     from node.topology import Topology
 
     topo = Topology("mesh", p.side, p.side)
@@ -732,7 +732,7 @@ def build_report(
         "probability proportional to the capacity a node has left, so with d = c nearly every node "
         "receives exactly c; worst-case sets are Theorem 1's: c·|A| messages from outside the corner "
         "square A (side max(1, ⌊√(n/2c)⌋)) each have one destination in A, and every message gets up to "
-        "d destinations elsewhere (`coordinator/mcast.py`).\n",
+        "d destinations elsewhere (`coordinator/workloads/mcast.py`).\n",
         "**Algorithms** (`node/routing/herley.py`): `replicate` — one XY unicast copy per destination, "
         "made at the source; `tree` — one VH tree per message; `herley-tiles` — Theorem 2; "
         "`herley-random` — Theorem 3 (migration cap r = 2 copies per block node and round, group seed "
@@ -843,8 +843,9 @@ def _write(out: Path, rows: Sequence[Mapping[str, Any]], summ: Mapping[Key, Mapp
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, progress_runner
-    from coordinator.ui import console
+    from coordinator.cli import progress_runner
+    from coordinator.cli.ui import console
+    from coordinator.errors import UsageError
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")

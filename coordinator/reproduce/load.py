@@ -5,7 +5,7 @@ Two experiments of the paper, on our store-and-forward, packet-level emulation:
 * **Load sweep** (§4.2.3–4.2.4, Figs. 15–20): a 10×10 mesh, every node a Poisson source, DP, MP,
   CP and QG, 10 destinations per multicast; all-multicast traffic (Figs. 15, 17) and 10%
   multicast / 90% unicast (Fig. 19); mean multicast latency and throughput against offered load,
-  saturated points marked (``coordinator/load.py``: warm-up, batch means, 95% CIs).
+  saturated points marked (``coordinator/experiments/load.py``: warm-up, batch means, 95% CIs).
 * **CV with background load** (§4.2.2, Tables 4–5): one source sends a multicast every 250 cycles
   on average, 64-flit messages, to 20, 40, 60 or 80 uniform destinations, on 16×16 and 32×32 meshes;
   the coefficient of variation (SD / mean) of each multicast's arrival latencies at its
@@ -41,9 +41,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from coordinator.load import LoadPoint, Traffic, load_point, plot_load, poisson_plan
-from coordinator.report import Series, fmt, markdown_table, plot_series
-from coordinator.results import atomic_write, write_csv
+from coordinator.experiments.load import LoadPoint, Traffic, load_point, plot_load, poisson_plan
+from coordinator.output.report import Series, fmt, markdown_table, plot_series
+from coordinator.output.results import atomic_write, write_csv
 from node.topology import Topology
 
 __all__ = [
@@ -170,7 +170,7 @@ def setup(quick: bool) -> Setup:
 
 
 def _settings(max_steps: int) -> Any:
-    from coordinator.records import RunSettings
+    from coordinator.runtimes.records import RunSettings
 
     return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps)
 
@@ -202,9 +202,9 @@ def _wormhole_latency(topo: Topology, alg: str, traffic: Traffic, warmup: int) -
     """Mean multicast latency (cycles) of seed 004's eq. 7 over the measured multicasts of ``alg``."""
     import trio
 
-    from coordinator.experiment import emulate
-    from coordinator.metrics import multicast_metrics
-    from coordinator.timing import Timing, apply_timing
+    from coordinator.analysis.metrics import multicast_metrics
+    from coordinator.analysis.timing import Timing, apply_timing
+    from coordinator.experiments.run import emulate
 
     plan = poisson_plan(topo, alg, traffic)
     raw = trio.run(emulate, plan, _settings(4 * traffic.duration), None)
@@ -234,9 +234,9 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
     """``streams`` single-source runs (each from a seeded random source) of ``alg`` at 250 cycles."""
     import trio
 
-    from coordinator.experiment import emulate
-    from coordinator.metrics import multicast_metrics
-    from coordinator.timing import Timing, apply_timing
+    from coordinator.analysis.metrics import multicast_metrics
+    from coordinator.analysis.timing import Timing, apply_timing
+    from coordinator.experiments.run import emulate
 
     topo = Topology.parse(mesh)
     rate = STEP_CYCLES / INTERARRIVAL_CYCLES
@@ -719,7 +719,7 @@ def build_report(
         f"**Load sweep.** {s.load_mesh}, every node a Poisson source, {s.duration} steps of injection, "
         f"the first {s.warmup} left out, {s.batches} batch means (95% CI), seed {meta['seed']}. A point "
         f"is *saturated* when its run does not drain within {2 * s.duration} steps, when its batch-mean "
-        "latency keeps growing (`coordinator/load.py`), or when the accepted traffic falls below "
+        "latency keeps growing (`coordinator/experiments/load.py`), or when the accepted traffic falls below "
         f"{SATURATION_SHORTFALL:.0%} of the offered (our addition: `load_point` alone let some "
         "overloaded points through as numbers). Offered load and throughput are in deliveries per node "
         "per step.\n",
@@ -894,9 +894,10 @@ def _emulate(
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, progress_runner
-    from coordinator.load import HEADER
-    from coordinator.ui import console
+    from coordinator.cli import progress_runner
+    from coordinator.cli.ui import console
+    from coordinator.errors import UsageError
+    from coordinator.experiments.load import HEADER
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")

@@ -4,7 +4,7 @@ The paper's setting: 20×20 mesh and torus, source (0,0), one-port store-and-for
 380 uniformly random destinations, 100 runs per point, the same destination sets for every
 algorithm. VH and DIST run on the same sets as extra columns (``--algorithms`` chooses).
 
-Each topology is one sweep (:mod:`coordinator.sweep`: isolated contention, dealt into emulations
+Each topology is one sweep (:mod:`coordinator.experiments.sweep`: isolated contention, dealt into emulations
 of at most ``--chunk`` multicasts); ``--jobs`` worker processes (default: up to two, one per
 core) run those emulations side by side.
 Output in ``--out``: ``report.md`` (the paper's tables, ours, the differences, the comparative
@@ -29,8 +29,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.records import RunSettings
-from coordinator.report import (
+from coordinator.experiments.sweep import (
+    DEFAULT_CHUNK,
+    SweepResult,
+    SweepSpec,
+    sweep_many,
+    sweep_plan,
+    write_sweep,
+)
+from coordinator.output.report import (
     DataTable,
     Series,
     algorithm_colour,
@@ -41,8 +48,8 @@ from coordinator.report import (
     plot_series,
     read_data_table,
 )
-from coordinator.results import atomic_write
-from coordinator.sweep import DEFAULT_CHUNK, SweepResult, SweepSpec, sweep_many, sweep_plan, write_sweep
+from coordinator.output.results import atomic_write
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 __all__ = [
@@ -241,7 +248,7 @@ class Paired:
 
 def _paired(ours: Ours, kind: str, a: str, b: str, metric: str) -> Paired | None:
     """a − b over every (k, repetition) where both have a value."""
-    from coordinator.metrics import ci95
+    from coordinator.analysis.metrics import ci95
 
     diffs: list[float] = []
     for k in KS:
@@ -498,7 +505,7 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
 
     Per point, the 95% CI of the paired differences a − b over the repetitions (same sets).
     """
-    from coordinator.metrics import ci95
+    from coordinator.analysis.metrics import ci95
 
     lower = same = higher = 0
     for k in KS:
@@ -780,7 +787,7 @@ def build_report(
 
 # -- command -----------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiment import RUNTIMES
+    from coordinator.experiments.run import RUNTIMES
 
     cpus = os.cpu_count() or 1
     parser.add_argument(
@@ -827,7 +834,7 @@ def _float_or_none(v: str) -> float | None:
 
 def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     """The sweeps and run facts an earlier run wrote into ``out`` (for ``--report-only``)."""
-    from coordinator.sweep import summarise_tidy
+    from coordinator.experiments.sweep import summarise_tidy
 
     meta = json.loads((out / "reproduction.json").read_text())
     results: dict[str, SweepResult] = {}
@@ -863,7 +870,8 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, progress_runner
+    from coordinator.cli import progress_runner
+    from coordinator.errors import UsageError
 
     if args.chunk < 0:
         raise UsageError(f"--chunk must be at least 0, got {args.chunk}")
@@ -885,7 +893,7 @@ def run(args: argparse.Namespace) -> int:
     paper = paper_tables()
     plots = write_plots(out, paper, ours)
     atomic_write(out / "report.md", build_report(results, ours, paper, plots, out, meta))
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     con.print(
@@ -910,7 +918,7 @@ def _cpu_s() -> float:
 
 def _algorithms(text: str) -> tuple[str, ...]:
     """The ``--algorithms`` list, in the report's order; a name outside the five is refused."""
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     names = [a.strip() for a in text.split(",") if a.strip()]
     bad = [a for a in names if a not in ALL_ALGORITHMS]

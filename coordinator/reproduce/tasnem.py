@@ -11,7 +11,7 @@ algorithm:
 * **size** (Figs. 10–11): tori T5, T10, …, T40 with 20% of the nodes as destinations.
 
 Latency is the paper's "longest message transmission path" at 25 ns per hop: the wormhole model of
-:class:`coordinator.timing.Timing` with Ts = 0, β = 0, router delay 25 (ns) and L = 1, i.e.
+:class:`coordinator.analysis.timing.Timing` with Ts = 0, β = 0, router delay 25 (ns) and L = 1, i.e.
 Σ start-ups·(Ts + L·β) + hops·(β + router) = 25 ns × hops, maximised over the destinations. The
 report also gives it with a start-up cost (``--ts``, default 1 µs) as a sensitivity check, and
 the lockstep steps. Traffic is the number of link traversals. PAIR and MIN (seed 000, tree rules
@@ -19,7 +19,7 @@ that run on tori in four zones) run on the same sets with the same all-port mode
 
 Each torus of a sweep is one isolated-contention plan. Tori up to ``--emulate-up-to`` columns
 run in the emulation (``--runtime``, one emulation per plan); larger ones through the reference
-model (``coordinator.model.run_model``, which gives the emulation's records: tested equal), there
+model (``coordinator.runtimes.model.run_model``, which gives the emulation's records: tested equal), there
 split by algorithm so that ``--jobs`` worker processes share the work. Output in ``--out``:
 ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast), ``summary.csv`` (per
 point, mean and 95% CI) and ``run.json`` (parameters and run status).
@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from coordinator.plan import Plan, PlanError
-from coordinator.records import RunSettings
-from coordinator.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.results import atomic_write, write_csv
-from coordinator.timing import Timing
+from coordinator.analysis.timing import Timing
+from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.output.results import atomic_write, write_csv
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Plan, PlanError
 
 __all__ = [
     "ALGORITHMS",
@@ -274,10 +274,10 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     """Run one job (in a worker process or here) and return one row per multicast."""
     import trio
 
-    from coordinator.experiment import emulate
-    from coordinator.metrics import multicast_metrics
-    from coordinator.sweep import sweep_plan
-    from coordinator.timing import apply_timing
+    from coordinator.analysis.metrics import multicast_metrics
+    from coordinator.analysis.timing import apply_timing
+    from coordinator.experiments.run import emulate
+    from coordinator.experiments.sweep import sweep_plan
     from node.topology import Topology
 
     topo = Topology.parse(job.topology)
@@ -356,7 +356,7 @@ def run_jobs(
 # -- numbers -----------------------------------------------------------------------------------
 def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per sweep × torus × k × algorithm: mean and 95% CI of each metric, the bound, the start-ups."""
-    from coordinator.metrics import ci95
+    from coordinator.analysis.metrics import ci95
 
     groups: dict[tuple[str, str, int, int, str], list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -431,7 +431,7 @@ class Results:
 
 def _significance(diffs: Sequence[float]) -> int:
     """−1 when the paired differences are significantly below 0 (95% CI), +1 above, 0 otherwise."""
-    from coordinator.metrics import ci95
+    from coordinator.analysis.metrics import ci95
 
     s = ci95(diffs)
     if s["mean"] is None:
@@ -931,7 +931,8 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
         )
     if mod:
         parts.append(
-            f"{', '.join(f'T{n}' for n in mod)} through the reference model (`coordinator.model.run_model`, "
+            f"{', '.join(f'T{n}' for n in mod)} through the reference model "
+            "(`coordinator.runtimes.model.run_model`, "
             "which gives the emulation's records exactly — `tests/test_emulation_vs_model.py`; tori above "
             f"{cfg.emulate_up_to}×{cfg.emulate_up_to} are too slow for the in-process lockstep emulation "
             "within this run's budget, a 40×40 size point alone taking about 5 minutes; the model's runs "
@@ -1004,7 +1005,7 @@ def build_report(
         'traffic is *"the number of channels used to deliver all messages"*. So a multicast\'s latency is '
         "25 ns × the hops of its longest path (source to the last-reached destination, across "
         "re-injections), and its traffic the link traversals of all its packets. In "
-        "`coordinator.timing.Timing` this is the contention-free wormhole model with "
+        "`coordinator.analysis.timing.Timing` this is the contention-free wormhole model with "
         f'`Timing(model="wormhole", ts=0, beta=0, flits=1, router={HOP_NS:g})`: Σ start-ups·(Ts + L·β) + '
         "hops·(β + router) = 25 ns·hops per delivery, maximised over the destinations "
         "(`apply_timing`'s `latency.max`). The paper gives no start-up time, message length or flit time; "
@@ -1140,8 +1141,8 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
 
 # -- command -----------------------------------------------------------------------------------
 def _int_list(text: str, what: str) -> tuple[int, ...]:
-    from coordinator.cli import UsageError
-    from coordinator.sweep import parse_dests
+    from coordinator.errors import UsageError
+    from coordinator.experiments.sweep import parse_dests
 
     try:
         return tuple(parse_dests(text))
@@ -1150,7 +1151,7 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiment import RUNTIMES
+    from coordinator.experiments.run import RUNTIMES
 
     cpus = os.cpu_count() or 1
     parser.add_argument(
@@ -1215,7 +1216,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     dests = DEFAULT_DESTS if args.dests is None else _int_list(args.dests, "--dests")
     sizes = DEFAULT_SIZES if args.sizes is None else _int_list(args.sizes, "--sizes")
@@ -1254,8 +1255,8 @@ def _load() -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError
-    from coordinator.experiment import runtime_problem
+    from coordinator.errors import UsageError
+    from coordinator.experiments.run import runtime_problem
 
     out = Path(args.out)
     if args.report_only:
@@ -1352,7 +1353,7 @@ def _finish(out: Path, results: Sequence[JobResult], cfg: Config, meta: Mapping[
     plots = write_plots(out, res, cfg.percent)
     atomic_write(out / "report.md", build_report(results, res, plots, out, cfg, meta))
     holds, order = _order_lines(res)
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     con.print(

@@ -18,7 +18,7 @@ whose first stop is the node itself is acted on at once. The phases of the paper
 waypoints and copy instructions in headers; every move, copy and clone happens hop by hop in the
 emulation. What needs global knowledge — the ranks, prefixes, group and tile assignments and the
 seeded random choices of the paper's sorting and prefix primitives — is computed by the
-coordinator when it builds the plan (``coordinator/mcast.py``) and given to ``prepare`` as
+coordinator when it builds the plan (``coordinator/workloads/mcast.py``) and given to ``prepare`` as
 parameters; ``prepare`` turns them, with the geometry below, into the source's itinerary.
 
 **Geometry.** A rectangle is split into a power-of-two number of equal tiles by halving its
@@ -58,7 +58,7 @@ any r ≥ 1 is correct).
 Without the coordinator's parameters (a lone multicast, ``meshcast run --dests``) the rules still
 deliver: ``herley-tiles`` becomes level 0 with the source as its own intermediate node (clones
 from the source), ``herley-random`` one copy from the source touring the destinations in the
-mesh's cycle order. Only ``coordinator/mcast.py``'s plans make them the paper's algorithms.
+mesh's cycle order. Only ``coordinator/workloads/mcast.py``'s plans make them the paper's algorithms.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from coordinator.plan import Multicast, Plan
-from coordinator.records import Arrival, RawRun
+from coordinator.runtimes.records import Arrival, RawRun
+from coordinator.workloads.plan import Multicast, Plan
 
 __all__ = ["ci95", "jitter", "multicast_metrics", "summarise", "t_critical"]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate
-from coordinator.metrics import ci95, multicast_metrics
-from coordinator.plan import Multicast, Plan, PlanError, check_algorithm
-from coordinator.records import RunSettings
+from coordinator.analysis.metrics import ci95, multicast_metrics
+from coordinator.experiments.run import emulate
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.topology import Coord, Topology
 
 __all__ = ["COMMANDS", "LoadPoint", "Traffic", "add_command", "load_point", "poisson_plan"]
@@ -211,9 +211,10 @@ HEADER = ["algorithm", "rate", "offered", "throughput", "latency", "ci95_low", "
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, settings_from
-    from coordinator.results import write_csv
-    from coordinator.ui import console
+    from coordinator.cli import settings_from
+    from coordinator.cli.ui import console
+    from coordinator.errors import UsageError
+    from coordinator.output.results import write_csv
     from node.topology import TopologyError, parse_coord
 
     try:

@@ -2,7 +2,7 @@
 
 Why: large mcast(n, d, c) runs (seed 002) need each node's buffer occupancy (``peak_queue``,
 ``node_stats``), which only the nodes' :class:`~node.engine.Engine` measures — the reference
-model (``coordinator/model.py``) does not — while the trio runtime spends most of its time on
+model (``coordinator/runtimes/model.py``) does not — while the trio runtime spends most of its time on
 per-step link frames. This loop drives the very same engines in the actor's lockstep order (at
 step t each node takes its neighbours' step t−1 frames port by port — credits, then packets —,
 then its injections, then ``Engine.step``) and stops where every actor would (the step after
@@ -19,8 +19,8 @@ from typing import Any
 
 import msgpack
 
-from coordinator.plan import Plan
-from coordinator.records import Arrival, RawRun, RunSettings
+from coordinator.runtimes.records import Arrival, RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 from node.engine import Engine, Injection
 from node.routing import registry
 from node.topology import PORTS, Coord, Topology

@@ -3,7 +3,7 @@
 An mcast(n, d, c) message set: every node of the n-node mesh sources one message with at most d
 destinations, and no node is the destination of more than c messages (the congestion). This
 module makes such sets — seeded random ones and Theorem 1's worst case — and turns one into a
-:class:`~coordinator.plan.Plan` for one of the four rules of :mod:`node.routing.herley`,
+:class:`~coordinator.workloads.plan.Plan` for one of the four rules of :mod:`node.routing.herley`,
 computing what the paper's sorting and prefix primitives would compute (ranks, classes,
 intermediate nodes, seeded random groups, migration selections) and handing it to each message
 as parameters. Every packet move, copy and clone then happens in the emulation.
@@ -26,10 +26,10 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate, result_document
-from coordinator.plan import Multicast, Plan, PlanError, check_algorithm
-from coordinator.records import RawRun, RunSettings
-from coordinator.timing import Timing
+from coordinator.analysis.timing import Timing
+from coordinator.experiments.run import emulate, result_document
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.routing.herley import Rect, cells, tile_index, tiles
 from node.topology import Coord, Topology
 
@@ -506,7 +506,7 @@ def plan_from_args(
 
 def print_mcast(doc: dict[str, Any]) -> None:
     """Two lines: completion time against √(cn), peak buffer occupancy against c."""
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     m = doc["mcast"]
     con = console()

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 import trio
 
-from coordinator.plan import Multicast, Plan
-from coordinator.records import Arrival, RawRun, RunSettings
+from coordinator.runtimes.records import Arrival, RawRun, RunSettings
+from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
 __all__ = [
@@ -463,7 +463,7 @@ async def run_containers(
     log: Callable[[str], None] | None = None,
 ) -> RawRun:
     """Run ``plan`` with one container per node; the deployment is torn down on every exit path."""
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     if shutil.which("docker") is None:
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from coordinator.results import atomic_write
+from coordinator.output.results import atomic_write
 
 __all__ = [
     "DataTable",

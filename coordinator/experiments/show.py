@@ -20,10 +20,10 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate, result_document
-from coordinator.plan import PlanError, explicit, random_plan
-from coordinator.records import RunSettings
-from coordinator.results import atomic_write
+from coordinator.experiments.run import emulate, result_document
+from coordinator.output.results import atomic_write
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import PlanError, explicit, random_plan
 from node.topology import Coord, Topology, TopologyError, parse_coord, parse_coords
 
 __all__ = ["COMMANDS", "FORMATS", "add_command", "draw_multicast", "show"]
@@ -296,7 +296,8 @@ def add_command(sub: Any) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, _params, settings_from
+    from coordinator.cli import _params, settings_from
+    from coordinator.errors import UsageError
 
     out = Path(args.out)
     fmt = out.suffix.lstrip(".").lower()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.plan import Plan
+from coordinator.workloads.plan import Plan
 from node.topology import Coord
 
 __all__ = ["Arrival", "Collector", "RawRun", "RunSettings"]

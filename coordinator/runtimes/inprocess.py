@@ -1,6 +1,6 @@
 """The in-process runtime: every node a trio task, links = memory channels of msgpack bytes.
 
-The coordinator side of the control protocol lives in :mod:`coordinator.session`; this module
+The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
 only wires nodes and channels together.
 """
 
@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from coordinator.plan import Plan
-from coordinator.records import RawRun, RunSettings
-from coordinator.session import Session
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.runtimes.session import Session
+from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
 from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
 from node.topology import Coord

@@ -15,9 +15,9 @@ from typing import Any
 import msgpack
 import trio
 
-from coordinator.experiment import emulate
-from coordinator.plan import random_plan
-from coordinator.records import RunSettings
+from coordinator.experiments.run import emulate
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
 __all__ = ["relay_chain", "run_bench"]
@@ -84,7 +84,7 @@ def _emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[
 def run_bench(quick: bool = False) -> list[dict[str, Any]]:
     from rich.table import Table
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     limit = relay_chain(16, 500) if quick else relay_chain()

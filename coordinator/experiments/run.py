@@ -11,18 +11,18 @@ from typing import Any
 
 import trio
 
-from coordinator.metrics import ci95, jitter, multicast_metrics, summarise
-from coordinator.model import run_model
-from coordinator.plan import Plan
-from coordinator.records import RawRun, RunSettings
-from coordinator.timing import Timing, apply_timing
+from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summarise
+from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.runtimes.model import run_model
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 
 __all__ = ["RUNTIMES", "emulate", "result_document", "runtime_problem"]
 
 RUNTIMES = ("in-process", "processes", "containers", "model")
 _DISTRIBUTED = {
-    "processes": ("coordinator.processes", "run_processes"),
-    "containers": ("coordinator.containers", "run_containers"),
+    "processes": ("coordinator.runtimes.processes", "run_processes"),
+    "containers": ("coordinator.runtimes.containers", "run_containers"),
 }
 
 Progress = Callable[[int, int], None]
@@ -62,7 +62,7 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
 
 async def _emulate(plan: Plan, settings: RunSettings, progress: Progress | None) -> RawRun:
     if settings.runtime == "in-process":
-        from coordinator.inprocess import run_inprocess
+        from coordinator.runtimes.inprocess import run_inprocess
 
         return await run_inprocess(plan, settings, progress)
     if settings.runtime in _DISTRIBUTED:

@@ -16,8 +16,8 @@ from typing import Any
 
 import trio
 
-from coordinator.plan import Plan
-from coordinator.records import Collector, RawRun, RunSettings
+from coordinator.runtimes.records import Collector, RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 from node.topology import Coord
 from node.wire import WireError, decode_control, encode_control
 

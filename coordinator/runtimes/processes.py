@@ -28,9 +28,9 @@ from typing import Any, Final
 
 import trio
 
-from coordinator.plan import Plan
-from coordinator.records import RawRun, RunSettings
-from coordinator.session import Session
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.runtimes.session import Session
+from coordinator.workloads.plan import Plan
 from node.mqtt import BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
 from node.tcp import peer_entry
 from node.topology import Coord, Topology
@@ -258,7 +258,7 @@ async def run_processes(
 
 def _check_mosquitto() -> None:
     """Fail early, as a one-line CLI error, when no broker can be started."""
-    from coordinator.cli import UsageError
+    from coordinator.errors import UsageError
 
     if _mosquitto() is None:
         raise UsageError(str(BrokerNotFound(_NO_BROKER)))

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgpack
 
-from coordinator.plan import Plan
-from coordinator.records import Arrival, RawRun, RunSettings
+from coordinator.runtimes.records import Arrival, RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
 from node.topology import PORTS, Coord

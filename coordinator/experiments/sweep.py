@@ -34,11 +34,11 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import emulate, paused_gc
-from coordinator.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
-from coordinator.plan import Plan, PlanError, random_plan
-from coordinator.records import RunSettings
-from coordinator.results import atomic_write, write_csv
+from coordinator.analysis.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
+from coordinator.experiments.run import emulate, paused_gc
+from coordinator.output.results import atomic_write, write_csv
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Plan, PlanError, random_plan
 from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = [
@@ -515,7 +515,7 @@ def add_command(sub: Any) -> None:
 def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:
     from rich.table import Table
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     by = {(r["algorithm"], r["k"]): r for r in result.summary}
     ks = sorted({r["k"] for r in result.summary})
@@ -534,7 +534,8 @@ def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, _params, progress_runner, settings_from
+    from coordinator.cli import _params, progress_runner, settings_from
+    from coordinator.errors import UsageError
 
     try:
         topo = Topology.parse(args.topology)

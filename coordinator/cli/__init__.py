@@ -14,19 +14,16 @@ from typing import Any
 
 import trio
 
-from coordinator.experiment import RUNTIMES, emulate, result_document, runtime_problem
-from coordinator.plan import Plan, PlanError, explicit, random_plan
-from coordinator.records import RunSettings
-from coordinator.timing import Timing
+from coordinator.analysis.timing import Timing
+from coordinator.errors import UsageError
+from coordinator.experiments.run import RUNTIMES, emulate, result_document, runtime_problem
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.routing import plugin_errors, registry
 from node.topology import Topology, TopologyError, parse_coord, parse_coords
 
 __all__ = ["main"]
-
-
-class UsageError(Exception):
-    """A bad command-line argument; the message names it."""
 
 
 def _topology(text: str) -> Topology:
@@ -134,7 +131,7 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
     params = _params(args.param)
     try:
         if getattr(args, "mcast_set", None):
-            from coordinator.mcast import plan_from_args
+            from coordinator.workloads.mcast import plan_from_args
 
             return plan_from_args(args, topo, algorithms, params)
         source = parse_coord(args.source) if args.source else None
@@ -155,7 +152,7 @@ def progress_runner(total_hint: str) -> tuple[Callable[[int, int], None] | None,
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     prog = Progress(
         TextColumn(total_hint),
@@ -188,7 +185,7 @@ def execute(
 def print_summary(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     run = doc["run"]
     con = console()
@@ -239,13 +236,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.port_model = "all-port" if args.mcast_set else "one-port"
     settings = settings_from(args, trace=args.trace)
     if args.mcast_set:
-        from coordinator.mcast import print_mcast, run_mcast
+        from coordinator.workloads.mcast import print_mcast, run_mcast
 
         doc = run_mcast(args, plan, settings, timing_from(args))
     else:
         doc = execute(plan, settings, timing=timing_from(args))
     if args.out:
-        from coordinator.results import write_run
+        from coordinator.output.results import write_run
 
         written = write_run(Path(args.out), doc)
         if not args.json:
@@ -263,7 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_algorithms(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     table = Table("algorithm", "family", "topologies", "source", "what it does")
     for a in registry:
@@ -279,7 +276,7 @@ DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Seed 000's Example 1 with every mesh algorithm, then a random comparison."""
-    from coordinator.ui import console
+    from coordinator.cli.ui import console
 
     con = console()
     topo = Topology.parse("mesh:8x8")
@@ -302,7 +299,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from coordinator.bench import run_bench
+    from coordinator.experiments.bench import run_bench
 
     run_bench(quick=args.quick)
     return 0
@@ -368,11 +365,11 @@ def _extra_commands() -> list[Callable[[Any], None]]:
 
     adders = []
     for mod in (
-        "coordinator.sweep",
-        "coordinator.show",
+        "coordinator.experiments.sweep",
+        "coordinator.experiments.show",
         "coordinator.reproduce",
-        "coordinator.deploycli",
-        "coordinator.load",
+        "coordinator.cli.deploy",
+        "coordinator.experiments.load",
     ):
         try:
             m = importlib.import_module(mod)

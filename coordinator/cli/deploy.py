@@ -2,7 +2,7 @@
 
 * ``meshcast node``: one node process (the same as ``python -m node``).
 * ``meshcast compose --topology torus:4x4 [experiment options] > compose.yaml``: the compose
-  file of a containers deployment (see :mod:`coordinator.containers`).
+  file of a containers deployment (see :mod:`coordinator.runtimes.containers`).
 * ``meshcast coordinate``: the coordinator of a deployment whose nodes were started by
   someone else (the compose file's ``coordinator`` service): it runs the experiment over the
   broker and writes run.json, the CSVs and raw.json into ``--out``.
@@ -21,8 +21,8 @@ from typing import Any
 
 import trio
 
-from coordinator.plan import Plan
-from coordinator.records import RawRun, RunSettings
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 from node.topology import Coord
 
 __all__ = ["COMMANDS", "add_command", "coordinate"]
@@ -71,10 +71,11 @@ def add_command(sub: Any) -> None:
 
 
 def _plan(args: argparse.Namespace) -> Plan:
-    from coordinator.cli import UsageError, _topology, plan_from
+    from coordinator.cli import _topology, plan_from
+    from coordinator.errors import UsageError
 
     if getattr(args, "plan", None):
-        from coordinator.containers import plan_from_json
+        from coordinator.runtimes.containers import plan_from_json
 
         try:
             return plan_from_json(Path(args.plan).read_text())
@@ -100,8 +101,9 @@ def _experiment_argv(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, _topology, settings_from
-    from coordinator.containers import compose_document, render_yaml, settings_args
+    from coordinator.cli import _topology, settings_from
+    from coordinator.errors import UsageError
+    from coordinator.runtimes.containers import compose_document, render_yaml, settings_args
     from node.mqtt import topic_root
 
     topo = _topology(args.topology)
@@ -145,7 +147,7 @@ async def coordinate(
     ``done`` (e.g. writing the results) runs before the coordinator leaves the broker: the
     nodes of a compose deployment wait for that, so nothing stops the coordinator first.
     """
-    from coordinator.session import Session
+    from coordinator.runtimes.session import Session
     from node.mqtt import open_coordinator_bus
     from node.tcp import peer_entry
 
@@ -184,10 +186,11 @@ async def coordinate(
 
 
 def cmd_coordinate(args: argparse.Namespace) -> int:
-    from coordinator.cli import UsageError, settings_from
-    from coordinator.containers import raw_to_json
-    from coordinator.experiment import result_document
-    from coordinator.results import atomic_write, write_run
+    from coordinator.cli import settings_from
+    from coordinator.errors import UsageError
+    from coordinator.experiments.run import result_document
+    from coordinator.output.results import atomic_write, write_run
+    from coordinator.runtimes.containers import raw_to_json
 
     plan = _plan(args)
     settings = settings_from(args, trace=args.trace)

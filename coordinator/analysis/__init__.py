@@ -1,0 +1,1 @@
+"""Analysis: metrics over arrival records, timing models, result documents."""

@@ -1,0 +1,1 @@
+"""Experiments: a run, sweeps, load curves, benchmarks and drawings built on the runtimes."""

@@ -1,0 +1,1 @@
+"""Output: files written atomically, markdown tables and plots."""

@@ -1,0 +1,1 @@
+"""Workloads: injection plans, mcast(n, d, c) message sets and traffic sources."""
