@@ -14,3 +14,15 @@ class UsageError(MeshcastError):
 
 class RunFailed(MeshcastError):
     """A run that started but could not complete (a lost node, a dead broker, a rule error)."""
+
+
+class Interrupted(MeshcastError):
+    """A run ended by SIGINT or SIGTERM; ``signum`` gives the exit status 128 + signum.
+
+    Whatever had arrived is in ``partial`` (a runtime's RawRun, marked incomplete), or None.
+    """
+
+    def __init__(self, signum: int, partial: object = None) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+        self.partial = partial
