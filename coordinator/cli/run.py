@@ -166,7 +166,7 @@ def print_mcast(doc: dict[str, Any]) -> None:
 
 def print_incomplete(doc: dict[str, Any]) -> None:
     """One line on stderr per kind of cause that kept the run from completing."""
-    for line in doc["run"].get("causes", []):
+    for line in doc["run"].get("incomplete", []):
         print(f"meshcast: incomplete: {line}", file=sys.stderr)
 
 
