@@ -306,3 +306,42 @@ def test_complete_run_stays_complete(capsys: pytest.CaptureFixture[str]) -> None
 
     doc = json.loads(capsys.readouterr().out)
     assert doc["run"]["complete"] is True and doc["run"]["incomplete"] == []
+
+
+# -- exit statuses, help ------------------------------------------------------------------------
+def test_exit_statuses() -> None:
+    from coordinator.cli import exit_status
+    from coordinator.errors import Interrupted, RunFailed
+
+    assert exit_status(UsageError("x")) == (2, "meshcast: error: x")
+    assert exit_status(RunFailed("broker lost")) == (1, "meshcast: run failed: broker lost")
+    assert exit_status(Interrupted(15))[0] == 143  # type: ignore[index]
+    assert exit_status(KeyboardInterrupt())[0] == 130  # type: ignore[index]
+    group = BaseExceptionGroup(
+        "trio", [KeyboardInterrupt(), BaseExceptionGroup("inner", [KeyboardInterrupt()])]
+    )
+    assert exit_status(group) == (130, "meshcast: interrupted")
+    assert exit_status(BaseExceptionGroup("trio", [KeyboardInterrupt(), ValueError()])) is None
+    assert exit_status(ValueError("bug")) is None
+
+
+def test_keyboard_interrupt_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import coordinator.cli as cli
+
+    def interrupted(args: object) -> int:
+        raise BaseExceptionGroup("trio", [KeyboardInterrupt()])
+
+    monkeypatch.setitem(cli.COMMANDS, "algorithms", interrupted)
+    assert main(["algorithms"]) == 130
+    assert capsys.readouterr().err == "meshcast: interrupted\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["show", "--help"]])
+def test_help_has_no_rest_markup(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":func:" not in out
