@@ -17,12 +17,14 @@ demo: $(BIN)/meshcast
 test: $(BIN)/meshcast
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest --cov=node --cov=coordinator --cov-branch --cov-report=term:skip-covered
 
 lint: $(BIN)/meshcast
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 image: $(BIN)/meshcast  # the container image, built offline (deploy/build-offline-image.sh)
 	PYTHON=$(BIN)/python deploy/build-offline-image.sh

@@ -21,6 +21,8 @@ from typing import Any
 
 import trio
 
+from coordinator.cli.options import add_run_options, settings_from, topology_from
+from coordinator.cli.run import plan_from
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node.topology import Coord
@@ -29,8 +31,6 @@ __all__ = ["COMMANDS", "add_command", "coordinate"]
 
 
 def _experiment_options(p: argparse.ArgumentParser, *, topology_required: bool) -> None:
-    from coordinator.cli import add_run_options
-
     p.add_argument("--topology", required=topology_required, help="mesh:MxN or torus:MxN")
     p.add_argument("--algorithm", default="vh", help="algorithm name(s), comma-separated")
     p.add_argument("--source", default=None, help="x,y")
@@ -71,7 +71,6 @@ def add_command(sub: Any) -> None:
 
 
 def _plan(args: argparse.Namespace) -> Plan:
-    from coordinator.cli import _topology, plan_from
     from coordinator.errors import UsageError
 
     if getattr(args, "plan", None):
@@ -83,7 +82,7 @@ def _plan(args: argparse.Namespace) -> Plan:
             raise UsageError(f"--plan {args.plan}: {exc}") from None
     if not args.topology:
         raise UsageError("give --topology (and experiment options) or --plan FILE")
-    return plan_from(args, _topology(args.topology))
+    return plan_from(args, topology_from(args.topology))
 
 
 def _experiment_argv(args: argparse.Namespace) -> list[str]:
@@ -101,14 +100,13 @@ def _experiment_argv(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
-    from coordinator.cli import _topology, settings_from
     from coordinator.errors import UsageError
     from coordinator.runtimes.containers import compose_document, render_yaml, settings_args
     from node.mqtt import topic_root
 
-    topo = _topology(args.topology)
+    topo = topology_from(args.topology)
     _plan(args)  # validate every experiment option before writing anything
-    settings = settings_from(args, trace=args.trace)
+    settings = settings_from(args, topo, probe_broker=False, trace=args.trace)
     try:
         topic_root(args.run_id)
     except ValueError as exc:
@@ -186,14 +184,13 @@ async def coordinate(
 
 
 def cmd_coordinate(args: argparse.Namespace) -> int:
-    from coordinator.cli import settings_from
     from coordinator.errors import UsageError
     from coordinator.experiments.run import result_document
     from coordinator.output.results import atomic_write, write_run
     from coordinator.runtimes.containers import raw_to_json
 
     plan = _plan(args)
-    settings = settings_from(args, trace=args.trace)
+    settings = settings_from(args, probe_broker=False, trace=args.trace)
     settings = dataclasses.replace(settings, runtime="containers")
     if not args.broker:
         raise UsageError("coordinate needs --broker mqtt://host:port")

@@ -20,7 +20,7 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
-__all__ = ["relay_chain", "run_bench"]
+__all__ = ["bench_sizes", "relay_chain", "run_bench"]
 
 
 async def _relay_chain(length: int, packets: int) -> float:
@@ -81,33 +81,18 @@ def _emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[
     }
 
 
-def run_bench(quick: bool = False) -> list[dict[str, Any]]:
-    from rich.table import Table
+def bench_sizes(quick: bool = False) -> list[tuple[str, int, int]]:
+    """The (topology, multicasts, destinations) points of the emulator benchmark."""
+    return [("torus:8x8", 10, 10)] if quick else [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)]
 
-    from coordinator.cli.ui import console
 
-    con = console()
+def run_bench(quick: bool = False) -> tuple[float, list[dict[str, Any]]]:
+    """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit."""
     limit = relay_chain(16, 500) if quick else relay_chain()
-    con.print(
-        f"(a) relay chain (trio memory channels, msgpack decode+encode per hop): [bold]{limit:,.0f}[/] hops/s"
-    )
-    sizes = [("torus:8x8", 10, 10)] if quick else [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)]
     rows = []
-    table = Table("topology", "clock", "multicasts×dests", "steps", "packet-hops", "run s",
-                  "packet-hops/s", "steps/s", "link frames/s", "frames/s ÷ relay limit")  # fmt: skip
-    for spec, mcs, k in sizes:
+    for spec, mcs, k in bench_sizes(quick):
         for clock in ("lockstep", "free"):
             r = _emulator_point(spec, clock, mcs, k)
             r["ratio"] = r["frames_per_s"] / limit
             rows.append(r)
-            table.add_row(
-                spec, clock, f"{mcs}×{k}", str(r["steps"] or "-"), f"{r['packet_hops']:,}",
-                f"{r['run_s']:.2f}",
-                f"{r['hops_per_s']:,.0f}", f"{r['steps_per_s']:.1f}" if r["steps_per_s"] else "-",
-                f"{r['frames_per_s']:,.0f}", f"{r['ratio']:.2f}",
-            )  # fmt: skip
-    con.print("(b) emulator, in-process runtime, VH, isolated contention, one-port")
-    con.print(table)
-    con.print("A lockstep frame is one msgpack message per link per step (possibly empty); in the free clock")
-    con.print("every frame carries one packet, so frames/s = packet-hops/s there.")
-    return rows
+    return limit, rows

@@ -12,12 +12,11 @@ number.
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.topology import Coord, Topology
 
-__all__ = ["COMMANDS", "LoadPoint", "Traffic", "add_command", "load_point", "poisson_plan"]
+__all__ = ["HEADER", "LoadPoint", "Traffic", "load_point", "parse_rates", "plot_load", "poisson_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,67 +207,3 @@ def plot_load(points: Sequence[LoadPoint], path: Path, title: str) -> None:
 
 HEADER = ["algorithm", "rate", "offered", "throughput", "latency", "ci95_low", "ci95_high", "saturated",
           "messages", "peak_queue"]  # fmt: skip
-
-
-def cmd_load(args: argparse.Namespace) -> int:
-    from coordinator.cli import settings_from
-    from coordinator.cli.ui import console
-    from coordinator.errors import UsageError
-    from coordinator.output.results import write_csv
-    from node.topology import TopologyError, parse_coord
-
-    try:
-        topo = Topology.parse(args.topology)
-        rates = parse_rates(args.rates)
-        hotspot = topo.check(parse_coord(args.hotspot), "hot spot") if args.hotspot else None
-    except (TopologyError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    if not 0 <= args.warmup < args.duration:
-        raise UsageError(f"--warmup must lie in [0, --duration), got {args.warmup} and {args.duration}")
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    settings = replace(settings_from(args), contention="shared", max_steps=args.duration * args.budget_factor)
-    con = console()
-    points: list[LoadPoint] = []
-    for alg in algorithms:
-        for rate in rates:
-            traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
-                              args.hotspot_fraction, args.seed)  # fmt: skip
-            try:
-                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches)
-            except PlanError as exc:
-                raise UsageError(str(exc)) from None
-            points.append(p)
-            shown = "saturated: " + p.saturated if p.saturated else f"latency {p.latency:.1f} steps"
-            con.print(
-                f"{alg:>10} rate {rate:.4f}: offered {p.offered:.3f}, throughput {p.throughput:.3f}, {shown}"
-            )
-    if args.out:
-        out = Path(args.out)
-        write_csv(out / "load.csv", HEADER, (p.row() for p in points))
-        plot_load(points, out / "load.png", f"{topo.spec}, {args.dests} destinations, {settings.port_model}")
-        con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
-    return 0
-
-
-def add_command(sub: Any) -> None:
-    from coordinator.cli import add_run_options
-
-    p = sub.add_parser("load", help="latency and throughput against offered load (shared contention)")
-    p.add_argument("--topology", required=True)
-    p.add_argument("--algorithms", required=True, help="comma-separated algorithm names")
-    p.add_argument("--dests", type=int, default=10, help="destinations per multicast")
-    p.add_argument("--rates", required=True, help="messages per node per step: FROM:TO:COUNT or a list")
-    p.add_argument("--duration", type=int, default=1000, help="steps during which sources inject")
-    p.add_argument("--warmup", type=int, default=200, help="steps whose messages are left out")
-    p.add_argument("--batches", type=int, default=10)
-    p.add_argument("--budget-factor", type=int, default=4, help="step budget = duration × this")
-    p.add_argument(
-        "--unicast-fraction", type=float, default=0.0, help="share of unicast messages (0.9 in seed 004)"
-    )
-    p.add_argument("--hotspot", default=None, help="x,y of a hot-spot node")
-    p.add_argument("--hotspot-fraction", type=float, default=0.0)
-    p.add_argument("--out", default=None)
-    add_run_options(p)
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"load": cmd_load}

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from coordinator.analysis.completion import completion
 from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summarise
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.runtimes.model import run_model
@@ -83,7 +84,11 @@ async def _emulate(plan: Plan, settings: RunSettings, progress: Progress | None)
 def result_document(
     plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | None = None
 ) -> dict[str, Any]:
-    """The run's results in the documented ``--json`` shape (plus run status, jitter, latency)."""
+    """The run's results in the documented ``--json`` shape (plus run status, jitter, latency).
+
+    ``run.complete`` is true only when every destination was reached exactly once and no rule
+    or node error occurred; ``run.incomplete`` then lists one line per kind of cause.
+    """
     records = multicast_metrics(plan, raw, trace=settings.trace)
     if timing is not None:
         apply_timing(records, timing)
@@ -98,6 +103,7 @@ def result_document(
             errors.append({"kind": "duplicate", "mc": r["id"], "count": r["duplicates"]})
         if r["stray"]:
             errors.append({"kind": "stray", "mc": r["id"], "count": r["stray"]})
+    complete, causes = completion(raw.incomplete, raw.errors, records)
     doc: dict[str, Any] = {
         "run": {
             "topology": plan.topology.spec,
@@ -106,8 +112,8 @@ def result_document(
             "contention": settings.contention,
             "runtime": settings.runtime,
             "seed": settings.seed,
-            "complete": not raw.incomplete,
-            "incomplete": list(raw.incomplete),
+            "complete": complete,
+            "incomplete": causes,
             "steps": raw.last_step,
             "wall_s": round(raw.wall_s, 6),
         },

@@ -10,10 +10,8 @@ at the bottom, as in the seed papers' figures.
 
 from __future__ import annotations
 
-import argparse
 import io
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,9 @@ from coordinator.experiments.run import emulate, result_document
 from coordinator.output.results import atomic_write
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, explicit, random_plan
-from node.topology import Coord, Topology, TopologyError, parse_coord, parse_coords
+from node.topology import Coord, Topology
 
-__all__ = ["COMMANDS", "FORMATS", "add_command", "draw_multicast", "show"]
+__all__ = ["FORMATS", "draw_multicast", "show"]
 
 FORMATS = ("png", "svg")
 _WRAP_STUB = 0.42  # how far a wrap-around arrow reaches beyond the grid's edge
@@ -267,69 +265,3 @@ def draw_multicast(
     fig.savefig(buf, format=path.suffix.lstrip(".").lower(), dpi=dpi)
     atomic_write(path, buf.getvalue())
     return path
-
-
-# -- command line ------------------------------------------------------------------------------
-def add_command(sub: Any) -> None:
-    """Register ``meshcast show``."""
-    from coordinator.cli import add_run_options
-
-    p = sub.add_parser(
-        "show",
-        help="draw one multicast on its grid (PNG or SVG)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
-    p.add_argument("--algorithm", required=True, help="one name from 'meshcast algorithms'")
-    p.add_argument("--source", default="0,0", help="x,y of the source (default 0,0)")
-    p.add_argument("--dests", default=None, help="destinations, e.g. '3,2 9,3 8,5'")
-    p.add_argument(
-        "--random-dests", type=int, default=None, metavar="K", help="K random destinations (--seed)"
-    )
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
-    p.add_argument("--out", required=True, help="picture file: .png or .svg")
-    p.add_argument("--title", default=None, help="replace the title (algorithm, time, traffic)")
-    p.add_argument("--link-steps", action="store_true", help="write each link's send step on its arrow")
-    p.add_argument("--dpi", type=int, default=150, help="resolution of a PNG (default 150)")
-    add_run_options(p)
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from coordinator.cli import _params, settings_from
-    from coordinator.errors import UsageError
-
-    out = Path(args.out)
-    fmt = out.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise UsageError(f"--out {args.out!r}: the picture must end in .png or .svg")
-    if "," in args.algorithm:
-        raise UsageError(f"--algorithm {args.algorithm!r}: show draws one algorithm at a time")
-    if args.dests is not None and args.random_dests is not None:
-        raise UsageError("give either --dests or --random-dests, not both")
-    if not 10 <= args.dpi <= 1200:
-        raise UsageError(f"--dpi must be between 10 and 1200, got {args.dpi}")
-    try:
-        topo = Topology.parse(args.topology)
-        source = parse_coord(args.source)
-        dests = parse_coords(args.dests) if args.dests is not None else None
-        settings = settings_from(args)
-        record = show(
-            topo, args.algorithm.strip(), source, dests, settings, args.random_dests, _params(args.param)
-        )
-    except (PlanError, TopologyError) as exc:
-        raise UsageError(str(exc)) from None
-    draw_multicast(topo, record, out, args.title, args.link_steps, args.dpi)
-    t = record["time"]
-    print(
-        f"{record['algorithm']}: time {t if t is not None else 'incomplete'}, traffic {record['traffic']}; "
-        f"wrote {out}",
-        file=sys.stderr,
-    )
-    if record["missing"] or not record["run"]["complete"]:
-        print(f"meshcast: {len(record['missing'])} destination(s) not reached", file=sys.stderr)
-        return 1
-    return 0
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"show": cmd_show}

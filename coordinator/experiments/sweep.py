@@ -20,14 +20,12 @@ experiments with ``meshcast run`` one point at a time).
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -39,16 +37,15 @@ from coordinator.experiments.run import emulate, paused_gc
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError, random_plan
-from node.topology import Coord, Topology, TopologyError, parse_coord
+from node.topology import Coord, Topology
 
 __all__ = [
-    "COMMANDS",
     "DEFAULT_CHUNK",
     "SUMMARY_COLUMNS",
     "TIDY_COLUMNS",
     "SweepResult",
     "SweepSpec",
-    "add_command",
+    "check_settings",
     "parse_dests",
     "run_sweep",
     "summarise_tidy",
@@ -232,7 +229,8 @@ def summarise_tidy(tidy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _check_settings(settings: RunSettings) -> None:
+def check_settings(settings: RunSettings) -> None:
+    """PlanError unless the settings allow running a sweep's multicasts together (isolated contention)."""
     if settings.contention != "isolated":
         raise PlanError(
             f"a sweep runs its multicasts together in one emulation, which needs --contention isolated "
@@ -376,7 +374,7 @@ def sweep_many(
     size of each emulation: a lockstep frame carries every packet a link passes in one step,
     and a single 20×20 emulation of 9,500 tree multicasts exceeds the wire's frame limit.
     """
-    _check_settings(settings)
+    check_settings(settings)
     if jobs < 1:
         raise PlanError(f"--jobs must be at least 1, got {jobs}")
     if chunk < 0:
@@ -471,125 +469,3 @@ def write_sweep(out: Path, result: SweepResult, meta: Mapping[str, Any]) -> list
     }
     atomic_write(out / "sweep.json", json.dumps(doc, indent=1))
     return [out / "tidy.csv", out / "summary.csv", out / "sweep.json"]
-
-
-# -- command line ------------------------------------------------------------------------------
-def add_command(sub: Any) -> None:
-    """Register ``meshcast sweep``."""
-    from coordinator.cli import add_run_options
-
-    p = sub.add_parser(
-        "sweep",
-        help="sweep the number of destinations: the same random sets for every algorithm, emulated together",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
-    p.add_argument(
-        "--algorithms",
-        "--algorithm",
-        dest="algorithms",
-        required=True,
-        help="comma-separated names from 'meshcast algorithms', e.g. diag,pair,min",
-    )
-    p.add_argument(
-        "--dests",
-        required=True,
-        help="numbers of destinations: start:stop:step (stop included) "
-        "or a comma list, e.g. 20:380:20 or 5,10,20",
-    )
-    p.add_argument("--repeat", type=int, default=10, help="random destination sets per point (default 10)")
-    p.add_argument("--source", default="0,0", help="x,y of the source, or 'random' for one per set")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
-    p.add_argument("--out", required=True, help="directory for tidy.csv, summary.csv and sweep.json")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
-    p.add_argument(
-        "--chunk",
-        type=int,
-        default=DEFAULT_CHUNK,
-        help=f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
-    )
-    add_run_options(p)
-
-
-def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:
-    from rich.table import Table
-
-    from coordinator.cli.ui import console
-
-    by = {(r["algorithm"], r["k"]): r for r in result.summary}
-    ks = sorted({r["k"] for r in result.summary})
-    table = Table(title="mean time / traffic per point")
-    table.add_column("k", justify="right")
-    for a in algorithms:
-        table.add_column(a, justify="right")
-    for k in ks:
-        cells = []
-        for a in algorithms:
-            r = by.get((a, k))
-            t, tr = (r["time_mean"], r["traffic_mean"]) if r else (None, None)
-            cells.append("-" if t is None else f"{t:.2f} / {tr:.1f}")
-        table.add_row(str(k), *cells)
-    console().print(table)
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from coordinator.cli import _params, progress_runner, settings_from
-    from coordinator.errors import UsageError
-
-    try:
-        topo = Topology.parse(args.topology)
-        algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-        if not algorithms:
-            raise UsageError("--algorithms is empty")
-        ks = parse_dests(args.dests)
-        source = None if args.source.strip().lower() == "random" else parse_coord(args.source)
-    except (PlanError, TopologyError) as exc:
-        raise UsageError(str(exc)) from None
-    for flag, value, least in (
-        ("--repeat", args.repeat, 1),
-        ("--jobs", args.jobs, 1),
-        ("--chunk", args.chunk, 0),
-    ):
-        if value < least:
-            raise UsageError(f"{flag} must be at least {least}, got {value}")
-    settings = settings_from(args)
-    params = _params(args.param)
-    try:
-        _check_settings(settings)
-        sweep_plan(topo, algorithms, ks, 1, args.seed, source, params)  # validate before the run
-    except PlanError as exc:
-        raise UsageError(str(exc)) from None
-    total = len(algorithms) * len(ks) * args.repeat
-    update, prog = progress_runner(f"sweep of {total} multicasts")
-    run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
-    if prog is not None:
-        with prog:
-            result = sweep(*run, update, params, jobs=args.jobs, chunk=args.chunk)
-    else:
-        result = sweep(*run, None, params, jobs=args.jobs, chunk=args.chunk)
-    meta = {
-        "command": "sweep",
-        "topology": topo.spec,
-        "algorithms": algorithms,
-        "ks": ks,
-        "repeat": args.repeat,
-        "seed": args.seed,
-        "source": None if source is None else list(source),
-        "params": params,
-        "chunk": args.chunk,
-        "jobs": args.jobs,
-        "settings": asdict(settings),
-    }
-    written = write_sweep(Path(args.out), result, meta)
-    _print_summary(result, algorithms)
-    print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
-    if not result.complete:
-        missing = sum(1 for r in result.tidy if r["missing"])
-        why = "; ".join(result.incomplete) or f"{missing} multicast(s) missed destinations"
-        print(f"meshcast: sweep incomplete: {why}", file=sys.stderr)
-        return 1
-    return 0
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"sweep": cmd_sweep}

@@ -8,7 +8,7 @@ computing what the paper's sorting and prefix primitives would compute (ranks, c
 intermediate nodes, seeded random groups, migration selections) and handing it to each message
 as parameters. Every packet move, copy and clone then happens in the emulation.
 
-It also shapes a run's result for ``meshcast run --mcast-set``: completion time (the last
+It also measures a run of such a set (:func:`mcast_stats`): completion time (the last
 delivery's step) against √(cn), and peak buffer occupancy against c. Runs are forced into shared
 contention (the messages compete for links and buffers, as in the paper); the paper's machine
 is all-port (every link carries one packet per direction per step), which ``meshcast run
@@ -20,18 +20,16 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from coordinator.analysis.timing import Timing
-from coordinator.experiments.run import emulate, result_document
-from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.routing.herley import Rect, cells, tile_index, tiles
 from node.topology import Coord, Topology
+
+if TYPE_CHECKING:  # types only: the workloads layer sits below the runtimes that run them
+    from coordinator.runtimes.records import RawRun, RunSettings
 
 __all__ = [
     "ALGORITHMS",
@@ -43,12 +41,8 @@ __all__ = [
     "mcast_settings",
     "mcast_stats",
     "message_set",
-    "plan_from_args",
-    "print_mcast",
     "random_params",
     "random_set",
-    "run_document",
-    "run_mcast",
     "tiles_params",
     "worst_set",
 ]
@@ -459,76 +453,3 @@ def mcast_stats(plan: Plan, raw: RawRun, mset: McastSet | None = None) -> McastS
         duplicates=duplicates,
         dropped=raw.dropped,
     )
-
-
-def run_document(
-    plan: Plan,
-    settings: RunSettings,
-    timing: Timing | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    mset: McastSet | None = None,
-) -> dict[str, Any]:
-    """Run ``plan`` (shared contention) and return the ``--json`` document with an ``mcast`` section."""
-    settings = mcast_settings(settings)
-    raw = trio.run(emulate, plan, settings, progress)
-    doc = result_document(plan, settings, raw, timing)
-    stats = mcast_stats(plan, raw, mset)
-    requested = {"set": mset.kind, "d": mset.d, "c": mset.c, "seed": mset.seed} if mset else {}
-    doc["mcast"] = {**stats.as_dict(), "requested": requested}
-    return doc
-
-
-def run_mcast(args: Any, plan: Plan, settings: RunSettings, timing: Timing | None) -> dict[str, Any]:
-    """``meshcast run --mcast-set``: run with a progress bar on a terminal; the document."""
-    from coordinator.cli import progress_runner
-
-    mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
-    update, prog = progress_runner("deliveries")
-    if prog is None:
-        return run_document(plan, settings, timing, None, mset)
-    with prog:
-        return run_document(plan, settings, timing, update, mset)
-
-
-def plan_from_args(
-    args: Any, topology: Topology, algorithms: Sequence[str], params: Mapping[str, Any]
-) -> Plan:
-    """``meshcast run --mcast-set KIND --d D --c C --seed S``: the message set's plan for one algorithm."""
-    if args.dests is not None or args.random_dests is not None:
-        raise PlanError("--mcast-set makes the destinations: leave out --dests and --random-dests")
-    if len(algorithms) != 1:
-        raise PlanError("--mcast-set runs one algorithm at a time (several would compete for the links)")
-    if args.d is None or args.c is None:
-        raise PlanError("--mcast-set needs --d D (destinations per message) and --c C (congestion)")
-    mset = message_set(topology, args.mcast_set, args.d, args.c, args.seed)
-    return mcast_plan(mset, algorithms[0], params)
-
-
-def print_mcast(doc: dict[str, Any]) -> None:
-    """Two lines: completion time against √(cn), peak buffer occupancy against c."""
-    from coordinator.cli.ui import console
-
-    m = doc["mcast"]
-    con = console()
-    req = m.get("requested") or {}
-    head = f"mcast(n={m['n']}, d={m['d']}, c={m['c']})"
-    if req:
-        head += f" — {req.get('set', '?')} set asked with d={req.get('d')}, c={req.get('c')}"
-    con.print(f"[bold]{head}[/]: {m['messages']} messages, {m['deliveries']} deliveries")
-    if m["time"] is None:
-        con.print(f"[red]not complete[/]: {m['missing']} deliveries missing, {m['dropped']} packets dropped")
-    else:
-        con.print(
-            f"completion time {m['time']} steps = {m['time_over_sqrt_cn']:.2f} × √(cn) "
-            f"(√(cn) = {m['sqrt_cn']:.1f}; lower bound {m['lower_bound']})"
-        )
-    if m["peak_buffer"] is None:
-        con.print(
-            f"peak buffer occupancy: not measured by this runtime; traffic {m['traffic']} link traversals"
-        )
-    else:
-        con.print(
-            f"peak buffer occupancy {m['peak_buffer']} packets = {m['peak_buffer_over_c']:.2f} × c "
-            f"(held past a step: {m['peak_held']}; busiest node's mean {m['mean_occupancy']:.2f}); "
-            f"traffic {m['traffic']} link traversals"
-        )

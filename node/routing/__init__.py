@@ -1,5 +1,8 @@
 """Routing rules, one module per algorithm family, and the registry that names them.
 
+Each :class:`Algorithm` declares the parameters it reads (:class:`Param`: name, type, default,
+range, help); :meth:`Registry.check_params` checks a user's ``--param`` values against them.
+
 Third-party rules register through the entry-point group ``meshcast.algorithms``: each entry
 point loads an :class:`Algorithm` or an iterable of them.
 """
@@ -11,14 +14,26 @@ import pkgutil
 from collections.abc import Iterator
 from importlib import metadata
 from types import ModuleType
+from typing import Any
 
-from node.routing.base import Algorithm, Forward, Header, HeaderError, PlanError, Send
+from node.routing.base import (
+    Algorithm,
+    Forward,
+    Header,
+    HeaderError,
+    Param,
+    Params,
+    PlanError,
+    Send,
+    check_params,
+)
 
 __all__ = [
     "Algorithm",
     "Forward",
     "Header",
     "HeaderError",
+    "Param",
     "PlanError",
     "Registry",
     "Send",
@@ -75,6 +90,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
+
+    def check_params(self, name: str, values: Params) -> dict[str, Any]:
+        """``values`` checked against algorithm ``name``'s declared parameters (PlanError if bad)."""
+        return check_params(self.get(name), values, self._by_name)
 
 
 def _load_entry_points(reg: Registry) -> list[str]:

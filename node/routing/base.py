@@ -10,6 +10,7 @@ The order of the sends is their transmission priority under the one-port model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -21,12 +22,14 @@ __all__ = [
     "Forward",
     "Header",
     "HeaderError",
+    "Param",
     "Params",
     "PlanError",
     "Send",
     "as_coord",
     "as_coords",
     "check_destinations",
+    "check_params",
     "check_port",
 ]
 
@@ -67,6 +70,77 @@ Prepare = Callable[[Topology, Coord, Sequence[Coord], Params], list[Send]]
 ForwardFn = Callable[[Topology, Coord, Header], Forward]
 
 
+PARAM_TYPES = ("int", "float", "str", "list", "algorithm")
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter an algorithm reads from ``params``: its name, type, default, range and meaning.
+
+    ``type`` is int, float, str, list (JSON data a workload computes) or algorithm (the name of
+    another rule, whose own parameters are then accepted too). ``low``/``high`` bound a number
+    (``open_low``/``open_high`` exclude the bound); ``choices`` restrict a string.
+    """
+
+    name: str
+    type: str
+    default: Any = None
+    help: str = ""
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+
+    def allowed(self) -> str:
+        """What values are allowed, in words (for messages and ``meshcast algorithms``)."""
+        if self.type in ("int", "float"):
+            lo = "" if self.low is None else f"{self.low:g} {'<' if self.open_low else '≤'} "
+            hi = "" if self.high is None else f" {'<' if self.open_high else '≤'} {self.high:g}"
+            what = "an integer" if self.type == "int" else "a number"
+            return f"{what} with {lo}{self.name}{hi}" if lo or hi else what
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        return {"str": "a string", "list": "a JSON list", "algorithm": "an algorithm name"}[self.type]
+
+    def check(self, raw: object) -> Any:
+        """The value read as this parameter's type, or PlanError naming it and what is allowed."""
+        value: Any = None
+        if self.type == "int":
+            if type(raw) is int:
+                value = raw
+            elif isinstance(raw, str):
+                try:
+                    value = int(raw.strip())
+                except ValueError:
+                    value = None
+        elif self.type == "float":
+            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                value = float(raw)
+            elif isinstance(raw, str):
+                try:
+                    value = float(raw)
+                except ValueError:
+                    value = None
+            if value is not None and not math.isfinite(value):
+                value = None
+        elif self.type in ("str", "algorithm"):
+            value = raw if isinstance(raw, str) and raw else None
+            if value is not None and self.choices and value not in self.choices:
+                value = None
+        elif self.type == "list":
+            value = raw if isinstance(raw, (list, tuple)) else None
+        if value is not None and self.type in ("int", "float"):
+            lo, hi = self.low, self.high
+            if (lo is not None and (value < lo or (self.open_low and value == lo))) or (
+                hi is not None and (value > hi or (self.open_high and value == hi))
+            ):
+                value = None
+        if value is None:
+            raise PlanError(f"parameter {self.name}={raw!r} is invalid: it must be {self.allowed()}")
+        return value
+
+
 @dataclass(frozen=True, slots=True)
 class Algorithm:
     """A registered rule: its name, family, the topology kinds it supports, and its two functions."""
@@ -79,6 +153,7 @@ class Algorithm:
     summary: str = ""
     source: str = ""
     constraint: Callable[[Topology], str | None] | None = field(default=None, compare=False)
+    params: tuple[Param, ...] = ()
 
     def unsupported(self, topology: Topology) -> str | None:
         """Why this algorithm cannot run on ``topology``, or None if it can."""
@@ -134,4 +209,32 @@ def check_destinations(topology: Topology, source: Coord, destinations: Sequence
             raise PlanError(f"destination {c} is listed twice")
         seen.add(c)
         out.append(c)
+    return out
+
+
+def check_params(
+    algorithm: Algorithm, values: Params, others: Mapping[str, Algorithm] | None = None
+) -> dict[str, Any]:
+    """``values`` checked against ``algorithm``'s declared parameters, or PlanError naming the bad one.
+
+    An ``algorithm``-typed parameter (e.g. tree's ``base``) lets the named rule's own parameters
+    through, checked against that rule's declaration (looked up in ``others``).
+    """
+    declared = {p.name: p for p in algorithm.params}
+    out: dict[str, Any] = {}
+    for p in algorithm.params:
+        if p.name in values:
+            out[p.name] = p.check(values[p.name])
+    rest = {k: v for k, v in values.items() if k not in declared}
+    base = next((p for p in algorithm.params if p.type == "algorithm"), None)
+    if rest and base is not None and others is not None:
+        name = out.get(base.name, base.default)
+        inner = others.get(name)
+        if inner is None:
+            raise PlanError(f"parameter {base.name}={name!r} is not a known algorithm")
+        out.update(check_params(inner, rest, others))
+        return out
+    for k in rest:
+        known = ", ".join(sorted(declared)) or "none"
+        raise PlanError(f"algorithm {algorithm.name!r} has no parameter {k!r} (its parameters: {known})")
     return out

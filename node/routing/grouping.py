@@ -54,7 +54,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send, check_destinations
+from node.routing.base import Algorithm, Forward, Header, Param, Params, PlanError, Send, check_destinations
 from node.routing.hamiltonian import lmn_route
 from node.routing.paths import dp_paths, order_paths
 from node.routing.twolevel import two_level_forward, two_level_prepare
@@ -321,6 +321,9 @@ ALGORITHMS: tuple[Algorithm, ...] = (
         kinds=("mesh",),
         summary="graph-based proximity grouping (threshold T), two-level dual-path",
         source="seed 003 §3.1, Algorithms 1–2",
+        params=(
+            Param("T", "float", DEFAULT_T, "proximity threshold for joining a group", 0, 1, open_low=True),
+        ),
     ),
     Algorithm(
         "group-pattern",

@@ -67,7 +67,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from node.routing import unicast
-from node.routing.base import Algorithm, Forward, Header, HeaderError, Params, PlanError, Send
+from node.routing.base import Algorithm, Forward, Header, HeaderError, Param, Params, PlanError, Send
 from node.topology import Coord, Topology
 
 __all__ = [
@@ -386,6 +386,9 @@ ALGORITHMS = (
         kinds=("mesh", "torus"),
         summary="one tree multicast per message with the rule named by --param base=NAME (default vh)",
         source=SOURCE + " (baseline)",
+        params=(
+            Param("base", "algorithm", "vh", "the tree rule each message uses (its parameters pass on)"),
+        ),
     ),
     Algorithm(
         "herley-tiles",
@@ -395,6 +398,10 @@ ALGORITHMS = (
         kinds=("mesh",),
         summary="Theorem 2: replicate into every c-tile by siblings, clone at ranked intermediates",
         source=SOURCE + " Thm 2",
+        params=(
+            Param("level", "int", 0, "tile levels L (2^L × 2^L tiles)", 0, 30),
+            Param("im", "list", [], "[tile, slot] intermediate of each tile (computed by the workload)"),
+        ),
     ),
     Algorithm(
         "herley-random",
@@ -404,5 +411,10 @@ ALGORITHMS = (
         kinds=("mesh",),
         summary="Theorem 3: random groups tour the tiles; migrated copies sweep their blocks",
         source=SOURCE + " Thm 3",
+        params=(
+            Param("phases", "list", None, "the tour's phases (computed by the workload)"),
+            Param("r", "int", 2, "migration cap per block node and round (workload)", 1, 1_000_000),
+            Param("seed", "int", 1, "seed of the random groups (workload)", 0, 2**63 - 1),
+        ),
     ),
 )

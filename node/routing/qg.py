@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from node.routing.base import Algorithm, Forward, Header, Params, PlanError, Send, check_destinations
+from node.routing.base import Algorithm, Forward, Header, Param, Params, PlanError, Send, check_destinations
 from node.routing.grouping import read_fraction
 from node.routing.twolevel import two_level_forward, two_level_prepare
 from node.topology import Coord, Topology
@@ -198,5 +198,10 @@ ALGORITHMS: tuple[Algorithm, ...] = (
         kinds=("mesh",),
         summary="Qualified Groups (threshold TD): balanced groups, two-level dual-path (reconstruction)",
         source="seed 004 §3, Phases 1–4, Figs. 4–5",
+        params=(
+            Param(
+                "TD", "float", DEFAULT_TD, "qualified-group threshold", 0, 1, open_low=True, open_high=True
+            ),
+        ),
     ),
 )

@@ -1,0 +1,237 @@
+"""Options shared by the commands that run an emulation, and their validation.
+
+Every value is checked here, before anything starts: numbers finite and in range, the node
+count within what the runtime can host, the broker reachable, algorithm parameters declared.
+A bad value is a :class:`~coordinator.errors.UsageError` (one line, exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.analysis.timing import Timing
+from coordinator.errors import UsageError
+from coordinator.experiments.run import RUNTIMES, runtime_problem
+from coordinator.runtimes.records import RunSettings
+from node.engine import CONTENTIONS, PORT_MODELS
+from node.mqtt import parse_broker
+from node.routing import PlanError, UnknownAlgorithm, registry
+from node.topology import Topology, TopologyError
+
+__all__ = [
+    "BROKER_PROBE_S",
+    "MAX_NODES",
+    "add_run_options",
+    "check_broker",
+    "check_nodes",
+    "check_params",
+    "in_range",
+    "parse_params",
+    "settings_from",
+    "timing_from",
+    "topology_from",
+    "validate_settings",
+]
+
+INT64 = 2**63 - 1
+MAX_STEPS = 10**9
+MAX_WALL_S = 7 * 24 * 3600.0
+MAX_COUNT = 10**6
+MAX_REPEAT = 100_000
+MAX_NODES = {"in-process": 65_536, "model": 65_536, "engines": 65_536, "processes": 1024, "containers": 256}
+"""The most nodes each runtime hosts: one OS process per node, or one container per node."""
+BROKER_PROBE_S = 3.0
+
+
+def in_range(flag: str, value: float | None, low: float, high: float) -> None:
+    """``value`` (None: not given) finite and within [low, high], or a UsageError naming ``flag``."""
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, got {value}")
+    if value < low:
+        raise UsageError(f"{flag} must be at least {low:g}, got {value}")
+    if value > high:
+        raise UsageError(f"{flag} must be at most {high:g}, got {value}")
+
+
+def topology_from(text: str) -> Topology:
+    """The topology of ``--topology``, or a UsageError."""
+    try:
+        return Topology.parse(text)
+    except TopologyError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_params(items: Sequence[str]) -> dict[str, Any]:
+    """``--param NAME=VALUE`` items as a dict (VALUE read as JSON when it is JSON)."""
+    out: dict[str, Any] = {}
+    for it in items:
+        key, sep, value = it.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {it!r}: expected NAME=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def check_params(algorithms: Sequence[str], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against the algorithms' declared parameters, or a UsageError.
+
+    Each parameter must be declared by at least one of the algorithms, and every algorithm that
+    declares it must accept its value (see ``meshcast algorithms`` for the declarations).
+    """
+    try:
+        algs = [registry.get(a) for a in algorithms]
+    except UnknownAlgorithm as exc:
+        raise UsageError(str(exc)) from None
+    for name in params:
+        if not any(_accepts(a.name, name) for a in algs):
+            known = sorted({p.name for a in algs for p in a.params})
+            raise UsageError(
+                f"--param {name}: {', '.join(algorithms)} has no parameter of that name "
+                f"(allowed: {', '.join(known) or 'none'})"
+            )
+    for a in algs:
+        mine = {k: v for k, v in params.items() if _accepts(a.name, k)}
+        try:
+            registry.check_params(a.name, mine)
+        except PlanError as exc:
+            raise UsageError(f"--param: {exc}") from None
+    return params
+
+
+def _accepts(algorithm: str, name: str) -> bool:
+    alg = registry.get(algorithm)
+    if any(p.name == name for p in alg.params):
+        return True
+    return any(p.type == "algorithm" for p in alg.params)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by every command that runs an emulation."""
+    p.add_argument("--port-model", choices=PORT_MODELS, default="one-port")
+    p.add_argument("--contention", choices=CONTENTIONS, default="isolated")
+    p.add_argument("--clock", choices=("lockstep", "free"), default="lockstep")
+    p.add_argument("--runtime", choices=RUNTIMES, default="in-process")
+    p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
+    p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
+    p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
+    p.add_argument(
+        "--buffer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shared contention: packets each input link's buffer holds (default unbounded)",
+    )
+    p.add_argument(
+        "--out-buffer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shared contention: packets a node's output buffer holds (default unbounded)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=("block", "drop"),
+        default="block",
+        help="when an input buffer is full: block the upstream link (no loss) or drop and count",
+    )
+    p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
+    p.add_argument("--seed", type=int, default=1)
+    t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
+    t.add_argument("--timing", choices=("store-and-forward", "wormhole"), default=None)
+    t.add_argument("--ts", type=float, default=33.0, help="start-up time (seed 004: 33 cycles)")
+    t.add_argument("--beta", type=float, default=1.0, help="time per flit per link (seed 004: 1 cycle)")
+    t.add_argument("--flits", type=int, default=64, help="message length L in flits (seed 004: 64)")
+    t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+
+
+def timing_from(args: argparse.Namespace) -> Timing | None:
+    """The timing model of ``--timing`` and its parameters, or None."""
+    if getattr(args, "timing", None) is None:
+        return None
+    for flag, value in (("--ts", args.ts), ("--beta", args.beta), ("--router-delay", args.router_delay)):
+        in_range(flag, value, 0, 1e12)
+    in_range("--flits", args.flits, 1, MAX_COUNT)
+    try:
+        return Timing(args.timing, args.ts, args.beta, args.flits, args.router_delay)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def validate_settings(settings: RunSettings) -> RunSettings:
+    """``settings`` if every field is in range and the runtime is available, else a UsageError."""
+    in_range("--max-steps", settings.max_steps, 1, MAX_STEPS)
+    in_range("--wall-budget", settings.wall_budget, 0.001, MAX_WALL_S)
+    in_range("--hop-limit", settings.hop_limit, 1, MAX_COUNT)
+    in_range("--buffer", settings.buffer, 1, MAX_COUNT)
+    in_range("--out-buffer", settings.out_buffer, 1, MAX_COUNT)
+    in_range("--seed", settings.seed, 0, INT64)
+    problem = runtime_problem(settings.runtime)
+    if problem:
+        raise UsageError(problem)
+    return settings
+
+
+def check_nodes(topology: Topology, runtime: str) -> None:
+    """A UsageError when ``runtime`` cannot host this many nodes."""
+    cap = MAX_NODES.get(runtime)
+    n = topology.cols * topology.rows
+    if cap is not None and n > cap:
+        raise UsageError(f"{topology.spec} has {n} nodes; the {runtime} runtime hosts at most {cap}")
+
+
+def check_broker(url: str | None, timeout: float = BROKER_PROBE_S) -> None:
+    """Parse ``--broker`` and connect to it once (``timeout`` seconds), or a UsageError saying why."""
+    if url is None:
+        return
+    try:
+        addr = parse_broker(url)
+    except ValueError as exc:
+        raise UsageError(f"--broker: {exc}") from None
+    try:
+        with socket.create_connection((addr.host, addr.port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise UsageError(f"--broker {url}: cannot connect to {addr.host}:{addr.port} ({why})") from None
+
+
+def settings_from(
+    args: argparse.Namespace, topology: Topology | None = None, *, probe_broker: bool = True, **extra: Any
+) -> RunSettings:
+    """The validated RunSettings of the run options (and the node cap of ``topology``'s runtime).
+
+    With ``probe_broker`` a ``--broker`` of the processes or containers runtime is connected to
+    once (3 s) so that an unreachable broker is a usage error before anything starts.
+    """
+    settings = validate_settings(
+        RunSettings(
+            port_model=args.port_model,
+            contention=args.contention,
+            clock=args.clock,
+            hop_limit=args.hop_limit,
+            max_steps=args.max_steps,
+            wall_budget=args.wall_budget,
+            seed=args.seed,
+            runtime=args.runtime,
+            broker=args.broker,
+            buffer=args.buffer,
+            out_buffer=args.out_buffer,
+            policy=args.policy,
+            **extra,
+        )
+    )
+    if topology is not None:
+        check_nodes(topology, settings.runtime)
+    if probe_broker and settings.runtime in ("processes", "containers"):
+        check_broker(settings.broker)
+    return settings

@@ -1,0 +1,291 @@
+"""``meshcast run``, ``algorithms`` and ``demo``: one plan emulated, its results printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from coordinator.analysis.timing import Timing
+from coordinator.cli.options import (
+    MAX_COUNT,
+    MAX_REPEAT,
+    add_run_options,
+    check_params,
+    in_range,
+    parse_params,
+    settings_from,
+    timing_from,
+    topology_from,
+)
+from coordinator.cli.ui import console, progress
+from coordinator.errors import UsageError
+from coordinator.experiments.mcast import run_document
+from coordinator.experiments.run import emulate, result_document
+from coordinator.output.paths import prepare_out_dir
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.mcast import mcast_plan, message_set
+from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
+from node.routing import plugin_errors, registry
+from node.topology import Topology, TopologyError, parse_coord, parse_coords
+
+__all__ = ["COMMANDS", "add_command", "execute", "plan_from", "print_summary"]
+
+
+def algorithms_of(text: str) -> list[str]:
+    """The comma-separated names of ``--algorithm``, or a UsageError when there are none."""
+    algorithms = [a.strip() for a in text.split(",") if a.strip()]
+    if not algorithms:
+        raise UsageError("--algorithm is empty")
+    return algorithms
+
+
+def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
+    """The plan of ``run``'s options (explicit, random or an mcast(n, d, c) set), validated."""
+    algorithms = algorithms_of(args.algorithm)
+    in_range("--repeat", args.repeat, 1, MAX_REPEAT)
+    in_range("--random-dests", args.random_dests, 1, MAX_COUNT)
+    in_range("--seed", args.seed, 0, 2**63 - 1)
+    params = check_params(algorithms, parse_params(args.param))
+    try:
+        if getattr(args, "mcast_set", None):
+            return _mcast_plan(args, topo, algorithms, params)
+        source = parse_coord(args.source) if args.source else None
+        if args.dests is not None:
+            if args.random_dests is not None:
+                raise UsageError("give either --dests or --random-dests, not both")
+            return explicit(topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params)
+        if args.random_dests is None:
+            raise UsageError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
+        return random_plan(topo, algorithms, args.random_dests, args.repeat, args.seed, source, params)
+    except (PlanError, TopologyError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _mcast_plan(
+    args: argparse.Namespace, topo: Topology, algorithms: list[str], params: dict[str, Any]
+) -> Plan:
+    """``run --mcast-set KIND --d D --c C --seed S``: the message set's plan for one algorithm."""
+    if args.dests is not None or args.random_dests is not None:
+        raise PlanError("--mcast-set makes the destinations: leave out --dests and --random-dests")
+    if len(algorithms) != 1:
+        raise PlanError("--mcast-set runs one algorithm at a time (several would compete for the links)")
+    if args.d is None or args.c is None:
+        raise PlanError("--mcast-set needs --d D (destinations per message) and --c C (congestion)")
+    mset = message_set(topo, args.mcast_set, args.d, args.c, args.seed)
+    return mcast_plan(mset, algorithms[0], params)
+
+
+def execute(
+    plan: Plan, settings: RunSettings, label: str = "deliveries", timing: Timing | None = None
+) -> dict[str, Any]:
+    """Run ``plan`` with a progress bar on a terminal; its result document."""
+    with progress(label) as update:
+        raw = trio.run(emulate, plan, settings, update)
+    return result_document(plan, settings, raw, timing)
+
+
+def print_summary(doc: dict[str, Any]) -> None:
+    """The run's status line, a table per algorithm, latency and the first multicast's arrivals."""
+    from rich.table import Table
+
+    run = doc["run"]
+    con = console()
+    status = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["incomplete"])
+    con.print(
+        f"[bold]{run['topology']}[/] {run['port_model']}, {run['contention']} contention, "
+        f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
+        f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
+    )
+    table = Table(show_lines=False)
+    for col in ("algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"):
+        table.add_column(col, justify="right" if col != "algorithm" else "left")
+
+    def fmt(s: dict[str, Any]) -> str:
+        if s["mean"] is None:
+            return "-"
+        lo, hi = s["ci95"]
+        return f"{s['mean']:.2f}" if lo == hi else f"{s['mean']:.2f} ± {(hi - lo) / 2:.2f}"
+
+    for alg, s in doc["by_algorithm"].items():
+        table.add_row(
+            alg, str(s["time"]["n"] or s["traffic"]["n"]), fmt(s["time"]), fmt(s["traffic"]),
+            fmt(s["additional_traffic"]), fmt(s["mean_arrival"]), fmt(s["cv"]),
+        )  # fmt: skip
+    con.print(table)
+    if "latency" in doc:
+        tm = doc["run"]["timing"]
+        con.print(
+            f"latency ({tm['model']}, Ts={tm['ts']:g}, β={tm['beta']:g}, L={tm['flits']}, "
+            f"router={tm['router']:g}): "
+            + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
+                        for a, v in doc["latency"].items())
+        )  # fmt: skip
+    if doc["multicasts"] and (
+        len(doc["multicasts"]) == 1 or all(len(m["destinations"]) <= 12 for m in doc["multicasts"][:1])
+    ):
+        m = doc["multicasts"][0]
+        arr = ", ".join(f"({a['node'][0]},{a['node'][1]})@{a['step']}" for a in m["arrivals"])
+        con.print(f"arrival steps of multicast 0 ({m['algorithm']}): {arr}")
+    errs = doc["errors"]
+    if errs:
+        con.print(f"[yellow]{len(errs)} error(s)[/], first: {errs[0]}")
+
+
+def print_mcast(doc: dict[str, Any]) -> None:
+    """Two lines: completion time against √(cn), peak buffer occupancy against c."""
+    m = doc["mcast"]
+    con = console()
+    req = m.get("requested") or {}
+    head = f"mcast(n={m['n']}, d={m['d']}, c={m['c']})"
+    if req:
+        head += f" — {req.get('set', '?')} set asked with d={req.get('d')}, c={req.get('c')}"
+    con.print(f"[bold]{head}[/]: {m['messages']} messages, {m['deliveries']} deliveries")
+    if m["time"] is None:
+        con.print(f"[red]not complete[/]: {m['missing']} deliveries missing, {m['dropped']} packets dropped")
+    else:
+        con.print(
+            f"completion time {m['time']} steps = {m['time_over_sqrt_cn']:.2f} × √(cn) "
+            f"(√(cn) = {m['sqrt_cn']:.1f}; lower bound {m['lower_bound']})"
+        )
+    if m["peak_buffer"] is None:
+        con.print(
+            f"peak buffer occupancy: not measured by this runtime; traffic {m['traffic']} link traversals"
+        )
+    else:
+        con.print(
+            f"peak buffer occupancy {m['peak_buffer']} packets = {m['peak_buffer_over_c']:.2f} × c "
+            f"(held past a step: {m['peak_held']}; busiest node's mean {m['mean_occupancy']:.2f}); "
+            f"traffic {m['traffic']} link traversals"
+        )
+
+
+def print_incomplete(doc: dict[str, Any]) -> None:
+    """One line on stderr per kind of cause that kept the run from completing."""
+    for line in doc["run"].get("incomplete", []):
+        print(f"meshcast: incomplete: {line}", file=sys.stderr)
+
+
+# -- commands --------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
+    topo = topology_from(args.topology)
+    if args.port_model is None:  # the mcast(n, d, c) model (seed 002) is all-port
+        args.port_model = "all-port" if args.mcast_set else "one-port"
+    settings = settings_from(args, topo, trace=args.trace)
+    timing = timing_from(args)
+    plan = plan_from(args, topo)
+    out = prepare_out_dir(args.out) if args.out else None
+    if args.mcast_set:
+        mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
+        with progress("deliveries") as update:
+            doc = run_document(plan, settings, timing, update, mset)
+    else:
+        doc = execute(plan, settings, timing=timing)
+    if out is not None:
+        from coordinator.output.results import write_run
+
+        written = write_run(out, doc)
+        if not args.json:
+            print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
+    if args.json:
+        json.dump(doc, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print_summary(doc)
+        if args.mcast_set:
+            print_mcast(doc)
+    print_incomplete(doc)
+    return 0 if doc["run"]["complete"] else 1
+
+
+def cmd_algorithms(args: argparse.Namespace) -> int:
+    """``meshcast algorithms``: every registered rule, its topologies and its parameters."""
+    from rich.table import Table
+
+    table = Table("algorithm", "family", "topologies", "parameters", "source", "what it does")
+    for a in registry:
+        params = "\n".join(f"{p.name}={p.default!r}: {p.allowed()}; {p.help}" for p in a.params) or "-"
+        table.add_row(a.name, a.family, ", ".join(a.kinds), params, a.source, a.summary)
+    console().print(table)
+    for e in plugin_errors:
+        print(f"warning: {e}", file=sys.stderr)
+    return 0
+
+
+DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Seed 000's Example 1 with every mesh algorithm, then a random comparison."""
+    in_range("--seed", args.seed, 0, 2**63 - 1)
+    con = console()
+    topo = Topology.parse("mesh:8x8")
+    algs = [a.name for a in registry if a.unsupported(topo) is None]
+    con.rule("[bold]meshcast demo[/]: seed 000 Example 1 — 8×8 mesh, source (0,0), one-port")
+    con.print(f"destinations {DEMO_DESTS}; algorithms: {', '.join(algs)}")
+    plan = explicit(topo, algs, (0, 0), parse_coords(DEMO_DESTS))
+    doc = execute(plan, RunSettings())
+    print_summary(doc)
+    for m in doc["multicasts"]:
+        con.print(f"  {m['algorithm']:>14}: time {m['time']}, traffic {m['traffic']}, "
+                  f"additional traffic {m['additional_traffic']}")  # fmt: skip
+    topo2 = Topology.parse("torus:16x16")
+    algs2 = [a.name for a in registry if a.unsupported(topo2) is None]
+    con.rule("16×16 torus, 40 random destinations, 20 repetitions, same sets for every algorithm")
+    plan2 = random_plan(topo2, algs2, 40, 20, seed=args.seed, source=(0, 0))
+    doc2 = execute(plan2, RunSettings(seed=args.seed))
+    print_summary(doc2)
+    return 0 if doc["run"]["complete"] and doc2["run"]["complete"] else 1
+
+
+def add_command(sub: Any) -> None:
+    """Register ``run``, ``algorithms`` and ``demo``."""
+    run = sub.add_parser("run", help="run multicasts and report time, traffic and arrival variation")
+    run.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
+    run.add_argument(
+        "--algorithm", required=True, help="a name from 'meshcast algorithms' (comma-separated for several)"
+    )
+    run.add_argument(
+        "--source", default=None, help="x,y (random for each set if omitted with --random-dests)"
+    )
+    run.add_argument("--dests", default=None, help="destinations, e.g. '4,6 6,6 0,2'")
+    run.add_argument(
+        "--random-dests", type=int, default=None, metavar="K", help="K uniform random destinations"
+    )
+    run.add_argument("--repeat", type=int, default=1, help="repetitions (new random sets each time)")
+    run.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="algorithm parameter",
+    )
+    run.add_argument("--trace", action="store_true", help="record every link traversal")
+    run.add_argument("--out", default=None, help="write run.json and CSVs into this directory")
+    run.add_argument("--json", action="store_true", help="print the result document as JSON")
+    m = run.add_argument_group("mcast(n, d, c) message sets (seed 002): shared contention, all-port")
+    m.add_argument(
+        "--mcast-set",
+        choices=("random", "worst"),
+        default=None,
+        help="every node sources one message (replaces --dests/--random-dests)",
+    )
+    m.add_argument("--d", type=int, default=None, help="at most D destinations per message")
+    m.add_argument("--c", type=int, default=None, help="no node receives more than C messages")
+    add_run_options(run)
+    run.set_defaults(port_model=None)
+    sub.add_parser("algorithms", help="list registered algorithms, their topologies and parameters")
+    demo = sub.add_parser("demo", help="the default experiment (what 'make demo' runs)")
+    demo.add_argument("--seed", type=int, default=1)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "algorithms": cmd_algorithms,
+    "demo": cmd_demo,
+}

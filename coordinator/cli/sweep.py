@@ -1,0 +1,138 @@
+"""``meshcast sweep``: the options, their validation, the progress bar and the summary table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from coordinator.cli.options import (
+    MAX_REPEAT,
+    add_run_options,
+    check_params,
+    in_range,
+    parse_params,
+    settings_from,
+    topology_from,
+)
+from coordinator.cli.ui import console, plain, progress
+from coordinator.errors import UsageError
+from coordinator.experiments import sweep as sweep_mod
+from coordinator.experiments.sweep import DEFAULT_CHUNK, SweepResult, check_settings, parse_dests, sweep_plan
+from coordinator.output.paths import prepare_out_dir
+from coordinator.workloads.plan import PlanError
+from node.topology import TopologyError, parse_coord
+
+__all__ = ["COMMANDS", "add_command"]
+
+MAX_JOBS = 256
+
+
+def add_command(sub: Any) -> None:
+    """Register ``meshcast sweep``."""
+    p = sub.add_parser(
+        "sweep",
+        help="sweep the number of destinations: the same random sets for every algorithm, emulated together",
+        description=plain(sweep_mod.__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
+    p.add_argument(
+        "--algorithms",
+        "--algorithm",
+        dest="algorithms",
+        required=True,
+        help="comma-separated names from 'meshcast algorithms', e.g. diag,pair,min",
+    )
+    p.add_argument(
+        "--dests",
+        required=True,
+        help="numbers of destinations: start:stop:step (stop included) "
+        "or a comma list, e.g. 20:380:20 or 5,10,20",
+    )
+    p.add_argument("--repeat", type=int, default=10, help="random destination sets per point (default 10)")
+    p.add_argument("--source", default="0,0", help="x,y of the source, or 'random' for one per set")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
+    p.add_argument("--out", required=True, help="directory for tidy.csv, summary.csv and sweep.json")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=DEFAULT_CHUNK,
+        help=f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
+    )
+    add_run_options(p)
+
+
+def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:
+    from rich.table import Table
+
+    by = {(r["algorithm"], r["k"]): r for r in result.summary}
+    ks = sorted({r["k"] for r in result.summary})
+    table = Table(title="mean time / traffic per point")
+    table.add_column("k", justify="right")
+    for a in algorithms:
+        table.add_column(a, justify="right")
+    for k in ks:
+        cells = []
+        for a in algorithms:
+            r = by.get((a, k))
+            t, tr = (r["time_mean"], r["traffic_mean"]) if r else (None, None)
+            cells.append("-" if t is None else f"{t:.2f} / {tr:.1f}")
+        table.add_row(str(k), *cells)
+    console().print(table)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``meshcast sweep``: validate, run every chunk, write tidy/summary/sweep.json, print a table."""
+    topo = topology_from(args.topology)
+    try:
+        algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+        if not algorithms:
+            raise UsageError("--algorithms is empty")
+        ks = parse_dests(args.dests)
+        source = None if args.source.strip().lower() == "random" else parse_coord(args.source)
+    except (PlanError, TopologyError) as exc:
+        raise UsageError(str(exc)) from None
+    in_range("--repeat", args.repeat, 1, MAX_REPEAT)
+    in_range("--jobs", args.jobs, 1, MAX_JOBS)
+    in_range("--chunk", args.chunk, 0, 10**7)
+    settings = settings_from(args, topo)
+    params = check_params(algorithms, parse_params(args.param))
+    try:
+        check_settings(settings)
+        sweep_plan(topo, algorithms, ks, 1, args.seed, source, params)  # validate before the run
+    except PlanError as exc:
+        raise UsageError(str(exc)) from None
+    out = prepare_out_dir(args.out)
+    total = len(algorithms) * len(ks) * args.repeat
+    run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
+    with progress(f"sweep of {total} multicasts") as update:
+        result = sweep_mod.sweep(*run, update, params, jobs=args.jobs, chunk=args.chunk)
+    meta = {
+        "command": "sweep",
+        "topology": topo.spec,
+        "algorithms": algorithms,
+        "ks": ks,
+        "repeat": args.repeat,
+        "seed": args.seed,
+        "source": None if source is None else list(source),
+        "params": params,
+        "chunk": args.chunk,
+        "jobs": args.jobs,
+        "settings": asdict(settings),
+    }
+    written = sweep_mod.write_sweep(out, result, meta)
+    _print_summary(result, algorithms)
+    print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
+    if not result.complete:
+        missing = sum(1 for r in result.tidy if r["missing"])
+        why = "; ".join(result.incomplete) or f"{missing} multicast(s) missed destinations"
+        print(f"meshcast: sweep incomplete: {why}", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"sweep": cmd_sweep}
