@@ -190,7 +190,12 @@ class Node:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
         await self._send(protocol.Hello(self.here, self.host))
-        assign = await self._assignment()
+        try:
+            assign = await self._assignment()
+        except NodeAborted as exc:  # stopped before it had a run: say so, and end
+            self.log(f"aborted: {exc}")
+            await self._done(-1, str(exc))
+            return
         self.log(f"assigned in {assign.topology.spec}, {assign.port_model}, {assign.clock}")
         last_step = -1
         status = "ok"
