@@ -22,7 +22,8 @@ from node.topology import Topology
 EVENTS: list[protocol.Event] = [
     protocol.Hello((1, 2), "host-a"),
     protocol.Ready((0, 0)),
-    protocol.Report((3, 1), ((7, 4, 2, 1, 123), (8, 5, 3, 2, None)), (("bad-header", "why", 7), ("x", "y", None))),
+    protocol.Report((3, 1), ((7, 4, 2, 1, 123), (8, 5, 3, 2, None)),
+                    (("bad-header", "why", 7), ("x", "y", None))),
     protocol.Error((0, 1), "bad assignment: nope"),
     protocol.Counters((2, 2), 5, 10, 9, 1),
     protocol.Done(

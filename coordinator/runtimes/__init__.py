@@ -1,1 +1,1 @@
-"""Runtimes: the control session and every way of running a plan (in-process, processes, containers, engines, model)."""
+"""Runtimes: the control session and every way to run a plan (in-process, processes, containers, engines, model)."""
