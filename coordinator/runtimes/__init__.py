@@ -1,1 +1,1 @@
-"""Runtimes: the control session and the ways to run a plan (in-process, processes, containers, engines, model)."""
+"""Runtimes: the control session and each way to run a plan (in-process, processes, containers, engines)."""
