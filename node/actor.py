@@ -1,10 +1,10 @@
 """The node actor: one trio task per router, the I/O shell around :class:`node.engine.Engine`.
 
-Protocol with the coordinator (messages of node/wire.py over a :class:`node.links.Control`):
-hello → assign → (links opened) → ready → plan → start → report* → done, and in the free
-clock probe/counters until stop. In lockstep a node runs an α-synchronizer: it does step t
-only after it has every neighbour's frame for t-1, and it stops by itself once no node can
-be busy any more (see :func:`quiescent`), so every node stops at the same step.
+It speaks the control protocol of :mod:`node.protocol` over a :class:`node.links.Control`
+(hello → assign → (links opened) → ready → plan → start → report* → done, and in the free clock
+probe/counters until stop), following its phase table: a message out of order is counted and
+reported, never silently dropped. In lockstep it drives :class:`node.lockstep.Lockstep` (the
+sans-IO α-synchronizer) with the frames it reads from its links.
 """
 
 from __future__ import annotations
@@ -19,25 +19,21 @@ from typing import Any
 
 import trio
 
+from node import protocol
 from node.engine import Engine, Injection
 from node.links import Control, Link
+from node.lockstep import Lockstep, quiescent
+from node.protocol import Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
 from node.topology import PORTS, Coord, Topology
-from node.wire import (
-    LinkFrame,
-    PacketFrame,
-    StepFrame,
-    WireError,
-    decode_control,
-    decode_link,
-    encode_control,
-    encode_link,
-)
+from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link
 
-__all__ = ["Assignment", "LinkOpener", "Node", "NodeAborted", "quiescent"]
+__all__ = ["Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "quiescent"]
 
 REPORT_BATCH = 512
+REPORT_INTERVAL = 0.5
+"""Seconds between reports while deliveries are waiting (so a run cut short keeps them)."""
 HANDSHAKE_TIMEOUT = 60.0
 
 
@@ -47,7 +43,7 @@ class NodeAborted(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """What the coordinator tells a node before it opens its links."""
+    """What the coordinator tells a node before it opens its links (an ``assign``, checked)."""
 
     run_id: str
     topology: Topology
@@ -59,67 +55,63 @@ class Assignment:
     max_steps: int
     trace: bool
     token: str
-    in_capacity: int | None
-    out_capacity: int | None
+    buffer: int | None
+    out_buffer: int | None
     policy: str
     peers: dict[str, Any]
 
     @classmethod
-    def from_message(cls, msg: dict[str, Any]) -> Assignment:
+    def from_event(cls, msg: protocol.Assign) -> Assignment:
+        """The assignment in ``msg``; NodeAborted naming the cause if it does not fit."""
         try:
-            topo = Topology.parse(msg["topology"])
-            here = topo.check(tuple(msg["node"]), "assigned node")
-            hl = msg.get("hop_limit")
-            return cls(
-                str(msg["run"]),
-                topo,
-                here,
-                str(msg["port_model"]),
-                str(msg["contention"]),
-                str(msg["clock"]),
-                int(hl) if hl is not None else None,
-                int(msg["max_steps"]),
-                bool(msg.get("trace", False)),
-                str(msg.get("token", "")),
-                _opt_int(msg.get("buffer")),
-                _opt_int(msg.get("out_buffer")),
-                str(msg.get("policy", "block")),
-                dict(msg.get("peers", {})),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            topo = Topology.parse(msg.topology)
+            here = topo.check(msg.node, "assigned node")
+        except ValueError as exc:
             raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
+        return cls(
+            msg.run, topo, here, msg.port_model, msg.contention, msg.clock, msg.hop_limit,
+            msg.max_steps, msg.trace, msg.token, msg.buffer, msg.out_buffer, msg.policy, dict(msg.peers),
+        )  # fmt: skip
 
 
 LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]]
 
 
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else int(v)
+def done_report(
+    e: Engine, here: Coord, *, host: str, status: str, last_step: int, protocol_errors: int = 0
+) -> protocol.Done:
+    """A node's final report from its engine (the one place a ``done`` is built from one)."""
+    return protocol.Done(
+        node=here,
+        status=status,
+        host=host,
+        last_step=last_step,
+        traffic=tuple((mc, n, tuple(sorted(e.links_used.get(mc, ())))) for mc, n in e.traffic.items()),
+        trace=tuple(e.link_trace),
+        injected=tuple(e.injected.items()),
+        sent=e.sent,
+        received=e.received,
+        peak_queue=e.peak_queue,
+        peak_in=e.peak_in,
+        peak_out=e.peak_out,
+        mean_occupancy=e.occupancy_sum / e.steps if e.steps else 0.0,
+        dropped=e.dropped,
+        link_sends=dict(e.link_sends),
+        protocol_errors=protocol_errors,
+    )
 
 
-def quiescent(step: int, last_busy: int, diameter: int) -> bool:
-    """True once nothing can happen any more anywhere.
-
-    ``last_busy`` is the latest step at which this node knows any node was busy (its own
-    busy steps and its neighbours' values, one step old). Information travels one hop per
-    step, so once ``step - last_busy > diameter`` every busy step would have reached us:
-    the network has been idle since ``last_busy``, and every node concludes so at the same
-    step.
-    """
-    return step - last_busy > diameter
+def take_report(e: Engine, here: Coord, errors_from: int) -> protocol.Report:
+    """The deliveries (taken out of ``e``) and the errors from index ``errors_from`` on."""
+    arrivals = tuple((d.mc, d.step, d.hops, d.startups, d.wall_ns) for d in e.deliveries)
+    e.deliveries.clear()
+    return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     out: list[BaseException] = []
     for e in group.exceptions:
         out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
-    return out
-
-
-def _packets_by_port(sends: list[tuple[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for port, pkt in sends:
-        out.setdefault(port, []).append(pkt)
     return out
 
 
@@ -146,37 +138,64 @@ class Node:
         self._inbox_tx, self._inbox_rx = trio.open_memory_channel[tuple[str, LinkFrame | WireError | None]](
             math.inf
         )
-        self._pending_reports: list[list[Any]] = []
         self._pending_errors = 0
+        self._last_report = 0.0
         self._step = -1
         self._stopped = False
+        self.phase = Phase.NEW
+        self.protocol_errors = 0
 
     # -- control -----------------------------------------------------------------------
     def log(self, text: str) -> None:
         if self._log is not None:
             self._log(f"node {self.here[0]},{self.here[1]}: {text}")
 
-    async def _send(self, msg: dict[str, Any]) -> None:
-        await self.control.send(encode_control(msg))
+    async def _send(self, event: protocol.Event) -> None:
+        self.phase = protocol.advance(self.phase, event)  # our own messages follow the table
+        await self.control.send(protocol.encode(event))
 
-    async def _expect(self, kind: str) -> dict[str, Any]:
-        """Wait for control message ``kind``; bad or unexpected messages are reported, skipped."""
+    async def _protocol_error(self, cause: str) -> None:
+        """Count a bad or out-of-order control message and report it (never drop it silently)."""
+        self.protocol_errors += 1
+        self.log(f"protocol error: {cause}")
+        if self.engine is not None:
+            self.engine.error("protocol", cause)
+        else:
+            await self._send(protocol.Error(self.here, cause))
+
+    async def _receive(self) -> protocol.Event:
+        """The next control message that is in order; the others are reported and skipped."""
+        while True:
+            try:
+                event = protocol.decode(await self.control.receive())
+                if event.TYPE not in protocol.TO_NODE:
+                    raise ProtocolError(f"{event.TYPE!r} is not a message for a node")
+                self.phase = protocol.advance(self.phase, event)
+                return event
+            except ProtocolError as exc:
+                await self._protocol_error(str(exc))
+
+    async def _expect(self, kind: type[protocol.Event]) -> Any:
+        """Wait for a control message of class ``kind``; a stop aborts the node."""
         with trio.fail_after(HANDSHAKE_TIMEOUT):
-            while True:
-                msg = decode_control(await self.control.receive())
-                if isinstance(msg, WireError):
-                    await self._send({"type": "error", "node": list(self.here), "cause": msg.cause})
-                    continue
-                if msg["type"] == kind:
-                    return msg
-                if msg["type"] == "stop":
-                    raise NodeAborted(f"stopped while waiting for {kind!r}")
+            event = await self._receive()
+            if isinstance(event, protocol.Stop):
+                raise NodeAborted(f"stopped while waiting for {kind.TYPE!r}")
+            if not isinstance(event, kind):  # in the table but not what this phase is for
+                await self._protocol_error(f"unexpected {event.TYPE!r} while waiting for {kind.TYPE!r}")
+                return await self._expect(kind)
+            return event
 
     # -- main --------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
-        await self._send({"type": "hello", "node": list(self.here), "host": self.host})
-        assign = await self._assignment()
+        await self._send(protocol.Hello(self.here, self.host))
+        try:
+            assign = await self._assignment()
+        except NodeAborted as exc:  # stopped before it had a run: say so, and end
+            self.log(f"aborted: {exc}")
+            await self._done(-1, str(exc))
+            return
         self.log(f"assigned in {assign.topology.spec}, {assign.port_model}, {assign.clock}")
         last_step = -1
         status = "ok"
@@ -185,24 +204,24 @@ class Node:
                 if assign.clock != "lockstep":  # lockstep reads each link in step order itself
                     for port, link in links.items():
                         nursery.start_soon(self._reader, port, link)
-                await self._send({"type": "ready", "node": list(self.here)})
+                await self._send(protocol.Ready(self.here))
                 task_status.started()
                 self.log("links up, ready")
-                plan = await self._expect("plan")
-                injections = self._my_injections(assign, plan)
-                last_inj = int(plan.get("last_step", 0))
-                await self._expect("start")
+                plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
+                injections = self._my_injections(plan)
+                await self._expect(protocol.Start)
                 self.log("started")
+                self._last_report = time.monotonic()
                 if assign.clock == "lockstep":
                     async with trio.open_nursery() as steps:
                         steps.start_soon(self._watch_stop, steps.cancel_scope)
-                        await self._lockstep(assign, links, injections, last_inj)
+                        await self._lockstep(assign, links, injections, plan.last_step)
                         steps.cancel_scope.cancel()
                     last_step = self._step
                     if self._stopped:
                         raise NodeAborted(f"stopped by the coordinator at step {self._step}")
                 else:
-                    nursery.start_soon(self._free, assign, links, injections)
+                    nursery.start_soon(self._free, links, injections)
                     await self._until_stop()
                 nursery.cancel_scope.cancel()
         except* NodeAborted as group:
@@ -219,9 +238,9 @@ class Node:
     async def _assignment(self) -> Assignment:
         """Wait for a usable assignment; a bad one is reported and the node waits for the next."""
         while True:
-            msg = await self._expect("assign")
+            msg: protocol.Assign = await self._expect(protocol.Assign)
             try:
-                assign = Assignment.from_message(msg)
+                assign = Assignment.from_event(msg)
                 self.engine = Engine(
                     assign.topology,
                     assign.here,
@@ -230,31 +249,22 @@ class Node:
                     contention=assign.contention,
                     hop_limit=assign.hop_limit,
                     trace=assign.trace,
-                    in_capacity=assign.in_capacity,
-                    out_capacity=assign.out_capacity,
+                    buffer=assign.buffer,
+                    out_buffer=assign.out_buffer,
                     policy=assign.policy,
                     clock_ns=time.monotonic_ns,
                 )
                 return assign
             except (NodeAborted, ValueError) as exc:
-                await self._send(
-                    {"type": "error", "node": list(self.here), "cause": f"bad assignment: {exc}"}
-                )
+                self.phase = Phase.HELLO  # the assignment did not take: wait for the next one
+                await self._send(protocol.Error(self.here, f"bad assignment: {exc}"))
 
-    def _my_injections(self, assign: Assignment, plan: dict[str, Any]) -> dict[int, list[Injection]]:
-        out: dict[int, list[Injection]] = {}
-        assert self.engine is not None
-        for entry in plan.get("multicasts", []):
-            try:
-                mc, alg, src, dests, step, params = entry
-                if tuple(src) != self.here:
-                    continue
-                inj = Injection(int(mc), str(alg), [tuple(d) for d in dests], dict(params or {}), int(step))
-            except (TypeError, ValueError) as exc:
-                self.engine.error("bad-plan", f"{type(exc).__name__}: {exc}")
-                continue
-            out.setdefault(inj.step, []).append(inj)
-        return out
+    def _my_injections(self, plan: protocol.PlanMessage) -> list[Injection]:
+        return [
+            Injection(mc, alg, list(dests), dict(params), step)
+            for mc, alg, src, dests, step, params in plan.multicasts
+            if src == self.here
+        ]
 
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
@@ -268,8 +278,7 @@ class Node:
     async def _watch_stop(self, scope: trio.CancelScope) -> None:
         """Lockstep: the only control message that matters while stepping is stop."""
         while True:
-            msg = decode_control(await self.control.receive())
-            if not isinstance(msg, WireError) and msg["type"] == "stop":
+            if isinstance(await self._receive(), protocol.Stop):
                 self._stopped = True
                 scope.cancel()
                 return
@@ -278,23 +287,12 @@ class Node:
         """Free clock: answer probes with counters until the coordinator says stop."""
         assert self.engine is not None
         while True:
-            msg = decode_control(await self.control.receive())
-            if isinstance(msg, WireError):
-                continue
-            if msg["type"] == "probe":
+            msg = await self._receive()
+            if isinstance(msg, protocol.Probe):
                 await self._flush()
                 e = self.engine
-                await self._send(
-                    {
-                        "type": "counters",
-                        "node": list(self.here),
-                        "probe": msg.get("probe"),
-                        "sent": e.sent,
-                        "received": e.received,
-                        "errors": len(e.errors),
-                    }
-                )
-            elif msg["type"] == "stop":
+                await self._send(protocol.Counters(self.here, msg.probe, e.sent, e.received, len(e.errors)))
+            elif isinstance(msg, protocol.Stop):
                 return
 
     # -- frames ------------------------------------------------------------------------
@@ -309,45 +307,31 @@ class Node:
             raise NodeAborted(f"link {port} is down ({type(exc).__name__})") from None
 
     async def _lockstep(
-        self,
-        assign: Assignment,
-        links: dict[str, Link],
-        injections: dict[int, list[Injection]],
-        last_inj: int,
+        self, assign: Assignment, links: dict[str, Link], injections: list[Injection], last_inj: int
     ) -> None:
         """Run steps until global quiescence or the step budget (the last step is ``_step``)."""
         engine = self.engine
         assert engine is not None
-        ports = [p for p in PORTS if p in links]
-        diameter = assign.topology.diameter
-        last_busy = last_inj
-        t = 0
+        ports: list[str] = [p for p in PORTS if p in links]
+        clock = Lockstep(
+            engine, ports, diameter=assign.topology.diameter, max_steps=assign.max_steps,
+            injections=injections, last_injection=last_inj,
+        )  # fmt: skip
         while True:
-            self._step = t
-            if t > 0:
-                for p in ports:
-                    frame = await self._step_frame(links, p, t - 1)
-                    last_busy = max(last_busy, frame.last_busy)
-                    engine.credit_back(p, frame.freed)
-                    for pkt in frame.packets:
-                        engine.receive(pkt, p)
-            for inj in injections.pop(t, ()):
-                engine.inject(inj)
-            was_busy = engine.busy()
-            sends = engine.step(t)
-            if was_busy or sends:
-                last_busy = max(last_busy, t)
-            if quiescent(t, last_busy, diameter) or t >= assign.max_steps:
+            self._step = clock.step
+            due = clock.due
+            frames = {} if due is None else {p: await self._step_frame(links, p, due) for p in ports}
+            out = clock.advance(frames)
+            if out is None:
                 return  # every node stops at this same step: nobody needs our frame for it
-            by_port = _packets_by_port(sends)
-            freed = engine.take_freed()
             for p in ports:
-                await self._transmit(
-                    links, p, StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0))
-                )
-            if len(engine.deliveries) >= REPORT_BATCH or len(engine.errors) > self._pending_errors:
+                await self._transmit(links, p, out[p])
+            if (
+                len(engine.deliveries) >= REPORT_BATCH
+                or len(engine.errors) > self._pending_errors
+                or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
+            ):
                 await self._flush()
-            t += 1
 
     async def _step_frame(self, links: dict[str, Link], port: str, step: int) -> StepFrame:
         """The frame ``port``'s neighbour sent at ``step``: the next good frame on that link.
@@ -372,16 +356,13 @@ class Node:
             else:
                 return frame
 
-    async def _free(
-        self, assign: Assignment, links: dict[str, Link], injections: dict[int, list[Injection]]
-    ) -> None:
+    async def _free(self, links: dict[str, Link], injections: list[Injection]) -> None:
         """Free clock: inject, then forward every packet as soon as it arrives."""
         engine = self.engine
         assert engine is not None
-        for step in sorted(injections):
-            for inj in injections[step]:
-                for port, pkt in engine.inject_free(inj):
-                    await self._transmit(links, port, PacketFrame(pkt))
+        for inj in sorted(injections, key=lambda i: i.step):
+            for port, pkt in engine.inject_free(inj):
+                await self._transmit(links, port, PacketFrame(pkt))
         while True:
             port, frame = await self._inbox_rx.receive()
             if frame is None:
@@ -403,38 +384,23 @@ class Node:
         """Send the deliveries and errors gathered since the last report."""
         e = self.engine
         assert e is not None
-        arrivals = [[d.mc, d.step, d.hops, d.startups, d.wall_ns] for d in e.deliveries]
-        errors = [[x.kind, x.cause, x.mc] for x in e.errors[self._pending_errors :]]
-        e.deliveries.clear()
+        report = take_report(e, self.here, self._pending_errors)
         self._pending_errors = len(e.errors)
-        if arrivals or errors:
-            await self._send(
-                {"type": "report", "node": list(self.here), "arrivals": arrivals, "errors": errors}
-            )
+        self._last_report = time.monotonic()
+        if report.arrivals or report.errors:
+            await self._send(report)
 
     async def _done(self, last_step: int, status: str) -> None:
         e = self.engine
         if e is None:
-            await self._send({"type": "done", "node": list(self.here), "status": status, "host": self.host})
+            await self._send(
+                protocol.Done(self.here, status, self.host, protocol_errors=self.protocol_errors)
+            )
             return
         await self._flush()
         await self._send(
-            {
-                "type": "done",
-                "node": list(self.here),
-                "host": self.host,
-                "status": status,
-                "last_step": last_step,
-                "traffic": [[mc, n, sorted(e.links_used.get(mc, ()))] for mc, n in e.traffic.items()],
-                "trace": [list(x) for x in e.link_trace],
-                "injected": [[mc, ns] for mc, ns in e.injected.items()],
-                "sent": e.sent,
-                "received": e.received,
-                "peak_queue": e.peak_queue,
-                "peak_in": e.peak_in,
-                "peak_out": e.peak_out,
-                "mean_occupancy": e.occupancy_sum / e.steps if e.steps else 0.0,
-                "dropped": e.dropped,
-                "link_sends": e.link_sends,
-            }
-        )
+            done_report(
+                e, self.here, host=self.host, status=status, last_step=last_step,
+                protocol_errors=self.protocol_errors,
+            )
+        )  # fmt: skip

@@ -102,10 +102,11 @@ class Engine:
         hop_limit: int | None = None,
         trace: bool = False,
         clock_ns: Any = None,
-        in_capacity: int | None = None,
-        out_capacity: int | None = None,
+        buffer: int | None = None,
+        out_buffer: int | None = None,
         policy: str = "block",
     ) -> None:
+        """``buffer`` / ``out_buffer``: input / output buffer capacity in packets (None: unbounded)."""
         if port_model not in PORT_MODELS:
             raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
         if contention not in CONTENTIONS:
@@ -117,12 +118,12 @@ class Engine:
         self.isolated = contention == "isolated"
         if policy not in POLICIES:
             raise ValueError(f"unknown buffer policy {policy!r}: use one of {', '.join(POLICIES)}")
-        for name, cap in (("input", in_capacity), ("output", out_capacity)):
+        for name, cap in (("input", buffer), ("output", out_buffer)):
             if cap is not None and cap < 1:
                 raise ValueError(f"{name} buffer capacity must be at least 1, got {cap}")
         # Bounded buffers exist only where multicasts share them (shared contention).
-        self.in_capacity = None if self.isolated else in_capacity
-        self.out_capacity = None if self.isolated else out_capacity
+        self.in_capacity = None if self.isolated else buffer
+        self.out_capacity = None if self.isolated else out_buffer
         self.drop_when_full = policy == "drop"
         self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
         self.trace = trace

@@ -42,12 +42,12 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 import aiomqtt
-import msgpack
 import trio
 import trio_asyncio
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from node import protocol
 from node.topology import Coord
 
 __all__ = [
@@ -246,6 +246,12 @@ class _Endpoint:
     def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         raise NotImplementedError
 
+    def on_up(self) -> None:
+        """Called once connected (again), subscriptions made."""
+
+    def on_down(self, reason: str) -> None:
+        """Called when an established connection to the broker is lost."""
+
     # -- envelope ---------------------------------------------------------------------------
     def _wrap(self, data: bytes) -> bytes:
         self._seq += 1
@@ -325,6 +331,7 @@ class _Endpoint:
             self.connected_at = trio.current_time()
             self._up.set()
             self._first_connect.set()
+            self.on_up()
             async for msg in client.messages:
                 payload = msg.payload
                 if isinstance(payload, (bytes, bytearray)):
@@ -347,6 +354,7 @@ class _Endpoint:
             self.connect_error = reason
             if was_up:
                 self.log(f"lost the broker {self.broker} ({reason}); reconnecting")
+                self.on_down(reason)
                 delay = 0.1
             await trio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -476,6 +484,14 @@ class CoordinatorBus(_Endpoint):
     def on_connected(self) -> list[tuple[str, bytes, bool]]:
         return [(self.presence_topic, b"present", True)]
 
+    def on_up(self) -> None:
+        if self.connections > 1:
+            self._in_tx.send_nowait(protocol.encode(protocol.BrokerBack(str(self.broker))))
+
+    def on_down(self, reason: str) -> None:
+        """Tell the session: it names the broker if the run ends without it."""
+        self._in_tx.send_nowait(protocol.encode(protocol.BrokerLost(str(self.broker), reason)))
+
     def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         kind, _, name = topic[len(self.root) + 1 :].partition("/")
         node = _parse_node_name(name)
@@ -522,8 +538,7 @@ class CoordinatorBus(_Endpoint):
         self.done.add(node)
         self._offline_since.pop(node, None)
         self.log(f"node ({node[0]},{node[1]}) lost: {why}")
-        msg = {"type": "done", "node": list(node), "status": f"lost: {why}", "last_step": 0}
-        self._in_tx.send_nowait(msgpack.packb(msg, use_bin_type=True))
+        self._in_tx.send_nowait(protocol.encode(protocol.Done(node, f"lost: {why}")))
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -547,12 +562,11 @@ class CoordinatorBus(_Endpoint):
 
 
 def _is_done(data: bytes) -> bool:
-    """Whether an encoded control message is a ``done`` (decoded only as far as needed)."""
+    """Whether an encoded control message is a ``done``."""
     try:
-        msg: Any = msgpack.unpackb(data, raw=False)
-    except Exception:
+        return isinstance(protocol.decode(data), protocol.Done)
+    except protocol.ProtocolError:
         return False
-    return isinstance(msg, dict) and msg.get("type") == "done"
 
 
 @asynccontextmanager

@@ -126,3 +126,25 @@ async def test_node_reports_a_dead_link_instead_of_hanging() -> None:
                 if m["type"] == "done":
                     done = m
     assert "link +x" in done["status"]
+
+
+async def test_node_reports_an_out_of_order_message_instead_of_dropping_it() -> None:
+    node, _west, _east, to_coord_rx, to_node_tx = _middle_node()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node.run)
+            assert decode_control(await to_coord_rx.receive()) == {
+                "type": "hello",
+                "node": [1, 0],
+                "host": node.host,
+            }
+            to_node_tx.send_nowait(encode_control({"type": "start"}))  # before any assignment
+            err = decode_control(await to_coord_rx.receive())
+            assert isinstance(err, dict) and err["type"] == "error"
+            assert "unexpected 'start' while hello" in err["cause"]
+            to_node_tx.send_nowait(encode_control({"type": "stop"}))
+            done = decode_control(await to_coord_rx.receive())
+            assert isinstance(done, dict) and done["type"] == "done"
+            assert done["protocol_errors"] == 1
+            nursery.cancel_scope.cancel()
+    assert node.protocol_errors == 1

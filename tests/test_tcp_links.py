@@ -16,6 +16,7 @@ from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Plan, random_plan
 from node.actor import Node
 from node.links import MemoryControl
+from node.protocol import Assign
 from node.tcp import FrameError, FrameReader, TcpLinks, peer_entry
 from node.topology import Coord, Topology
 from node.wire import MAX_FRAME, HelloFrame, StepFrame, decode_link, encode_link
@@ -148,9 +149,9 @@ async def test_a_known_token_from_a_non_neighbour_is_rejected() -> None:
 
     orig = Session._assign
 
-    def spy(self: Session, node: Coord) -> dict[str, Any]:
+    def spy(self: Session, node: Coord) -> Assign:
         msg = orig(self, node)
-        tokens.append(msg["token"])
+        tokens.append(msg.token)
         return msg
 
     Session._assign = spy  # type: ignore[method-assign]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.workloads.plan import Plan
+from node import protocol
 from node.topology import Coord
 
 __all__ = ["Arrival", "Collector", "RawRun", "RunSettings"]
@@ -75,10 +76,6 @@ class RawRun:
         return sorted(a.logical() for a in self.arrivals)
 
 
-def _coord(v: Any) -> Coord:
-    return (int(v[0]), int(v[1]))
-
-
 class Collector:
     """Turns node reports into a :class:`RawRun`; knows when every destination has been reached."""
 
@@ -94,48 +91,43 @@ class Collector:
     def reached(self) -> int:
         return len(self._reached)
 
-    def handle(self, msg: dict[str, Any]) -> None:
-        """Take in one report or done message; malformed parts become recorded errors."""
-        kind = msg.get("type")
-        try:
-            node = _coord(msg["node"])
-        except (KeyError, TypeError, ValueError, IndexError):
-            self.raw.errors.append({"node": None, "kind": "bad-report", "cause": f"no node in {kind!r}"})
+    def handle(self, msg: protocol.Event) -> None:
+        """Take in one hello, report, error or done (already decoded and checked)."""
+        raw = self.raw
+        if isinstance(msg, protocol.Hello):
+            raw.hosts[msg.node] = msg.host
             return
-        host = self.raw.hosts.get(node)
-        try:
-            if kind == "hello":
-                self.raw.hosts[node] = str(msg.get("host", ""))
-            elif kind == "report":
-                for mc, step, hops, startups, wall in msg.get("arrivals", []):
-                    self.raw.arrivals.append(
-                        Arrival(int(mc), node, int(step), int(hops), int(startups), wall, host)
-                    )
-                    if node in self._dest_sets.get(int(mc), ()):
-                        self._reached.add((int(mc), node))
-                for kind_, cause, mc in msg.get("errors", []):
-                    self.raw.errors.append({"node": list(node), "kind": kind_, "cause": cause, "mc": mc})
-            elif kind == "error":
-                self.raw.errors.append(
-                    {"node": list(node), "kind": "control", "cause": str(msg.get("cause"))}
-                )
-            elif kind == "done":
-                self.done.add(node)
-                self.raw.node_status[node] = str(msg.get("status", "ok"))
-                self.raw.last_step = max(self.raw.last_step, int(msg.get("last_step", 0)))
-                self.raw.peak_queue[node] = int(msg.get("peak_queue", 0))
-                self.raw.node_stats[node] = {
-                    k: float(msg.get(k, 0)) for k in ("peak_in", "peak_out", "mean_occupancy", "dropped")
-                }
-                self.raw.dropped += int(msg.get("dropped", 0))
-                for port, n in dict(msg.get("link_sends", {})).items():
-                    self.raw.link_sends[(node, str(port))] = int(n)
-                for mc, n, ports in msg.get("traffic", []):
-                    self.raw.traffic[int(mc)] = self.raw.traffic.get(int(mc), 0) + int(n)
-                    self.raw.links.setdefault(int(mc), set()).update((node, str(p)) for p in ports)
-                for mc, port, step in msg.get("trace", []):
-                    self.raw.trace.append((int(mc), node, str(port), int(step)))
-                for mc, ns in msg.get("injected", []):
-                    self.raw.injected[int(mc)] = (int(ns), host or "")
-        except (TypeError, ValueError) as exc:
-            self.raw.errors.append({"node": list(node), "kind": "bad-report", "cause": f"{kind}: {exc}"})
+        if not isinstance(msg, (protocol.Report, protocol.Error, protocol.Done)):
+            return
+        node = msg.node
+        host = raw.hosts.get(node)
+        if isinstance(msg, protocol.Report):
+            for mc, step, hops, startups, wall in msg.arrivals:
+                raw.arrivals.append(Arrival(mc, node, step, hops, startups, wall, host))
+                if node in self._dest_sets.get(mc, ()):
+                    self._reached.add((mc, node))
+            for kind, cause, mc_ in msg.errors:
+                raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc_})
+        elif isinstance(msg, protocol.Error):
+            raw.errors.append({"node": list(node), "kind": "control", "cause": msg.cause})
+        else:
+            self.done.add(node)
+            raw.node_status[node] = msg.status
+            raw.last_step = max(raw.last_step, msg.last_step)
+            raw.peak_queue[node] = msg.peak_queue
+            raw.node_stats[node] = {
+                "peak_in": float(msg.peak_in),
+                "peak_out": float(msg.peak_out),
+                "mean_occupancy": msg.mean_occupancy,
+                "dropped": float(msg.dropped),
+            }
+            raw.dropped += msg.dropped
+            for port, n in msg.link_sends.items():
+                raw.link_sends[(node, port)] = n
+            for mc, n, ports in msg.traffic:
+                raw.traffic[mc] = raw.traffic.get(mc, 0) + n
+                raw.links.setdefault(mc, set()).update((node, p) for p in ports)
+            for mc, port, step in msg.trace:
+                raw.trace.append((mc, node, port, step))
+            for mc, ns in msg.injected:
+                raw.injected[mc] = (ns, host or "")

@@ -2,13 +2,15 @@
 
 hello from every node → assign → ready from every node → plan → start → reports, until
 every node is done (lockstep: nodes stop by themselves at global quiescence) or, in the
-free clock, until probes find the network quiescent twice in a row. A wall-clock budget
-bounds everything: when it runs out the run stops, says why and keeps what it has.
+free clock, until probes find the network quiescent twice in a row. Each node's conversation
+follows the phase table of :mod:`node.protocol`; a message out of order is recorded as a
+``protocol`` error. A wall-clock budget bounds everything: when it runs out the run stops,
+says why and keeps what it has. A node declared lost ends the run at once (the others are
+stopped and their final reports kept); a lost broker is named in the incomplete causes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -18,8 +20,9 @@ import trio
 
 from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
+from node import protocol
+from node.protocol import Phase, ProtocolError
 from node.topology import Coord
-from node.wire import WireError, decode_control, encode_control
 
 __all__ = ["Session"]
 
@@ -28,6 +31,12 @@ Broadcast = Callable[[bytes], Awaitable[None]]
 
 PROBE_INTERVAL = 0.02
 STOP_GRACE = 5.0
+
+_ORDER = list(Phase)
+
+
+class _NodeLost(Exception):
+    """A node was declared lost while the run was going: stop waiting for the rest."""
 
 
 class Session:
@@ -55,103 +64,147 @@ class Session:
         self.run_id = run_id or secrets.token_hex(4)
         self.token = secrets.token_hex(8)
         self.collector = Collector(plan)
+        self.phases: dict[Coord, Phase] = {}
+        self._nodes: set[Coord] = set()
         self._counters: dict[Coord, tuple[int, int, int]] = {}
         self._probe = 0
-        self._early: dict[str, set[Coord]] = {}
+        self._lost: list[Coord] = []
+        self._broker_down: str | None = None
+        self._broker_lost: list[str] = []
+        self._watch_lost = False
 
-    def _assign(self, node: Coord) -> dict[str, Any]:
+    def _assign(self, node: Coord) -> protocol.Assign:
         s = self.settings
-        return {
-            "type": "assign",
-            "run": self.run_id,
-            "topology": self.plan.topology.spec,
-            "node": list(node),
-            "port_model": s.port_model,
-            "contention": s.contention,
-            "clock": s.clock,
-            "hop_limit": s.hop_limit,
-            "max_steps": s.max_steps,
-            "trace": s.trace,
-            "buffer": s.buffer,
-            "out_buffer": s.out_buffer,
-            "policy": s.policy,
-            "token": self.token,
-            "peers": self.peers(node) if self.peers else {},
-        }
+        return protocol.Assign(
+            run=self.run_id,
+            topology=self.plan.topology.spec,
+            node=node,
+            port_model=s.port_model,
+            contention=s.contention,
+            clock=s.clock,
+            max_steps=s.max_steps,
+            hop_limit=s.hop_limit,
+            trace=s.trace,
+            token=self.token,
+            buffer=s.buffer,
+            out_buffer=s.out_buffer,
+            policy=s.policy,
+            peers=self.peers(node) if self.peers else {},
+        )
 
-    async def _next(self) -> dict[str, Any] | None:
-        msg = decode_control(await self.inbox.receive())
-        if isinstance(msg, WireError):
-            self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": msg.cause})
-            return None
-        return msg
+    # -- the phase table, coordinator side ------------------------------------------------------
+    def _error(self, node: Coord | None, cause: str) -> None:
+        self.collector.raw.errors.append(
+            {"node": list(node) if node else None, "kind": "protocol", "cause": cause}
+        )
 
-    async def _gather(self, kind: str, nodes: set[Coord]) -> None:
-        """Wait until every node in ``nodes`` has sent ``kind``.
+    def _advance(self, node: Coord, event: protocol.Event) -> bool:
+        """Move ``node``'s conversation past ``event``; False (recorded) if it is out of order."""
+        try:
+            self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
+            return True
+        except ProtocolError as exc:
+            self._error(node, f"from ({node[0]},{node[1]}): {exc}")
+            return False
 
-        Over a real network a fast node can be a phase ahead (its ``ready`` arriving before a
-        slow node's ``hello``): such messages are remembered for the later gather.
-        A node that is already done (aborted, or reported lost) is not waited for.
-        """
-        waiting = set(nodes) - self._early.pop(kind, set()) - self.collector.done
-        while waiting:
-            msg = await self._next()
-            if msg is None:
-                continue
-            self._handle(msg)
-            waiting -= self.collector.done
-            if msg["type"] != kind and msg["type"] == "ready":
-                with contextlib.suppress(KeyError, TypeError, ValueError, IndexError):
-                    self._early.setdefault("ready", set()).add((int(msg["node"][0]), int(msg["node"][1])))
-            if msg["type"] == kind:
-                try:
-                    waiting.discard((int(msg["node"][0]), int(msg["node"][1])))
-                except (KeyError, TypeError, ValueError, IndexError):
-                    continue
-                if kind == "hello":
-                    n = (int(msg["node"][0]), int(msg["node"][1]))
-                    if n in nodes:
-                        await self.send_to(n, encode_control(self._assign(n)))
+    def _reached(self, node: Coord, phase: Phase) -> bool:
+        return _ORDER.index(self.phases.get(node, Phase.NEW)) >= _ORDER.index(phase)
 
-    def _handle(self, msg: dict[str, Any]) -> None:
-        if msg["type"] == "counters":
-            try:
-                n = (int(msg["node"][0]), int(msg["node"][1]))
-                self._counters[n] = (int(msg["probe"]), int(msg["sent"]), int(msg["received"]))
-            except (KeyError, TypeError, ValueError, IndexError):
-                pass
+    async def _to(self, node: Coord, event: protocol.Event) -> None:
+        self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
+        await self.send_to(node, protocol.encode(event))
+
+    async def _to_all(self, event: protocol.Event) -> None:
+        for n in self._nodes:
+            if self.phases.get(n) != Phase.DONE:
+                self.phases[n] = protocol.advance(self.phases.get(n, Phase.NEW), event)
+        await self.broadcast(protocol.encode(event))
+
+    # -- receiving ------------------------------------------------------------------------------
+    async def _next(self) -> None:
+        """Take in the next message from the inbox."""
+        data = await self.inbox.receive()
+        try:
+            msg = protocol.decode(data)
+        except ProtocolError as exc:
+            self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
             return
-        before = self.collector.reached
-        self.collector.handle(msg)
-        if self.progress and self.collector.reached != before:
-            self.progress(self.collector.reached, self.collector.expected)
+        if isinstance(msg, protocol.BrokerLost):
+            self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
+            if self._broker_down not in self._broker_lost:
+                self._broker_lost.append(self._broker_down)
+            return
+        if isinstance(msg, protocol.BrokerBack):
+            self._broker_down = None
+            return
+        if msg.TYPE not in protocol.TO_COORDINATOR:
+            self._error(None, f"{msg.TYPE!r} is not a message for the coordinator")
+            return
+        node: Coord = msg.node  # type: ignore[union-attr]
+        if node not in self._nodes:
+            self._error(node, f"{msg.TYPE!r} from ({node[0]},{node[1]}), not a node of this run")
+            return
+        if not self._advance(node, msg):
+            return
+        if isinstance(msg, protocol.Hello):
+            self.collector.handle(msg)
+            await self._to(node, self._assign(node))
+        elif isinstance(msg, protocol.Counters):
+            self._counters[node] = (msg.probe, msg.sent, msg.received)
+        else:
+            before = self.collector.reached
+            self.collector.handle(msg)
+            if self.progress and self.collector.reached != before:
+                self.progress(self.collector.reached, self.collector.expected)
+            if isinstance(msg, protocol.Done) and msg.lost:
+                self._lost.append(node)
+                if self._watch_lost:
+                    raise _NodeLost
+
+    async def _gather(self, phase: Phase, nodes: set[Coord]) -> None:
+        """Wait until every node in ``nodes`` has reached ``phase`` (or is done)."""
+        while not all(self._reached(n, phase) for n in nodes):
+            await self._next()
 
     async def run(self, nodes: set[Coord]) -> RawRun:
         """Drive the whole protocol; always returns, marking the run incomplete when it must."""
         raw = self.collector.raw
+        self._nodes = set(nodes)
         phase = "waiting for nodes to say hello"
         t0 = time.perf_counter()
+        lost = False
         with trio.move_on_after(self.settings.wall_budget) as budget:
-            await self._gather("hello", nodes)
-            phase = "waiting for nodes to open their links"
-            await self._gather("ready", nodes)
-            await self._send_plan(nodes)
-            await self.broadcast(encode_control({"type": "start"}))
-            t0 = time.perf_counter()
-            phase = "running"
-            if self.settings.clock == "lockstep":
-                await self._gather("done", nodes)
-            else:
-                await self._free_until_quiescent(nodes)
+            try:
+                self._watch_lost = True
+                await self._gather(Phase.ASSIGNED, nodes)
+                phase = "waiting for nodes to open their links"
+                await self._gather(Phase.READY, nodes)
+                await self._send_plan(nodes)
+                await self._to_all(protocol.Start())
+                t0 = time.perf_counter()
+                phase = "running"
+                if self.settings.clock == "lockstep":
+                    await self._gather(Phase.DONE, nodes)
+                else:
+                    await self._free_until_quiescent(nodes)
+            except _NodeLost:
+                lost = True
+            finally:
+                self._watch_lost = False
         raw.wall_s = time.perf_counter() - t0
         if budget.cancelled_caught:
             raw.incomplete.append(
                 f"wall-clock budget of {self.settings.wall_budget:g} s ran out while {phase}"
             )
+        if lost:
+            raw.incomplete.append(
+                "run ended early while " + phase + ": "
+                + ", ".join(f"node ({x},{y}) lost" for x, y in self._lost)
+            )  # fmt: skip
         if self.collector.done != nodes:
-            await self.broadcast(encode_control({"type": "stop"}))
+            await self._to_all(protocol.Stop())
             with trio.move_on_after(STOP_GRACE):
-                await self._gather("done", nodes - self.collector.done)
+                await self._gather(Phase.DONE, nodes)
             silent = sorted(nodes - self.collector.done)
             if silent:
                 raw.incomplete.append(
@@ -159,6 +212,8 @@ class Session:
                     + ", ".join(f"({x},{y})" for x, y in silent[:20])
                     + (f" and {len(silent) - 20} more" if len(silent) > 20 else "")
                 )
+        if self._broker_lost and (self._broker_down or raw.incomplete):
+            raw.incomplete.extend(self._broker_lost)
         for n, status in sorted(raw.node_status.items()):
             if status != "ok":
                 raw.incomplete.append(f"node ({n[0]},{n[1]}) stopped early: {status}")
@@ -168,12 +223,13 @@ class Session:
 
     async def _send_plan(self, nodes: set[Coord]) -> None:
         """Each node gets the injections it sources (and when the last one is), before start."""
-        mine: dict[Coord, list[Any]] = {n: [] for n in nodes}
+        mine: dict[Coord, list[protocol.PlanEntry]] = {n: [] for n in nodes}
         for m in self.plan.multicasts:
-            mine.setdefault(m.source, []).append(m.to_wire())
+            entry = (m.id, m.algorithm, m.source, tuple(m.destinations), m.step, dict(m.params))
+            mine.setdefault(m.source, []).append(entry)
         for n in sorted(nodes):
-            msg = {"type": "plan", "last_step": self.plan.last_step, "multicasts": mine[n]}
-            await self.send_to(n, encode_control(msg))
+            if self.phases.get(n) != Phase.DONE:
+                await self._to(n, protocol.PlanMessage(self.plan.last_step, tuple(mine[n])))
 
     async def _free_until_quiescent(self, nodes: set[Coord]) -> None:
         """Free clock: probe counters until two probes in a row agree and sent == received."""
@@ -181,19 +237,17 @@ class Session:
         while True:
             with trio.move_on_after(PROBE_INTERVAL):
                 while True:
-                    msg = await self._next()
-                    if msg is not None:
-                        self._handle(msg)
+                    await self._next()
             self._probe += 1
-            await self.broadcast(encode_control({"type": "probe", "probe": self._probe}))
-            while not all(self._counters.get(n, (0,))[0] == self._probe for n in nodes):
-                msg = await self._next()
-                if msg is not None:
-                    self._handle(msg)
+            await self._to_all(protocol.Probe(self._probe))
+            while not all(
+                self._counters.get(n, (0,))[0] == self._probe or n in self.collector.done for n in nodes
+            ):
+                await self._next()
             sent = sum(c[1] for c in self._counters.values())
             received = sum(c[2] for c in self._counters.values())
             if sent == received and previous == (sent, received):
-                await self.broadcast(encode_control({"type": "stop"}))
-                await self._gather("done", nodes)
+                await self._to_all(protocol.Stop())
+                await self._gather(Phase.DONE, nodes)
                 return
             previous = (sent, received)

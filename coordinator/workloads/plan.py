@@ -51,7 +51,6 @@ class Plan:
 
     def to_wire(self) -> dict[str, Any]:
         return {
-            "type": "plan",
             "last_step": self.last_step,
             "multicasts": [m.to_wire() for m in self.multicasts],
         }

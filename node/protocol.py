@@ -1,0 +1,444 @@
+"""The control protocol between a node and the coordinator: typed events, one codec, one phase table.
+
+Every control message is a frozen dataclass below; :func:`encode` and :func:`decode` are the
+only way to and from msgpack bytes (a map with a ``type`` and the event's fields, so the bytes
+stay readable by any msgpack tool). :func:`decode` never lets bad input through: it raises a
+:class:`ProtocolError` naming the cause. :data:`TRANSITIONS` is the protocol's phase table
+(phase x message type -> next phase): the node actor and the coordinator's session both follow
+it, one conversation per node, so an out-of-order message is a reported error on both sides.
+
+The conversation: node hello -> coordinator assign -> node ready (links up) -> plan -> start
+-> node reports (and, in the free clock, probe/counters) -> stop (free clock, or to abort) ->
+node done. ``error`` (a bad message the node could not use) may come in any phase. Setting
+names are the coordinator's RunSettings names all the way down (``buffer``, ``out_buffer``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Final
+
+import msgpack
+
+from node.topology import Coord
+from node.wire import MAX_FRAME
+
+__all__ = [
+    "TO_COORDINATOR",
+    "TO_NODE",
+    "TRANSITIONS",
+    "Assign",
+    "BrokerBack",
+    "BrokerLost",
+    "Counters",
+    "Done",
+    "Error",
+    "Event",
+    "Hello",
+    "Phase",
+    "PlanMessage",
+    "Probe",
+    "ProtocolError",
+    "Ready",
+    "Report",
+    "Start",
+    "Stop",
+    "advance",
+    "decode",
+    "encode",
+]
+
+
+class ProtocolError(Exception):
+    """A control message that is malformed or out of order, with its cause."""
+
+
+# -- field checkers: each takes the decoded msgpack value and returns the typed one or raises --------
+Check = Callable[[Any], Any]
+
+
+def _fail(what: str, v: Any) -> ProtocolError:
+    return ProtocolError(f"{what}, got {v!r:.60}")
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise _fail("expected an integer", v)
+    return v
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _float(v: Any) -> float:
+    if type(v) not in (int, float):
+        raise _fail("expected a number", v)
+    return float(v)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise _fail("expected a string", v)
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise _fail("expected true or false", v)
+    return v
+
+
+def _coord(v: Any) -> Coord:
+    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+        raise _fail("expected a node [x, y]", v)
+    return (_int(v[0]), _int(v[1]))
+
+
+def _map(v: Any) -> dict[str, Any]:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise _fail("expected a map with string keys", v)
+    return dict(v)
+
+
+def _int_map(v: Any) -> dict[str, int]:
+    return {k: _int(x) for k, x in _map(v).items()}
+
+
+def _array(v: Any) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise _fail("expected an array", v)
+    return list(v)
+
+
+def _tuple_of(*checks: Check) -> Check:
+    def check(v: Any) -> tuple[Any, ...]:
+        items = _array(v)
+        if len(items) != len(checks):
+            raise _fail(f"expected {len(checks)} elements", v)
+        return tuple(c(x) for c, x in zip(checks, items, strict=True))
+
+    return check
+
+
+def _seq(item: Check) -> Check:
+    def check(v: Any) -> tuple[Any, ...]:
+        return tuple(item(x) for x in _array(v))
+
+    return check
+
+
+def _any(v: Any) -> Any:
+    return v
+
+
+def _plain(v: Any) -> Any:
+    """Tuples (and enums) as msgpack-ready values."""
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+class _Event:
+    """Base of every control event: its wire ``type`` and the generic field-by-field codec."""
+
+    TYPE: ClassVar[str]
+    __slots__ = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE}
+        for f in fields(self):  # type: ignore[arg-type]
+            out[f.name] = _plain(getattr(self, f.name))
+        return out
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Any:
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name not in obj:
+                if f.default is not MISSING or f.default_factory is not MISSING:  # optional
+                    continue
+                raise ProtocolError(f"{cls.TYPE}: missing field {f.name!r}")
+            try:
+                kwargs[f.name] = f.metadata["check"](obj[f.name])
+            except ProtocolError as exc:
+                raise ProtocolError(f"{cls.TYPE}.{f.name}: {exc}") from None
+        return cls(**kwargs)
+
+
+# -- node -> coordinator --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Hello(_Event):
+    """A node is up: its coordinates and host name."""
+
+    TYPE: ClassVar[str] = "hello"
+    node: Coord = field(metadata={"check": _coord})
+    host: str = field(metadata={"check": _str}, default="")
+
+
+@dataclass(frozen=True, slots=True)
+class Ready(_Event):
+    """A node's links are up: it waits for its plan."""
+
+    TYPE: ClassVar[str] = "ready"
+    node: Coord = field(metadata={"check": _coord})
+
+
+Arrivals = tuple[tuple[int, int, int, int, int | None], ...]
+"""Deliveries: (multicast, step, hops, start-ups, wall-clock ns or None)."""
+Errors = tuple[tuple[str, str, int | None], ...]
+"""Node errors: (kind, cause, multicast or None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Report(_Event):
+    """Deliveries and errors a node gathered since its last report."""
+
+    TYPE: ClassVar[str] = "report"
+    node: Coord = field(metadata={"check": _coord})
+    arrivals: Arrivals = field(
+        metadata={"check": _seq(_tuple_of(_int, _int, _int, _int, _opt_int))}, default=()
+    )
+    errors: Errors = field(metadata={"check": _seq(_tuple_of(_str, _str, _opt_int))}, default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Error(_Event):
+    """A node could not use a message (before it has an engine to report through)."""
+
+    TYPE: ClassVar[str] = "error"
+    node: Coord = field(metadata={"check": _coord})
+    cause: str = field(metadata={"check": _str})
+
+
+@dataclass(frozen=True, slots=True)
+class Counters(_Event):
+    """Free clock: a node's answer to a probe."""
+
+    TYPE: ClassVar[str] = "counters"
+    node: Coord = field(metadata={"check": _coord})
+    probe: int = field(metadata={"check": _int})
+    sent: int = field(metadata={"check": _int})
+    received: int = field(metadata={"check": _int})
+    errors: int = field(metadata={"check": _int}, default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Done(_Event):
+    """A node's final report: its status (``ok``, or why it stopped; ``lost: ...``) and statistics."""
+
+    TYPE: ClassVar[str] = "done"
+    node: Coord = field(metadata={"check": _coord})
+    status: str = field(metadata={"check": _str}, default="ok")
+    host: str = field(metadata={"check": _str}, default="")
+    last_step: int = field(metadata={"check": _int}, default=0)
+    traffic: tuple[tuple[int, int, tuple[str, ...]], ...] = field(
+        metadata={"check": _seq(_tuple_of(_int, _int, _seq(_str)))}, default=()
+    )
+    trace: tuple[tuple[int, str, int], ...] = field(
+        metadata={"check": _seq(_tuple_of(_int, _str, _int))}, default=()
+    )
+    injected: tuple[tuple[int, int], ...] = field(metadata={"check": _seq(_tuple_of(_int, _int))}, default=())
+    sent: int = field(metadata={"check": _int}, default=0)
+    received: int = field(metadata={"check": _int}, default=0)
+    peak_queue: int = field(metadata={"check": _int}, default=0)
+    peak_in: int = field(metadata={"check": _int}, default=0)
+    peak_out: int = field(metadata={"check": _int}, default=0)
+    mean_occupancy: float = field(metadata={"check": _float}, default=0.0)
+    dropped: int = field(metadata={"check": _int}, default=0)
+    link_sends: dict[str, int] = field(metadata={"check": _int_map}, default_factory=dict)
+    protocol_errors: int = field(metadata={"check": _int}, default=0)
+
+    @property
+    def lost(self) -> bool:
+        """The coordinator's side declared this node lost (it sent no final report of its own)."""
+        return self.status.startswith("lost:")
+
+
+# -- coordinator -> node --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Assign(_Event):
+    """What the coordinator tells a node before it opens its links (RunSettings' names)."""
+
+    TYPE: ClassVar[str] = "assign"
+    run: str = field(metadata={"check": _str})
+    topology: str = field(metadata={"check": _str})
+    node: Coord = field(metadata={"check": _coord})
+    port_model: str = field(metadata={"check": _str})
+    contention: str = field(metadata={"check": _str})
+    clock: str = field(metadata={"check": _str})
+    max_steps: int = field(metadata={"check": _int})
+    hop_limit: int | None = field(metadata={"check": _opt_int}, default=None)
+    trace: bool = field(metadata={"check": _bool}, default=False)
+    token: str = field(metadata={"check": _str}, default="")
+    buffer: int | None = field(metadata={"check": _opt_int}, default=None)
+    out_buffer: int | None = field(metadata={"check": _opt_int}, default=None)
+    policy: str = field(metadata={"check": _str}, default="block")
+    peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
+
+
+PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]
+"""One injection: (multicast, algorithm, source, destinations, step, parameters)."""
+
+
+def _params(v: Any) -> dict[str, Any]:
+    return {} if v is None else _map(v)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanMessage(_Event):
+    """The injections a node sources, and the step of the run's last injection."""
+
+    TYPE: ClassVar[str] = "plan"
+    last_step: int = field(metadata={"check": _int}, default=0)
+    multicasts: tuple[PlanEntry, ...] = field(
+        metadata={"check": _seq(_tuple_of(_int, _str, _coord, _seq(_coord), _int, _params))}, default=()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Start(_Event):
+    """Every node is ready: step 0 begins."""
+
+    TYPE: ClassVar[str] = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe(_Event):
+    """Free clock: report your counters (numbered, so answers match their probe)."""
+
+    TYPE: ClassVar[str] = "probe"
+    probe: int = field(metadata={"check": _int})
+
+
+@dataclass(frozen=True, slots=True)
+class Stop(_Event):
+    """Stop now and send your final report."""
+
+    TYPE: ClassVar[str] = "stop"
+
+
+# -- the coordinator's own bus --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BrokerLost(_Event):
+    """The coordinator's control bus lost its broker (put in its inbox by the bus, not a node)."""
+
+    TYPE: ClassVar[str] = "broker-lost"
+    broker: str = field(metadata={"check": _str})
+    cause: str = field(metadata={"check": _str})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerBack(_Event):
+    """The coordinator's control bus is connected to its broker again."""
+
+    TYPE: ClassVar[str] = "broker-back"
+    broker: str = field(metadata={"check": _str})
+
+
+Event = (
+    Hello | Ready | Report | Error | Counters | Done | Assign | PlanMessage | Start | Probe | Stop
+    | BrokerLost | BrokerBack
+)  # fmt: skip
+
+_TYPES: Final[dict[str, type[_Event]]] = {
+    c.TYPE: c
+    for c in (
+        Hello,
+        Ready,
+        Report,
+        Error,
+        Counters,
+        Done,
+        Assign,
+        PlanMessage,
+        Start,
+        Probe,
+        Stop,
+        BrokerLost,
+        BrokerBack,
+    )
+}
+
+
+def encode(event: Event) -> bytes:
+    """The msgpack bytes of ``event``."""
+    return msgpack.packb(event.to_wire(), use_bin_type=True)
+
+
+def decode(data: bytes) -> Event:
+    """The event in ``data``; raises :class:`ProtocolError` naming why it is not one."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"control message must be bytes, got {type(data).__name__}")
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"control message of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated types for garbage
+        raise ProtocolError(f"not msgpack ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError(f"control message must be a map with a 'type', got {obj!r:.60}")
+    cls = _TYPES.get(obj["type"])
+    if cls is None:
+        raise ProtocolError(f"unknown control message type {obj['type']!r:.40}")
+    event: Event = cls.from_wire(obj)
+    return event
+
+
+# -- the phase table ------------------------------------------------------------------------------
+class Phase(enum.StrEnum):
+    """Where one node's conversation with the coordinator is (the same on both sides)."""
+
+    NEW = "new"  # nothing said yet
+    HELLO = "hello"  # the node said hello; it waits for its assignment
+    ASSIGNED = "assigned"  # it has its assignment and opens its links
+    READY = "ready"  # links up; it waits for the plan
+    PLANNED = "planned"  # it has its plan; it waits for start
+    RUNNING = "running"
+    STOPPING = "stopping"  # told to stop; its final report is due
+    DONE = "done"
+
+
+_P = Phase
+_LIVE: Final = (_P.NEW, _P.HELLO, _P.ASSIGNED, _P.READY, _P.PLANNED, _P.RUNNING, _P.STOPPING)
+TRANSITIONS: Final[dict[tuple[Phase, str], Phase]] = {
+    (_P.NEW, "hello"): _P.HELLO,
+    (_P.HELLO, "assign"): _P.ASSIGNED,
+    (_P.ASSIGNED, "ready"): _P.READY,
+    (_P.READY, "plan"): _P.PLANNED,
+    (_P.PLANNED, "start"): _P.RUNNING,
+    (_P.RUNNING, "probe"): _P.RUNNING,
+    (_P.RUNNING, "counters"): _P.RUNNING,
+    # a node reports whatever it gathered, from its assignment on (link errors, bad plan entries)
+    **{(p, "report"): p for p in (_P.ASSIGNED, _P.READY, _P.PLANNED, _P.RUNNING, _P.STOPPING)},
+    # a bad message may be reported at any time; a stop or a final report may come in any phase
+    **{(p, "error"): p for p in _LIVE},
+    **{(p, "stop"): _P.STOPPING for p in _LIVE},
+    **{(p, "done"): _P.DONE for p in _LIVE},
+    # a stop broadcast can cross a node's final report
+    (_P.DONE, "stop"): _P.DONE,
+    (_P.DONE, "probe"): _P.DONE,
+    (_P.STOPPING, "probe"): _P.STOPPING,
+}
+"""(phase, message type) -> next phase; any pair missing here is a protocol error."""
+
+
+TO_NODE: Final = frozenset({"assign", "plan", "start", "probe", "stop"})
+"""Message types a node accepts; the others only ever go to the coordinator."""
+TO_COORDINATOR: Final = frozenset({"hello", "ready", "report", "error", "counters", "done"})
+"""Message types the coordinator accepts from a node."""
+
+
+def advance(phase: Phase, event: Event | str) -> Phase:
+    """The phase after ``event`` (or message type) in ``phase``; :class:`ProtocolError` if out of order."""
+    kind = event if isinstance(event, str) else event.TYPE
+    nxt = TRANSITIONS.get((phase, kind))
+    if nxt is None:
+        raise ProtocolError(f"unexpected {kind!r} while {phase.value}")
+    return nxt

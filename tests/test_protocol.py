@@ -1,0 +1,153 @@
+"""The control protocol (node/protocol.py): every event round-trips, bad bytes are a ProtocolError,
+and the phase table rejects messages out of order — on the node and in the coordinator's session."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgpack
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.session import Session
+from coordinator.workloads.plan import Multicast, Plan
+from node import protocol
+from node.protocol import Phase, ProtocolError
+from node.topology import Topology
+
+EVENTS: list[protocol.Event] = [
+    protocol.Hello((1, 2), "host-a"),
+    protocol.Ready((0, 0)),
+    protocol.Report((3, 1), ((7, 4, 2, 1, 123), (8, 5, 3, 2, None)),
+                    (("bad-header", "why", 7), ("x", "y", None))),
+    protocol.Error((0, 1), "bad assignment: nope"),
+    protocol.Counters((2, 2), 5, 10, 9, 1),
+    protocol.Done(
+        (1, 1), "ok", "h", 42, ((7, 3, ("+x", "-y")),), ((7, "+x", 3),), ((7, 99),), 3, 4, 2, 1, 1, 0.5, 0,
+        {"+x": 3}, 1,
+    ),
+    protocol.Done((4, 4), "lost: gone"),
+    protocol.Assign("r1", "torus:4x4", (1, 3), "all-port", "shared", "free", 100, 9, True, "tok", 4, 2,
+                    "drop",
+                    {"+x": {"host": "127.0.0.1", "port": 7000}}),
+    protocol.PlanMessage(12, ((1, "xy-unicast", (0, 0), ((1, 1), (2, 2)), 3, {"k": [1, 2]}),)),
+    protocol.Start(),
+    protocol.Probe(3),
+    protocol.Stop(),
+    protocol.BrokerLost("mqtt://127.0.0.1:1883", "connection refused"),
+    protocol.BrokerBack("mqtt://127.0.0.1:1883"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.TYPE)
+def test_every_event_round_trips(event: protocol.Event) -> None:
+    assert protocol.decode(protocol.encode(event)) == event
+
+
+def test_every_message_type_is_covered() -> None:
+    assert {e.TYPE for e in EVENTS} == set(protocol._TYPES)
+
+
+@given(st.binary(max_size=200))
+def test_garbage_is_a_protocol_error_or_an_event(data: bytes) -> None:
+    try:
+        event = protocol.decode(data)
+    except ProtocolError as exc:
+        assert str(exc)
+    else:
+        assert protocol.decode(protocol.encode(event)) == event
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4) | st.floats(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.sampled_from(EVENTS), st.data())
+def test_a_corrupted_field_is_named(event: protocol.Event, data: st.DataObject) -> None:
+    wire: dict[str, Any] = event.to_wire()
+    if len(wire) == 1:
+        return  # no fields to corrupt
+    name = data.draw(st.sampled_from(sorted(k for k in wire if k != "type")))
+    wire[name] = data.draw(_values)
+    try:
+        decoded = protocol.decode(msgpack.packb(wire, use_bin_type=True))
+    except ProtocolError as exc:
+        assert name in str(exc) and wire["type"] in str(exc)
+    else:  # the new value happened to be valid: it must still round-trip
+        assert protocol.decode(protocol.encode(decoded)) == decoded
+
+
+@pytest.mark.parametrize(
+    ("data", "cause"),
+    [
+        (b"\xc1", "not msgpack"),
+        (msgpack.packb([1, 2]), "map with a 'type'"),
+        (msgpack.packb({"type": "warp"}), "unknown control message type"),
+        (msgpack.packb({"type": "hello"}), "missing field 'node'"),
+        (msgpack.packb({"type": "probe", "probe": True}), "probe.probe"),
+        (msgpack.packb({"type": "ready", "node": [1]}), "ready.node"),
+    ],
+)
+def test_malformed_messages_name_their_cause(data: bytes, cause: str) -> None:
+    with pytest.raises(ProtocolError, match=cause):
+        protocol.decode(data)
+
+
+def test_the_phase_table_walks_the_whole_conversation() -> None:
+    phase = Phase.NEW
+    for kind in ["hello", "assign", "ready", "report", "plan", "start", "report", "probe", "counters", "stop",
+                 "report", "done", "stop"]:  # fmt: skip
+        phase = protocol.advance(phase, kind)
+    assert phase is Phase.DONE
+
+
+@pytest.mark.parametrize(
+    ("before", "kind"),
+    [
+        ([], "ready"),  # links up before saying hello
+        (["hello"], "plan"),  # a plan before the assignment
+        (["hello", "assign"], "start"),  # start before ready and plan
+        (["hello", "assign", "ready"], "start"),  # start before the plan
+        (["hello", "assign", "ready", "plan", "start"], "assign"),  # a second assignment mid-run
+        (["hello", "hello"][:1], "hello"),  # hello twice
+        (["hello", "assign", "ready", "plan", "start", "done"], "report"),  # a report after done
+    ],
+)
+def test_the_phase_table_rejects_out_of_order_messages(before: list[str], kind: str) -> None:
+    phase = Phase.NEW
+    for k in before:
+        phase = protocol.advance(phase, k)
+    with pytest.raises(ProtocolError, match=f"unexpected '{kind}'"):
+        protocol.advance(phase, kind)
+
+
+async def test_the_session_records_an_out_of_order_message() -> None:
+    """A node that sends ``ready`` before ``hello`` is named in a protocol error; the run goes on."""
+    topo = Topology.parse("mesh:2x1")
+    plan = Plan(topo, (Multicast(1, "xy-unicast", (0, 0), ((1, 0),)),))
+    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
+    sent: list[protocol.Event] = []
+
+    async def send_to(node: Any, data: bytes) -> None:
+        sent.append(protocol.decode(data))
+
+    async def broadcast(data: bytes) -> None:
+        sent.append(protocol.decode(data))
+
+    session = Session(plan, RunSettings(wall_budget=0.5), send_to, broadcast, inbox_rx)
+    inbox_tx.send_nowait(protocol.encode(protocol.Ready((1, 0))))
+    inbox_tx.send_nowait(protocol.encode(protocol.Stop()))  # not a node's message at all
+    inbox_tx.send_nowait(protocol.encode(protocol.Hello((0, 0), "h")))
+    raw = await session.run({(0, 0), (1, 0)})
+    causes = [e["cause"] for e in raw.errors if e["kind"] == "protocol"]
+    assert any("(1,0)" in c and "unexpected 'ready' while new" in c for c in causes), causes
+    assert any("'stop' is not a message for the coordinator" in c for c in causes), causes
+    assert [type(e) for e in sent[:1]] == [protocol.Assign]  # (0,0) was assigned all the same
+    assert any("budget" in s for s in raw.incomplete)
