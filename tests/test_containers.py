@@ -140,15 +140,28 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
 
 
 def _containers(project: str, service: str | None = None) -> list[object]:
+    """The project's containers (of one service), listed without inspecting each one.
+
+    ``containers.list`` without ``sparse`` inspects every container it lists, and one removed
+    in between (compose tearing down, a node exiting) raised ``docker.errors.NotFound``: the
+    sparse list is one API call, and its objects act by id (``logs``, ``kill``, ``restart``).
+    """
     labels = [f"com.docker.compose.project={project}"]
     if service:
         labels.append(f"com.docker.compose.service={service}")
-    return list(docker_client().containers.list(all=True, filters={"label": labels}))
+    return list(docker_client().containers.list(all=True, sparse=True, filters={"label": labels}))
+
+
+def _networks(project: str) -> list[object]:
+    """The project's networks, listed in one API call (no per-network inspect)."""
+    return list(docker_client().networks.list(filters={"label": [f"com.docker.compose.project={project}"]}))
 
 
 def _project_gone(project: str) -> str | None:
-    left = _containers(project)
-    return None if not left else f"{len(left)} containers of {project} left"
+    left, nets = _containers(project), _networks(project)
+    if not left and not nets:
+        return None
+    return f"{len(left)} containers and {len(nets)} networks of {project} left"
 
 
 async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun, float]:
