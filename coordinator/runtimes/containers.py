@@ -64,7 +64,7 @@ START_MARGIN: Final = 300.0
 
 def repo_root() -> Path:
     """The source tree holding deploy/Dockerfile (the build context)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 @cache
