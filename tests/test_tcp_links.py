@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Plan, random_plan
@@ -284,6 +285,7 @@ async def test_strangers_waiting_for_hello_are_capped_and_real_peers_still_conne
     ref = await run_inprocess(plan, settings)
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.logical_arrivals() == run_model(plan, settings).logical_arrivals()
     mine = [e for e in raw.errors if e["node"] == list(target)]
     assert any(f"over {MAX_PENDING} connections waiting" in e["cause"] for e in mine), mine
 
