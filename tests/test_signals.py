@@ -110,7 +110,10 @@ def test_a_signalled_processes_run_leaves_nothing_behind(tmp_path: Path, signum:
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # its own session, so SIGINT can go to the whole group as a terminal's Ctrl-C does
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         children: set[int] = set()
@@ -125,7 +128,10 @@ def test_a_signalled_processes_run_leaves_nothing_behind(tmp_path: Path, signum:
             raise AssertionError("the run did not start within 120 s")
         time.sleep(2.0)
         children |= _descendants(proc.pid)
-        proc.send_signal(signum)
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)  # Ctrl-C: meshcast, its nodes and mosquitto all get it
+        else:
+            proc.send_signal(signum)  # SIGTERM to meshcast alone: it must end its children itself
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
