@@ -3,10 +3,13 @@
 Each node listens on one port. For every link, the node with the smaller coordinates
 (``(x, y)`` tuples compared) dials the other; its first frame is
 ``HelloFrame(token, its coordinates)``. The listening side accepts a connection only from the
-neighbour the coordinator announced for that port, carrying the run's token. Frames are cut
-from the stream with msgpack's streaming :class:`msgpack.Unpacker` (``skip`` and ``tell``
-find each object's bytes, which :func:`node.wire.decode_link` then checks strictly), and no
-frame may exceed a size limit.
+neighbour the coordinator announced for that port, carrying the run's token. Each frame on the
+stream is its length (4 bytes, big-endian, :data:`node.wire.PREFIX`) and then its msgpack
+bytes, which :func:`node.wire.decode_link` checks strictly. The declared length is checked
+before anything is buffered: at most :data:`node.wire.MAX_HELLO` for the first frame of an
+accepted connection, :data:`node.wire.MAX_FRAME` once the peer is authenticated. At most
+:data:`MAX_PENDING` accepted connections may wait for their hello at a time, each for at most
+:data:`HELLO_TIMEOUT` seconds, so a stranger can hold only a few KiB of a node's memory.
 
 A bad connection (garbage, a wrong token, an unknown caller, an oversized frame) is reported
 through :attr:`TcpLinks.report` (the node's error list) and closed; the node keeps serving
@@ -21,13 +24,22 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-import msgpack
 import trio
 
 from node.actor import Assignment, NodeAborted
 from node.links import Link
 from node.topology import Coord
-from node.wire import MAX_FRAME, HelloFrame, WireError, decode_link, encode_link
+from node.wire import (
+    MAX_FRAME,
+    MAX_HELLO,
+    PREFIX,
+    HelloFrame,
+    WireError,
+    check_length,
+    decode_link,
+    encode_link,
+    frame_bytes,
+)
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -43,6 +55,9 @@ CONNECT_TIMEOUT: Final = 60.0
 """How long a node waits for all of its links to come up."""
 HELLO_TIMEOUT: Final = 10.0
 """How long an accepted connection may take to send its hello frame."""
+MAX_PENDING: Final = 16
+"""Accepted connections that may wait for their hello at once (a node has at most 4 dialling
+neighbours); the next one is closed on accept and reported."""
 CLOSE_GRACE: Final = 2.0
 """How long closing a link waits for the peer's end of stream (so no frame is cut off)."""
 CHUNK: Final = 65536
@@ -65,46 +80,45 @@ def peer_entry(host: str, port: int) -> dict[str, Any]:
 
 
 class FrameReader:
-    """Cuts a byte stream into msgpack objects (bytes each), at most ``max_frame`` bytes each."""
+    """Cuts a byte stream into length-prefixed frames (the msgpack bytes of each).
+
+    The 4-byte length is read first and checked against the limit before the frame's bytes are
+    read, so a declared 100 MB frame is refused on sight and nothing more than one frame of at
+    most ``max_frame`` bytes (and one chunk) is ever buffered.
+    """
 
     def __init__(self, stream: trio.abc.ReceiveStream, max_frame: int = MAX_FRAME) -> None:
         self.stream = stream
         self.max_frame = max_frame
-        # one chunk of slack: the next frame's first bytes may arrive with a full-size frame
-        self._unpacker = msgpack.Unpacker(max_buffer_size=max_frame + CHUNK)
         self._buf = bytearray()
-        self._base = 0  # stream offset of _buf[0] == end of the last whole frame
 
-    async def next(self) -> bytes:
-        """The next frame's bytes; EndOfChannel at a clean end of stream, FrameError otherwise."""
-        while True:
-            try:
-                self._unpacker.skip()
-            except msgpack.OutOfData:
-                pass
-            except Exception as exc:  # FormatError, StackError, ValueError: not msgpack
-                raise FrameError(f"not msgpack ({type(exc).__name__}: {exc})") from None
-            else:
-                end = self._unpacker.tell()
-                n = end - self._base
-                frame = bytes(self._buf[:n])
-                del self._buf[:n]
-                self._base = end
-                if n > self.max_frame:
-                    raise FrameError(f"frame of {n} bytes exceeds the limit of {self.max_frame}")
-                return frame
-            if len(self._buf) > self.max_frame:
-                raise FrameError(f"frame of over {self.max_frame} bytes exceeds the limit")
+    async def _fill(self, n: int, what: str) -> bool:
+        """Buffer at least ``n`` bytes; False at a clean end of stream before any byte of ``what``."""
+        while len(self._buf) < n:
             data = await self.stream.receive_some(CHUNK)
             if not data:
                 if self._buf:
-                    raise FrameError(f"stream ended inside a frame ({len(self._buf)} bytes)")
-                raise trio.EndOfChannel
-            try:
-                self._unpacker.feed(data)
-            except msgpack.BufferFull:
-                raise FrameError(f"frame exceeds the limit of {self.max_frame} bytes") from None
+                    raise FrameError(f"stream ended inside {what} ({len(self._buf)} of {n} bytes)")
+                return False
             self._buf += data
+        return True
+
+    async def next(self, limit: int | None = None) -> bytes:
+        """The next frame's bytes (at most ``limit``, default ``max_frame``); EndOfChannel at a
+        clean end of stream, FrameError for a frame cut short or declared over the limit."""
+        limit = self.max_frame if limit is None else min(limit, self.max_frame)
+        if not await self._fill(PREFIX.size, "a frame's length"):
+            raise trio.EndOfChannel
+        (n,) = PREFIX.unpack_from(self._buf)
+        refused = check_length(n, limit)
+        if refused is not None:
+            raise FrameError(refused)
+        del self._buf[: PREFIX.size]
+        if n and not await self._fill(n, "a frame"):
+            raise FrameError(f"stream ended inside a frame (0 of {n} bytes)")
+        frame = bytes(self._buf[:n])
+        del self._buf[:n]
+        return frame
 
 
 class TcpLink:
@@ -121,7 +135,7 @@ class TcpLink:
     async def send(self, data: bytes) -> None:
         async with self._send_lock:
             try:
-                await self.stream.send_all(data)
+                await self.stream.send_all(frame_bytes(data))
             except OSError as exc:
                 raise trio.BrokenResourceError(f"{self.name}: {exc}") from None
 
@@ -171,12 +185,18 @@ class TcpLinks:
         *,
         max_frame: int = MAX_FRAME,
         connect_timeout: float = CONNECT_TIMEOUT,
+        max_pending: int = MAX_PENDING,
+        hello_timeout: float = HELLO_TIMEOUT,
         report: Reporter | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.listeners = listeners
         self.max_frame = max_frame
         self.connect_timeout = connect_timeout
+        self.max_pending = max_pending
+        self.hello_timeout = hello_timeout
+        self.pending = 0
+        """Accepted connections waiting for their hello now."""
         self.report: Reporter = report or _report_nowhere
         self._log = log
         self.rejected = 0
@@ -264,7 +284,7 @@ class TcpLinks:
                 await trio.sleep(delay)
                 delay = min(delay * 2, 0.5)
         try:
-            await stream.send_all(encode_link(HelloFrame(assign.token, assign.here)))
+            await stream.send_all(frame_bytes(encode_link(HelloFrame(assign.token, assign.here))))
         except (trio.BrokenResourceError, OSError) as exc:
             await trio.aclose_forcefully(stream)
             raise NodeAborted(f"link {port} to {host}:{tcp_port} broke during hello: {exc}") from None
@@ -286,6 +306,15 @@ class TcpLinks:
                 self._reject("link-accept", f"accept failed: {exc}")
                 await trio.sleep(0.1)
                 continue
+            if self.pending >= self.max_pending:
+                self._reject(
+                    "link-auth",
+                    f"connection from {_caller(stream)}: over {self.max_pending} connections"
+                    " waiting for their hello; closed",
+                )
+                await trio.aclose_forcefully(stream)
+                continue
+            self.pending += 1
             nursery.start_soon(self._greet, stream, assign, expected, links, up)
 
     async def _greet(
@@ -297,22 +326,21 @@ class TcpLinks:
         up: Callable[[str, TcpLink], None],
     ) -> None:
         """Read an accepted connection's first frame; keep it only if it is the announced peer."""
-        try:
-            who = stream.socket.getpeername()
-            caller = f"{who[0]}:{who[1]}"
-        except OSError:
-            caller = "an unknown address"
+        caller = _caller(stream)
         reader = FrameReader(stream, self.max_frame)
         frame: Any
-        with trio.move_on_after(HELLO_TIMEOUT) as waited:
-            try:
-                frame = decode_link(await reader.next())
-            except FrameError as exc:
-                frame = WireError(str(exc))
-            except (trio.EndOfChannel, trio.BrokenResourceError, OSError):
-                frame = WireError("closed before its hello frame")
+        try:
+            with trio.move_on_after(self.hello_timeout) as waited:
+                try:
+                    frame = decode_link(await reader.next(MAX_HELLO))
+                except FrameError as exc:
+                    frame = WireError(str(exc))
+                except (trio.EndOfChannel, trio.BrokenResourceError, OSError):
+                    frame = WireError("closed before its hello frame")
+        finally:
+            self.pending -= 1
         if waited.cancelled_caught:
-            frame = WireError(f"no hello frame within {HELLO_TIMEOUT:g} s")
+            frame = WireError(f"no hello frame within {self.hello_timeout:g} s")
         kind, cause = "", ""
         if isinstance(frame, WireError):
             kind, cause = "bad-frame", frame.cause
@@ -337,6 +365,14 @@ class TcpLinks:
         assert isinstance(frame, HelloFrame)
         port = expected[frame.node]
         up(port, TcpLink(stream, reader, f"link {port}", self.report))
+
+
+def _caller(stream: trio.SocketStream) -> str:
+    try:
+        who = stream.socket.getpeername()
+    except OSError:
+        return "an unknown address"
+    return f"{who[0]}:{who[1]}"
 
 
 _QUIET_ERRNOS: Final = (errno.ECONNREFUSED,)

@@ -14,6 +14,7 @@ becomes a counted, reported event instead of an exception that kills the node.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,24 +24,46 @@ from node.topology import Coord
 
 __all__ = [
     "MAX_FRAME",
+    "MAX_HELLO",
+    "PREFIX",
     "HelloFrame",
     "LinkFrame",
     "Packet",
     "PacketFrame",
     "StepFrame",
     "WireError",
+    "check_length",
     "decode_control",
     "decode_link",
     "encode_control",
     "encode_link",
+    "frame_bytes",
 ]
 
 MAX_FRAME: Final = 64 * 1024 * 1024
-"""Largest frame a link or control channel accepts, in bytes.
+"""Largest frame a link or control channel accepts, in bytes (64 MiB; docs/deploy.md says the same).
 
 A lockstep frame carries every packet sent on a link in one step; with thousands of isolated
-multicasts whose headers carry subtrees, a source's first frames reach several MB.
+multicasts whose headers carry subtrees, a source's first frames reach several MB, so 8 MiB
+would be too close. Only an authenticated peer (run token and announced coordinates) can send
+a frame this large: a stranger is held to :data:`MAX_HELLO` and refused on the declared length.
 """
+MAX_HELLO: Final = 1024
+"""Largest first frame (the hello) an accepted TCP connection may declare: a hello is ~40 bytes."""
+PREFIX: Final = struct.Struct(">I")
+"""On TCP links each frame is preceded by its length (4 bytes, big-endian), checked before buffering."""
+
+
+def frame_bytes(payload: bytes) -> bytes:
+    """``payload`` with its length prefix, as it goes on a TCP link."""
+    return PREFIX.pack(len(payload)) + payload
+
+
+def check_length(declared: int, limit: int) -> str | None:
+    """Why a frame declaring ``declared`` bytes is refused (over ``limit``), or None if it is fine."""
+    if declared > limit:
+        return f"frame declares {declared} bytes, over the limit of {limit}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

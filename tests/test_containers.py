@@ -10,7 +10,10 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -140,15 +143,28 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
 
 
 def _containers(project: str, service: str | None = None) -> list[object]:
+    """The project's containers (of one service), listed without inspecting each one.
+
+    ``containers.list`` without ``sparse`` inspects every container it lists, and one removed
+    in between (compose tearing down, a node exiting) raised ``docker.errors.NotFound``: the
+    sparse list is one API call, and its objects act by id (``logs``, ``kill``, ``restart``).
+    """
     labels = [f"com.docker.compose.project={project}"]
     if service:
         labels.append(f"com.docker.compose.service={service}")
-    return list(docker_client().containers.list(all=True, filters={"label": labels}))
+    return list(docker_client().containers.list(all=True, sparse=True, filters={"label": labels}))
+
+
+def _networks(project: str) -> list[object]:
+    """The project's networks, listed in one API call (no per-network inspect)."""
+    return list(docker_client().networks.list(filters={"label": [f"com.docker.compose.project={project}"]}))
 
 
 def _project_gone(project: str) -> str | None:
-    left = _containers(project)
-    return None if not left else f"{len(left)} containers of {project} left"
+    left, nets = _containers(project), _networks(project)
+    if not left and not nets:
+        return None
+    return f"{len(left)} containers and {len(nets)} networks of {project} left"
 
 
 async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun, float]:
@@ -252,3 +268,48 @@ async def test_containers_shared_contention_with_bounded_buffers_matches_the_mod
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.link_sends == ref.link_sends
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_containers_run_leaves_nothing_behind(engine: None, tmp_path: Path, signum: int) -> None:
+    """SIGTERM/SIGINT mid-run: no container or network of the run left, no temporary directory."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run_args = ["--topology", "mesh:3x3", "--algorithm", "vh", "--random-dests", "4", "--repeat", "2000",
+                "--wall-budget", "120"]  # fmt: skip
+    cmd = [str(Path(sys.executable).parent / "meshcast"), "run", "--runtime", "containers", *run_args,
+           "--out", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    project = ""
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not project:
+            assert proc.poll() is None, proc.communicate()
+            for d in tmp.glob("meshcast-containers-*/compose.yaml"):
+                project = "meshcast-" + d.read_text().split("meshcast run ")[1].split()[0]
+            time.sleep(0.5)
+        assert project, "the run did not start"
+        while time.monotonic() < deadline:
+            found = _containers(project, "node-1-1")
+            if found and b"started" in found[0].logs():  # type: ignore[attr-defined]
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("node-1-1 did not start")
+        time.sleep(2.0)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert _project_gone(project) is None
+    assert not list(tmp.iterdir()), f"left in TMPDIR: {list(tmp.iterdir())}"
+    if proc.returncode != 128 + signum:
+        import coordinator.cli as cli
+
+        if "Interrupted" not in Path(cli.__file__).read_text():
+            pytest.xfail(f"exit status {proc.returncode}: the CLI does not map Interrupted yet (h2)")
+    assert proc.returncode == 128 + signum, err[-2000:]

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import msgpack
 import trio
 import trio.testing
 
 from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Plan, random_plan
-from node.actor import Node
+from node.actor import Assignment, Node
 from node.links import MemoryControl
 from node.protocol import Assign
-from node.tcp import FrameError, FrameReader, TcpLinks, peer_entry
+from node.tcp import MAX_PENDING, FrameError, FrameReader, TcpLinks, peer_entry
 from node.topology import Coord, Topology
-from node.wire import MAX_FRAME, HelloFrame, StepFrame, decode_link, encode_link
+from node.wire import (
+    MAX_FRAME,
+    MAX_HELLO,
+    PREFIX,
+    HelloFrame,
+    StepFrame,
+    decode_link,
+    encode_link,
+    frame_bytes,
+)
 
 Attack = Callable[[dict[Coord, TcpLinks]], Awaitable[None]]
 
@@ -109,11 +121,11 @@ async def test_bad_callers_are_reported_and_real_links_keep_working() -> None:
 
     async def attack(listeners: dict[Coord, TcpLinks]) -> None:
         port = listeners[target].port
-        await _send_and_wait(port, b"\xc1\xc1 this is not msgpack \xc1")
-        await _send_and_wait(port, encode_link(HelloFrame("not-the-run-token", (0, 1))))
-        await _send_and_wait(port, encode_link(StepFrame(0, 0, ())))  # no hello first
+        await _send_and_wait(port, frame_bytes(b"\xc1\xc1 this is not msgpack \xc1"))
+        await _send_and_wait(port, frame_bytes(encode_link(HelloFrame("not-the-run-token", (0, 1)))))
+        await _send_and_wait(port, frame_bytes(encode_link(StepFrame(0, 0, ()))))  # no hello first
         big = msgpack.packb(["H", "x" * (MAX_FRAME + 1000), [0, 1]])
-        await _send_and_wait(port, big)
+        await _send_and_wait(port, frame_bytes(big))
         with trio.fail_after(10):
             while listeners[target].rejected < 4:
                 await trio.sleep(0.01)
@@ -130,7 +142,7 @@ async def test_bad_callers_are_reported_and_real_links_keep_working() -> None:
     assert "not msgpack" in causes
     assert "wrong run token" in causes
     assert "not a hello" in causes
-    assert "exceeds the limit" in causes
+    assert "over the limit" in causes
     assert all(e["node"] == list(target) for e in raw.errors), raw.errors
 
 
@@ -142,7 +154,8 @@ async def test_a_known_token_from_a_non_neighbour_is_rejected() -> None:
 
     async def attack(listeners: dict[Coord, TcpLinks]) -> None:
         # the token is in every assignment; use the real one with a wrong identity
-        await _send_and_wait(listeners[target].port, encode_link(HelloFrame(tokens[0], (2, 2))))
+        hello = frame_bytes(encode_link(HelloFrame(tokens[0], (2, 2))))
+        await _send_and_wait(listeners[target].port, hello)
         with trio.fail_after(10):
             while listeners[target].rejected < 1:
                 await trio.sleep(0.01)
@@ -167,7 +180,7 @@ async def test_a_known_token_from_a_non_neighbour_is_rejected() -> None:
 async def test_frame_reader_cuts_frames_across_chunk_boundaries() -> None:
     a, b = trio.testing.memory_stream_pair()
     frames = [encode_link(StepFrame(i, i - 1, ())) for i in range(50)]
-    blob = b"".join(frames)
+    blob = b"".join(frame_bytes(f) for f in frames)
     reader = FrameReader(b, max_frame=1024)
 
     async def writer() -> None:
@@ -190,9 +203,9 @@ async def test_frame_reader_cuts_frames_across_chunk_boundaries() -> None:
 
 async def test_frame_reader_limits_and_garbage() -> None:
     for data, cause in (
-        (msgpack.packb(b"x" * 5000), "exceeds the limit"),
-        (b"\xc1", "not msgpack"),
-        (msgpack.packb([1, 2, 3])[:-1], "stream ended inside a frame"),
+        (frame_bytes(msgpack.packb(b"x" * 5000)), "over the limit of 1024"),
+        (b"\x00\x00", "stream ended inside a frame's length"),
+        (frame_bytes(msgpack.packb([1, 2, 3]))[:-1], "stream ended inside a frame"),
     ):
         a, b = trio.testing.memory_stream_pair()
         await a.send_all(data)
@@ -203,3 +216,105 @@ async def test_frame_reader_limits_and_garbage() -> None:
             assert cause in str(exc)
         else:
             raise AssertionError(f"no FrameError for {data[:10]!r}")
+
+
+class _CountingStream(trio.abc.ReceiveStream):
+    """A stream that declares a 100 MB frame, then would send it forever; counts bytes read."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        n = max_bytes or 65536
+        chunk = PREFIX.pack(100_000_000) + b"x" * (n - PREFIX.size) if self.given == 0 else b"x" * n
+        self.given += len(chunk)
+        return chunk
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_declared_100_mb_frame_is_refused_on_sight() -> None:
+    """The length prefix is checked before the frame's bytes are read: nothing is buffered."""
+    stream = _CountingStream()
+    reader = FrameReader(stream)
+    try:
+        await reader.next()
+    except FrameError as exc:
+        assert "declares 100000000 bytes, over the limit" in str(exc)
+    else:
+        raise AssertionError("a 100 MB frame was accepted")
+    assert stream.given <= 65536, f"{stream.given} bytes read before refusing"
+    a, b = trio.testing.memory_stream_pair()  # a hello is held to MAX_HELLO, far below MAX_FRAME
+    await a.send_all(PREFIX.pack(MAX_HELLO + 1))
+    try:
+        await FrameReader(b).next(MAX_HELLO)
+    except FrameError as exc:
+        assert f"over the limit of {MAX_HELLO}" in str(exc)
+    else:
+        raise AssertionError("an oversized hello was accepted")
+
+
+async def test_strangers_waiting_for_hello_are_capped_and_real_peers_still_connect() -> None:
+    """MAX_PENDING silent strangers hold the target; the next one is closed at once; the run
+    still completes with the in-process records."""
+    target: Coord = (1, 1)
+    plan = _plan()
+    held: list[trio.SocketStream] = []
+
+    async def attack(listeners: dict[Coord, TcpLinks]) -> None:
+        links = listeners[target]
+        for _ in range(MAX_PENDING):
+            held.append(await trio.open_tcp_stream("127.0.0.1", links.port))
+        with trio.fail_after(10):
+            while links.pending < MAX_PENDING:
+                await trio.sleep(0.01)
+        extra = await trio.open_tcp_stream("127.0.0.1", links.port)
+        with trio.fail_after(10):  # closed by the node without a byte from us
+            with contextlib.suppress(trio.BrokenResourceError):
+                assert await extra.receive_some(1) == b""
+        await extra.aclose()
+        assert links.pending == MAX_PENDING
+        assert links.rejected == 1
+
+    settings = RunSettings(wall_budget=30)
+    try:
+        raw = await run_tcp(plan, settings, attack)
+    finally:
+        for s in held:
+            await s.aclose()
+    ref = await run_inprocess(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.logical_arrivals() == run_model(plan, settings).logical_arrivals()
+    mine = [e for e in raw.errors if e["node"] == list(target)]
+    assert any(f"over {MAX_PENDING} connections waiting" in e["cause"] for e in mine), mine
+
+
+async def test_a_silent_connection_is_closed_after_the_hello_timeout() -> None:
+    """An unauthenticated connection lives at most hello_timeout seconds."""
+    links = await TcpLinks.listen("127.0.0.1", 0, hello_timeout=0.5)
+    topo = Topology.parse("mesh:2x2")
+    # TcpLinks.open reads only these fields of the assignment
+    assign = cast(Assignment, SimpleNamespace(here=(1, 1), topology=topo, peers={}, token="t"))
+    reports: list[str] = []
+    links.report = lambda kind, cause: reports.append(cause)
+    links.connect_timeout = 5
+    async with trio.open_nursery() as nursery:
+
+        async def serve() -> None:
+            try:
+                async with links.open(assign):
+                    pass
+            except Exception:
+                pass
+
+        nursery.start_soon(serve)
+        s = await trio.open_tcp_stream("127.0.0.1", links.port)
+        with trio.fail_after(5):
+            with contextlib.suppress(trio.BrokenResourceError):
+                assert await s.receive_some(1) == b""
+        await s.aclose()
+        nursery.cancel_scope.cancel()
+    await links.aclose()
+    assert any("no hello frame within 0.5 s" in r for r in reports), reports

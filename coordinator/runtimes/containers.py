@@ -30,7 +30,9 @@ from typing import Any, Final
 
 import trio
 
+from coordinator.errors import Interrupted
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
+from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
@@ -62,7 +64,7 @@ START_MARGIN: Final = 300.0
 
 def repo_root() -> Path:
     """The source tree holding deploy/Dockerfile (the build context)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 @cache
@@ -446,9 +448,19 @@ class ContainerRun:
             except (TimeoutError, RuntimeError) as exc:
                 self.say(f"teardown: {exc}")
 
-    def collect(self, rc: int) -> RawRun:
+    async def stop_coordinator(self) -> None:
+        """Stop the coordinator container (SIGTERM, 10 s) so it writes its partial results."""
+        try:
+            await self._run(self.cmd("stop", "-t", "10", "coordinator"), "compose.log", 60)
+        except (TimeoutError, RuntimeError) as exc:
+            self.say(f"stopping the coordinator: {exc}")
+
+    def collect(self, rc: int, *, interrupted: bool = False) -> RawRun:
+        """The coordinator container's raw results (partial after a signal), or why there are none."""
         raw_path = self.results / "raw.json"
         if not raw_path.exists():
+            if interrupted:
+                return RawRun()
             why = f"the coordinator container wrote no results (exit status {rc})"
             return RawRun(incomplete=[f"{why}; see {self.workdir}/compose.log"])
         raw = raw_from_json(raw_path.read_text())
@@ -462,28 +474,51 @@ async def run_containers(
     *,
     log: Callable[[str], None] | None = None,
 ) -> RawRun:
-    """Run ``plan`` with one container per node; the deployment is torn down on every exit path."""
+    """Run ``plan`` with one container per node; the deployment is torn down on every exit path.
+
+    SIGINT/SIGTERM stop the coordinator container (it writes what has arrived), take everything
+    down, remove a temporary run directory and raise Interrupted with the partial records.
+    A temporary run directory is removed after a complete run and kept (for its logs) otherwise.
+    """
     from coordinator.errors import UsageError
 
     if shutil.which("docker") is None:
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
     if compose_cli() is None:
         raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
+    temporary = settings.run_dir is None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
     run = ContainerRun(plan, settings, workdir.resolve(), log=log)
     run.write()
+    rc_box: list[int] = []
+
+    async def up() -> int:
+        try:
+            await run.build()
+        except RuntimeError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            rc_box.append(await run.up())
+        except TimeoutError as exc:
+            rc_box.append(-1)
+            run.say(str(exc))
+        finally:
+            with trio.CancelScope(shield=True):
+                # a signal: the coordinator container writes what has arrived before it goes
+                if not rc_box:
+                    await run.stop_coordinator()
+                await run.down()
+        return rc_box[0]
+
     try:
-        await run.build()
-    except RuntimeError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        rc = await run.up()
-    except TimeoutError as exc:
-        rc = -1
-        run.say(str(exc))
-    finally:
-        await run.down()
-    raw = run.collect(rc)
+        rc = await run_interruptible(up, lambda: run.collect(-1, interrupted=True))
+        raw = run.collect(rc)
+    except Interrupted:
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    if temporary and not raw.incomplete:
+        shutil.rmtree(workdir, ignore_errors=True)
     if progress is not None:
         progress(
             len({(a.mc, a.node) for a in raw.arrivals}), sum(len(m.destinations) for m in plan.multicasts)

@@ -14,6 +14,7 @@ import trio
 
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
+from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
 from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
@@ -50,7 +51,7 @@ def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
 async def run_inprocess(
     plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
 ) -> RawRun:
-    """Run ``plan`` with one trio task per node in this process."""
+    """Run ``plan`` with one trio task per node in this process (SIGINT/SIGTERM: Interrupted)."""
     topo = plan.topology
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
@@ -68,9 +69,13 @@ async def run_inprocess(
             tx.send_nowait(data)
 
     session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress)
-    async with trio.open_nursery() as nursery:
-        for node in nodes:
-            nursery.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
-        raw = await session.run(set(topo.nodes()))
-        nursery.cancel_scope.cancel()
-    return raw
+
+    async def run() -> RawRun:
+        async with trio.open_nursery() as nursery:
+            for node in nodes:
+                nursery.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
+            raw = await session.run(set(topo.nodes()))
+            nursery.cancel_scope.cancel()
+        return raw
+
+    return await run_interruptible(run, lambda: session.collector.raw)

@@ -28,8 +28,10 @@ from typing import Any, Final
 
 import trio
 
+from coordinator.errors import Interrupted
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
+from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.mqtt import BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
 from node.tcp import peer_entry
@@ -116,7 +118,8 @@ def _mosquitto() -> str | None:
 async def local_broker(
     workdir: Path, *, log: Callable[[str], None] | None = None
 ) -> AsyncIterator[LocalBroker]:
-    """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards."""
+    """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards
+    and remove its password file and config (also after a failure or a signal)."""
     exe = _mosquitto()
     passwd_tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
     if exe is None:
@@ -141,33 +144,37 @@ async def local_broker(
     else:  # loopback only, so anonymous access stays on this machine
         user, password = "", ""
         lines += ["allow_anonymous true"]
-    async with trio.open_nursery() as nursery:
-        for _attempt in range(5):
-            port = free_ports(1)[0]
-            conf.write_text("\n".join([f"listener {port} {LOOPBACK}", *lines]) + "\n")
-            logf = (workdir / "mosquitto.log").open("ab")
-            proc: trio.Process = await nursery.start(
-                partial(
-                    trio.run_process,
-                    [exe, "-c", str(conf)],
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                    check=False,
+    try:
+        async with trio.open_nursery() as nursery:
+            for _attempt in range(5):
+                port = free_ports(1)[0]
+                conf.write_text("\n".join([f"listener {port} {LOOPBACK}", *lines]) + "\n")
+                logf = (workdir / "mosquitto.log").open("ab")
+                proc: trio.Process = await nursery.start(
+                    partial(
+                        trio.run_process,
+                        [exe, "-c", str(conf)],
+                        stdout=logf,
+                        stderr=subprocess.STDOUT,
+                        check=False,
+                    )
                 )
-            )
-            if await _wait_listening(LOOPBACK, port, proc):
-                break
-            logf.close()
-        else:
-            raise BrokerNotFound(f"mosquitto did not start; see {workdir / 'mosquitto.log'}")
-        address = BrokerAddress(LOOPBACK, port, user or None, password or None)
-        if log:
-            log(f"started mosquitto on {LOOPBACK}:{port}")
-        try:
-            yield LocalBroker(address, proc)
-        finally:
-            nursery.cancel_scope.cancel()
-            logf.close()
+                if await _wait_listening(LOOPBACK, port, proc):
+                    break
+                logf.close()
+            else:
+                raise BrokerNotFound(f"mosquitto did not start; see {workdir / 'mosquitto.log'}")
+            address = BrokerAddress(LOOPBACK, port, user or None, password or None)
+            if log:
+                log(f"started mosquitto on {LOOPBACK}:{port}")
+            try:
+                yield LocalBroker(address, proc)
+            finally:
+                nursery.cancel_scope.cancel()
+                logf.close()
+    finally:  # the per-run password must not outlive the run, nor the config naming it
+        for name in ("mosquitto.passwd", "mosquitto.conf"):
+            (workdir / name).unlink(missing_ok=True)
 
 
 async def _wait_listening(host: str, port: int, proc: trio.Process, timeout: float = 10.0) -> bool:
@@ -241,16 +248,29 @@ async def run_processes(
     keep = settings.run_dir is not None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-processes-"))
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    sessions: list[Session] = []
+
+    async def run() -> RawRun:
+        async with _broker(settings.broker, workdir, log) as (address, broker_env):
+            return await _run(
+                plan, settings, progress, nodes, run_id, address, broker_env, workdir, timings, sessions
+            )
+
+    def partial() -> RawRun:
+        return sessions[0].collector.raw if sessions else RawRun()
+
     ok = False
     try:
         if settings.broker is None:
             _check_mosquitto()
-        async with _broker(settings.broker, workdir, log) as (address, broker_env):
-            raw = await _run(plan, settings, progress, nodes, run_id, address, broker_env, workdir, timings)
+        raw = await run_interruptible(run, partial)
         ok = not raw.incomplete
         if not ok and not keep:
             raw.incomplete.append(f"node logs kept in {workdir / 'logs'}")
         return raw
+    except Interrupted:
+        ok = True  # every child is reaped: nothing in the temporary directory is worth keeping
+        raise
     finally:
         if ok and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -285,6 +305,7 @@ async def _run(
     broker_env: dict[str, str],
     workdir: Path,
     timings: dict[str, float] | None = None,
+    sessions: list[Session] | None = None,
 ) -> RawRun:
     topo = plan.topology
     t0 = time.perf_counter()
@@ -295,6 +316,8 @@ async def _run(
     async with open_coordinator_bus(address, run_id) as bus:
         session = Session(plan, settings, bus.send_to, bus.broadcast, bus.inbox, peers=_peers(topo, ports),
                           progress=progress, run_id=run_id)  # fmt: skip
+        if sessions is not None:
+            sessions.append(session)
         with trio.CancelScope() as startup_failed:
 
             def on_early_exit(node: Coord, why: str) -> None:
