@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -23,11 +24,11 @@ from coordinator.cli.options import (
     topology_from,
 )
 from coordinator.cli.ui import console, progress
-from coordinator.errors import UsageError
+from coordinator.errors import Interrupted, UsageError
 from coordinator.experiments.mcast import run_document
 from coordinator.experiments.run import emulate, result_document
 from coordinator.output.paths import prepare_out_dir
-from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.mcast import mcast_plan, message_set
 from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
 from node.routing import plugin_errors, registry
@@ -171,6 +172,19 @@ def print_incomplete(doc: dict[str, Any]) -> None:
 
 
 # -- commands --------------------------------------------------------------------------------
+def _keep_partial(
+    exc: Interrupted, out: Path | None, plan: Plan, settings: RunSettings, timing: Timing | None
+) -> None:
+    """Write what arrived before a signal to ``out``, marked incomplete, so nothing is lost."""
+    if out is None or not isinstance(exc.partial, RawRun):
+        return
+    from coordinator.output.results import write_run
+
+    doc = result_document(plan, settings, exc.partial, timing)
+    written = write_run(out, doc)
+    print("wrote partial results " + ", ".join(str(w) for w in written), file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
@@ -185,7 +199,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         with progress("deliveries") as update:
             doc = run_document(plan, settings, timing, update, mset)
     else:
-        doc = execute(plan, settings, timing=timing)
+        try:
+            doc = execute(plan, settings, timing=timing)
+        except Interrupted as exc:
+            _keep_partial(exc, out, plan, settings, timing)
+            raise
     if out is not None:
         from coordinator.output.results import write_run
 
