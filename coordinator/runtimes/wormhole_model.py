@@ -94,8 +94,8 @@ def run_wormhole_model(
     t = 0
     stalled = 0
     while True:
-        for key, n in credits_back:
-            credit[key] = min(credit[key] + n, buffer_flits)
+        for key, back in credits_back:
+            credit[key] = min(credit[key] + back, buffer_flits)
         for key, fl in arriving:
             buf[key].append(fl)
         arriving, credits_back = [], []
