@@ -221,8 +221,12 @@ class WormholeEngine:
         buffer_flits: int = DEFAULT_BUFFER_FLITS,
         prep: Mapping[str, int] | None = None,
         hop_limit: int | None = None,
+        contention: str = "shared",
+        trace: bool = False,
         clock_ns: Any = None,
     ) -> None:
+        if contention != "shared":
+            raise ValueError(f"wormhole switching runs shared contention only, not {contention!r}")
         if port_model not in PORT_MODELS:
             raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
         if flits < 1 or buffer_flits < 1 or ts < 0:
@@ -237,6 +241,7 @@ class WormholeEngine:
         self.prep = dict(PREP if prep is None else prep)
         self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
         self._clock = clock_ns
+        self.trace = trace
         self._ports = [p for p in PORTS if p in topology.ports(here)]
         self._injs = ["inj"] if self.one_port else [f"inj{p}" for p in PORTS]
         self._ejs = ["ej"] if self.one_port else [f"ej{i}" for i in range(4)]
@@ -262,6 +267,10 @@ class WormholeEngine:
         self.dropped = 0
         self.steps = 0
         self.peak_queue = 0
+        self.peak_in = 0
+        self.peak_out = 0  # no output buffers: flits wait only in input buffers
+        self.occupancy_sum = 0
+        self.link_trace: list[tuple[int, str, int]] = []  # (mc, port, step) of each head sent
 
     # -- inputs ------------------------------------------------------------------------
     def _now(self) -> int:
@@ -471,6 +480,8 @@ class WormholeEngine:
                 if flit.head:
                     self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
                     self.links_used.setdefault(b.mc, set()).add(o)
+                    if self.trace:
+                        self.link_trace.append((b.mc, o, t))
             if flit.tail:
                 for o in b.outs:
                     self._owner[o] = None
@@ -481,5 +492,7 @@ class WormholeEngine:
                 self._bind[c] = None
         self.moved = moved
         self.steps += 1
-        self.peak_queue = max(self.peak_queue, sum(len(q) for c, q in self._buf.items() if c in self._credit))
+        held = sum(len(q) for c, q in self._buf.items() if c in self._credit)
+        self.peak_queue = self.peak_in = max(self.peak_in, held)
+        self.occupancy_sum += held
         return out
