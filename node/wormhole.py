@@ -356,6 +356,11 @@ class WormholeEngine:
         return out
 
     # -- lockstep ----------------------------------------------------------------------
+    def _free(self, c: str) -> None:
+        """A flit left input ``c``: one credit back to the upstream node (network inputs only)."""
+        if c in self._credit:
+            self.freed[c] = self.freed.get(c, 0) + 1
+
     def _route(self, c: str, head: Flit) -> _Bind:
         """Run the rule once for the head at the front of input ``c``; a failure binds a sink."""
         sink = _Bind(head.worm, head.mc, {}, False)
@@ -456,7 +461,13 @@ class WormholeEngine:
         self._start_injections(t)
         for c in self._inputs:
             buf = self._buf[c]
-            if self._bind[c] is None and buf and buf[0].head:
+            while buf and not buf[0].head and self._bind[c] is None:  # no head before it: a stray
+                self.dropped += 1
+                self.errors.append(
+                    NodeError("stray-flit", f"{buf.popleft().kind} flit on {c} without a head", None)
+                )
+                self._free(c)
+            if self._bind[c] is None and buf:
                 self._bind[c] = self._route(c, buf[0])
         self._arbitrate()
         out: list[tuple[str, Flit]] = []
@@ -466,12 +477,19 @@ class WormholeEngine:
             buf = self._buf[c]
             if b is None or not buf:
                 continue
+            if buf[0].worm != b.worm:
+                bad = buf.popleft()  # a peer lost a tail: not this worm's flit
+                self.dropped += 1
+                self.errors.append(
+                    NodeError("worm-mismatch", f"flit of worm {bad.worm} in the channel of {b.worm}", bad.mc)
+                )
+                self._free(c)
+                continue
             if any(self._owner[o] != c or self._credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
                 continue
             flit = buf.popleft()
             moved += 1
-            if c in self._credit:
-                self.freed[c] = self.freed.get(c, 0) + 1
+            self._free(c)
             for o, (header, hops, st) in b.outs.items():
                 self._credit[o] -= 1
                 out.append((o, flit.copy_as(header, hops, st)))

@@ -26,7 +26,7 @@ from coordinator.workloads.plan import Multicast, Plan
 from node.routing import registry
 from node.topology import Coord, Topology
 from node.wire import WireError
-from node.wormhole import PREP, Flit, decode_flit
+from node.wormhole import PREP, Flit, WormholeEngine, decode_flit
 from tests.wormhole_helpers import Record, run_network
 
 MESH_ALGS = ("dp", "mp", "cp", "qg", "group-graph", "group-pattern", "tree", "unicast", "pair", "vh")
@@ -266,3 +266,20 @@ def test_flit_wire_round_trip_and_bad_flits_are_data() -> None:
         assert decode_flit(_wire(f.to_wire())) == f
     for bad in ([], ["X", 1, [0, 0, 0]], ["H", 1, [0, 0, 0]], ["B", -1, [0, 0, 0]], ["T", 1, [0, 0]], "H"):
         assert isinstance(decode_flit(bad), WireError)
+
+
+def test_bad_flits_at_a_node_are_reported_never_raised() -> None:
+    """A body flit with no head, a foreign worm's flit, an unknown port: errors; the node goes on."""
+    topo = Topology.parse("mesh:3x3")
+    e = WormholeEngine(topo, (1, 1), registry, flits=3, ts=0)
+    e.receive(Flit("B", 0, (0, 1, 0)), "-x")
+    e.receive(Flit("T", 0, (0, 1, 0)), "nowhere")
+    assert e.step(0) == [] and not e.busy()
+    e.receive(Flit("H", 1, (0, 1, 1), "unicast", [2, 1], 1, 1), "-x")
+    e.receive(Flit("B", 1, (9, 9, 9)), "-x")
+    assert [(p, f.kind) for p, f in e.step(1)] == [("+x", "H")]
+    assert e.step(2) == [] and e.busy()  # the foreign flit dropped; the worm waits for its own
+    e.receive(Flit("T", 1, (0, 1, 1)), "-x")
+    assert [(p, f.kind) for p, f in e.step(3)] == [("+x", "T")] and not e.busy()
+    assert [x.kind for x in e.errors] == ["bad-port", "stray-flit", "worm-mismatch"]
+    assert e.take_freed() == {"-x": 4}
