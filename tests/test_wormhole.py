@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.analysis.timing import Timing
@@ -29,6 +29,7 @@ from node.wire import WireError
 from node.wormhole import PREP, Flit, WormholeEngine, decode_flit
 from tests.wormhole_helpers import Record, run_network
 
+NO_EXPLAIN = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # explaining a failure takes minutes
 MESH_ALGS = ("dp", "mp", "cp", "qg", "group-graph", "group-pattern", "tree", "unicast", "pair", "vh")
 TORUS_ALGS = ("dp", "mp", "tasnem", "hcm", "t2w", "uniform", "tree")
 
@@ -121,7 +122,7 @@ def _check_eq7(case: tuple[Topology, Multicast, str], flits: int, ts: int) -> No
     assert {(a[1]) for a in run.arrivals} == set(m.destinations)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, phases=NO_EXPLAIN)
 @given(isolated("mesh"), st.integers(1, 12), st.integers(0, 40))
 def test_isolated_mesh_multicast_arrives_at_eq7(
     case: tuple[Topology, Multicast, str], flits: int, ts: int
@@ -129,7 +130,7 @@ def test_isolated_mesh_multicast_arrives_at_eq7(
     _check_eq7(case, flits, ts)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, phases=NO_EXPLAIN)
 @given(isolated("torus"), st.integers(1, 12), st.integers(0, 40))
 def test_isolated_torus_multicast_arrives_at_eq7(
     case: tuple[Topology, Multicast, str], flits: int, ts: int
@@ -248,7 +249,7 @@ def shared_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
     return Plan(topo, tuple(mcs)), kw
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, phases=NO_EXPLAIN)
 @given(shared_plans())
 def test_engines_and_model_agree_under_shared_contention(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, kw = case
@@ -256,6 +257,7 @@ def test_engines_and_model_agree_under_shared_contention(case: tuple[Plan, dict[
     model = run_wormhole_model(plan, **kw)
     assert net.arrivals == model.logical_arrivals()
     assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
+    event("deadlocked" if net.deadlock else "completed")
     assert net.traffic == model.traffic
 
 
@@ -283,3 +285,36 @@ def test_bad_flits_at_a_node_are_reported_never_raised() -> None:
     assert [(p, f.kind) for p, f in e.step(3)] == [("+x", "T")] and not e.busy()
     assert [x.kind for x in e.errors] == ["bad-port", "stray-flit", "worm-mismatch"]
     assert e.take_freed() == {"-x": 4}
+
+
+def _report(run_holdings: list[Any]) -> list[tuple[list[int], str, int]]:
+    return sorted(
+        (list(h.node), f"worm {list(h.worm)} in {h.channel} holds {sorted(h.owns)}", h.mc)
+        for h in run_holdings
+    )
+
+
+@settings(max_examples=30, deadline=None, phases=NO_EXPLAIN)
+@given(st.data())
+def test_engines_and_model_report_the_same_deadlocks(data: st.DataObject) -> None:
+    """Plans prone to deadlock (trees; path worms with one ejection channel): same cycle, same holdings."""
+    topo = Topology.parse(data.draw(st.sampled_from(["mesh:4x4", "mesh:5x5", "torus:4x4"])))
+    nodes = sorted(topo.nodes())
+    alg = data.draw(st.sampled_from(["tree", "dp", "mp"]))
+    mcs = []
+    for i in range(data.draw(st.integers(4, 10))):
+        src = data.draw(st.sampled_from(nodes))
+        dests = data.draw(
+            st.lists(st.sampled_from([n for n in nodes if n != src]), min_size=2, max_size=8, unique=True)
+        )
+        mcs.append(Multicast(i, alg, src, tuple(dests), data.draw(st.integers(0, 6))))
+    kw: dict[str, Any] = {"port_model": "one-port", "flits": data.draw(st.integers(4, 12)), "ts": 2}
+    net = run_network(topo, mcs, **kw)
+    model = run_wormhole_model(Plan(topo, tuple(mcs)), **kw)
+    assert net.arrivals == model.logical_arrivals()
+    if net.deadlock:
+        assert net.last_step == model.last_step  # the same cycle ends the run
+    assert _report(net.deadlock) == sorted(
+        (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
+    )
+    event("deadlocked" if net.deadlock else "completed")
