@@ -301,10 +301,10 @@ class WormholeEngine:
         for port, header in sends:
             self._enqueue(inj.mc, inj.alg, port, header, 1, 1, ready)
 
-    def receive(self, flit: Flit, port: str) -> None:
+    def receive(self, flit: Flit, port: str | None = None) -> None:
         """A flit arrived on ``port`` (sent at the previous step); credits keep the buffer from filling."""
         self.received += 1
-        buf = self._buf.get(port)
+        buf = self._buf.get(port) if port is not None else None
         if buf is None or port not in self._ports:
             self.dropped += 1
             self.errors.append(NodeError("bad-port", f"flit on {port!r}, not a link of {self.here}", flit.mc))
@@ -418,7 +418,9 @@ class WormholeEngine:
                 L = self.flits
                 kinds = ["W"] if L == 1 else ["H"] + ["B"] * (L - 2) + ["T"]
                 self._buf[c].extend(
-                    Flit(k, m.mc, worm, m.alg, m.header if k in ("H", "W") else None, m.hops, m.startups)
+                    Flit(k, m.mc, worm, m.alg, m.header, m.hops, m.startups)
+                    if k in ("H", "W")
+                    else Flit(k, m.mc, worm)
                     for k in kinds
                 )
                 self._bind[c] = _Bind(
