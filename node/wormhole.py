@@ -1,0 +1,518 @@
+"""Flit-level wormhole switching at one node, sans-IO: the wormhole twin of :mod:`node.engine`.
+
+A driver steps every node in lockstep exactly as it steps :class:`node.engine.Engine`: before
+step t it hands each node the flits its neighbours sent at t−1 (:meth:`WormholeEngine.receive`)
+and their returned credits (:meth:`WormholeEngine.credit_back`), injects the multicasts of step
+t (:meth:`WormholeEngine.inject`), calls :meth:`WormholeEngine.step` and ships what it returns
+(and :meth:`WormholeEngine.take_freed`) to arrive at t+1. Nothing here awaits or touches a socket.
+
+**Model.** One step is one cycle. A message is ``flits`` flits (L, default 64): the head carries
+the routing header, body and tail flits only their multicast and worm ids. A link carries at
+most one flit per direction per cycle. Each network input channel has a buffer of
+``buffer_flits`` flits (B) with credit flow control.
+
+**Buffer depth.** A credit freed at step t reaches the upstream node with the step-t frame, so
+it is usable at t+1 at the earliest — the slot a flit takes at step t (sent) is free again for a
+send at t+2. Two credits therefore sustain one flit per cycle and one does not (it halves the
+rate): the default B = 2 is the smallest depth that streams at full rate under the lockstep
+credit delay. The paper (seed 004 §4.2) uses single-flit buffers with a same-cycle handshake;
+with B = 2 and one frame of credit delay an uncontended worm moves exactly as it does there (one
+flit per cycle, one cycle per hop), so the contention-free timings agree.
+
+**Cycle conventions** (what makes seed 004 eq. 7, β = 1, exact). Step t at a node:
+
+1. injection channels begin start-ups (the channel is free, its next message is ready), and a
+   start-up begun at s puts the whole message into its injection channel at s + Ts;
+2. every unbound input channel whose front flit is a head runs the routing rule once
+   (``node.routing``'s ``forward``; an injection channel's message already carries its port);
+3. each free output channel is granted to one requesting input channel, round-robin over the
+   input channels in the fixed order ``+x, -x, +y, -y`` (network ports) then the injection
+   channels (same port order), starting after the input that won that output last; ejection
+   channels are one pool with one such pointer. A head holds what it got while it waits for
+   the rest (hold-and-wait);
+4. every bound input channel whose front flit is present moves it iff it owns all its outputs
+   and each network output has a credit (synchronous replication: a branching tree worm, or a
+   path worm absorbed at a destination — which copies to an ejection channel and goes on —
+   moves a flit only when every branch can take it). A flit sent at t is in the neighbour's
+   input buffer at t+1 and may move on at t+1, so a hop costs one cycle; a flit copied to an
+   ejection channel at t has been received by the processor at t+1. The tail releases every
+   channel it held; they are granted again from the next step.
+
+Hence an uncontended worm whose start-up begins at s delivers its tail h hops away at
+s + Ts + L + h. The source of a multicast injected at t0 first spends the algorithm's
+preparation time ``prep[alg]`` (seed 004 §4.2: DP 2, MP 2, CP 4, QG 16 cycles; 0 otherwise),
+so its messages are ready at t0 + prep. Injection channels: one per output port under
+all-port (a message takes the channel of its first port, the project's existing reading of
+eq. 13's λ: a port's j-th worm waits j·(Ts + L)), one under one-port; each takes its messages in
+order, and begins the next start-up the step after the previous tail left. A node that must
+start new messages from a worm (the rule's ``startup`` sends past ``carried``) absorbs the worm
+and queues them, ready at the step its tail was received (no preparation time there). Ejection
+channels: as many as injection channels. The port model limits only these processor channels;
+the router forwards on every link at once. One multicast in an idle network thus delivers at
+t0 + prep + Σ over its chain's messages (wait for the injection channel + Ts + L) + hops.
+
+**Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
+moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
+down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees
+worms in flight but no flit moving and no timer running anywhere for more than two steps (a
+credit needs one) declares the run deadlocked. Contention is shared (all multicasts share the
+channels).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from node.engine import PORT_MODELS, Delivery, Injection, NodeError
+from node.routing import Registry, UnknownAlgorithm
+from node.routing.base import HeaderError
+from node.topology import PORTS, Coord, Topology
+from node.wire import WireError
+
+__all__ = [
+    "DEFAULT_BUFFER_FLITS",
+    "DEFAULT_FLITS",
+    "DEFAULT_TS",
+    "PREP",
+    "Flit",
+    "Holding",
+    "WormholeEngine",
+    "decode_flit",
+]
+
+DEFAULT_FLITS: Final = 64
+DEFAULT_TS: Final = 33
+DEFAULT_BUFFER_FLITS: Final = 2
+PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
+"""Preparation time at the source in cycles (seed 004 §4.2); other algorithms spend none."""
+
+KINDS: Final = ("H", "B", "T", "W")  # head, body, tail, whole (a one-flit worm: head and tail)
+
+Worm = tuple[int, int, int]
+"""A worm's id: the node that started the message and that node's message counter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flit:
+    """One flit: kind, multicast, worm; a head also carries algorithm, header, hops and start-ups."""
+
+    kind: str
+    mc: int
+    worm: Worm
+    alg: str = ""
+    header: Any = None
+    hops: int = 0
+    startups: int = 0
+
+    @property
+    def head(self) -> bool:
+        return self.kind in ("H", "W")
+
+    @property
+    def tail(self) -> bool:
+        return self.kind in ("T", "W")
+
+    def to_wire(self) -> list[Any]:
+        """The msgpack-able form: ``[kind, mc, worm]``, plus ``alg, header, hops, startups`` for a head."""
+        base: list[Any] = [self.kind, self.mc, list(self.worm)]
+        if self.head:
+            base += [self.alg, self.header, self.hops, self.startups]
+        return base
+
+    def copy_as(self, header: Any, hops: int, startups: int) -> Flit:
+        """This flit as sent on one output: a head gets that output's header, others are unchanged."""
+        if not self.head:
+            return self
+        return Flit(self.kind, self.mc, self.worm, self.alg, header, hops, startups)
+
+
+def _nat(v: object, what: str, lo: int = 0) -> int:
+    if type(v) is not int or v < lo:
+        raise ValueError(f"{what} must be an integer >= {lo}, got {v!r:.40}")
+    return v
+
+
+def decode_flit(obj: object) -> Flit | WireError:
+    """A flit from its wire form, or the :class:`WireError` saying why it is not one (never raises)."""
+    try:
+        if not isinstance(obj, list) or len(obj) < 3 or obj[0] not in KINDS:
+            raise ValueError(f"flit must be [kind, mc, worm, ...], got {obj!r:.60}")
+        kind, mc, worm = obj[0], obj[1], obj[2]
+        if not isinstance(worm, list) or len(worm) != 3:
+            raise ValueError(f"worm id must be [x, y, n], got {worm!r:.40}")
+        wid = (_nat(worm[0], "worm x"), _nat(worm[1], "worm y"), _nat(worm[2], "worm number"))
+        if kind in ("H", "W"):
+            if len(obj) != 7 or not isinstance(obj[3], str) or not obj[3]:
+                raise ValueError(
+                    f"head flit must be [kind, mc, worm, alg, header, hops, startups], got {obj!r:.60}"
+                )
+            return Flit(
+                kind,
+                _nat(mc, "flit mc"),
+                wid,
+                obj[3],
+                obj[4],
+                _nat(obj[5], "hops", 1),
+                _nat(obj[6], "start-ups", 1),
+            )
+        if len(obj) != 3:
+            raise ValueError(f"body/tail flit must be [kind, mc, worm], got {obj!r:.60}")
+        return Flit(kind, _nat(mc, "flit mc"), wid)
+    except ValueError as exc:
+        return WireError(str(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """For a deadlock report: a worm, the input channel its front sits in, the outputs it owns/wants."""
+
+    node: Coord
+    mc: int
+    worm: Worm
+    channel: str
+    owns: tuple[str, ...]
+    wants: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Msg:
+    """A message waiting for an injection channel: its first port and header, ready step."""
+
+    mc: int
+    alg: str
+    port: str
+    header: Any
+    hops: int
+    startups: int
+    ready: int
+
+
+@dataclass(slots=True)
+class _Bind:
+    """An input channel's worm: the outputs it needs (with each head copy's header) and its fate here."""
+
+    worm: Worm
+    mc: int
+    outs: dict[str, tuple[Any, int, int]]  # port -> (header, hops, start-ups) of the head sent there
+    eject: bool  # absorbed here: needs an ejection channel
+    deliver: bool = False
+    later: list[tuple[str, Any, int]] = field(default_factory=list)  # new messages after the tail
+    alg: str = ""
+    hops: int = 0
+    startups: int = 0
+    ej: str | None = None  # the ejection channel granted
+
+
+class WormholeEngine:
+    """One node's router: input buffers, channel bindings, arbitration, injection and ejection."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        here: Coord,
+        registry: Registry,
+        *,
+        port_model: str = "all-port",
+        flits: int = DEFAULT_FLITS,
+        ts: int = DEFAULT_TS,
+        buffer_flits: int = DEFAULT_BUFFER_FLITS,
+        prep: Mapping[str, int] | None = None,
+        hop_limit: int | None = None,
+        contention: str = "shared",
+        trace: bool = False,
+        clock_ns: Any = None,
+    ) -> None:
+        if contention != "shared":
+            raise ValueError(f"wormhole switching runs shared contention only, not {contention!r}")
+        if port_model not in PORT_MODELS:
+            raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
+        if flits < 1 or buffer_flits < 1 or ts < 0:
+            raise ValueError("flits and buffer_flits must be at least 1 and ts non-negative")
+        self.topology = topology
+        self.here = here
+        self.registry = registry
+        self.one_port = port_model == "one-port"
+        self.flits = flits
+        self.ts = ts
+        self.buffer_flits = buffer_flits
+        self.prep = dict(PREP if prep is None else prep)
+        self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
+        self._clock = clock_ns
+        self.trace = trace
+        self._ports = [p for p in PORTS if p in topology.ports(here)]
+        self._injs = ["inj"] if self.one_port else [f"inj{p}" for p in PORTS]
+        self._ejs = ["ej"] if self.one_port else [f"ej{i}" for i in range(4)]
+        self._inputs = self._ports + self._injs  # the fixed arbitration order
+        self._buf: dict[str, deque[Flit]] = {c: deque() for c in self._inputs}
+        self._bind: dict[str, _Bind | None] = dict.fromkeys(self._inputs)
+        self._owner: dict[str, str | None] = dict.fromkeys(self._ports + self._ejs)
+        self._rr: dict[str, int] = dict.fromkeys([*self._ports, "ej"], -1)
+        self._credit: dict[str, int] = dict.fromkeys(self._ports, buffer_flits)
+        self._queue: dict[str, deque[_Msg]] = {c: deque() for c in self._injs}
+        self._loading: dict[str, tuple[int, _Msg] | None] = dict.fromkeys(self._injs)
+        self._worms = 0
+        self.freed: dict[str, int] = {}
+        self.moved = 0
+        self.deliveries: list[Delivery] = []
+        self.errors: list[NodeError] = []
+        self.injected: dict[int, int] = {}
+        self.traffic: dict[int, int] = {}
+        self.links_used: dict[int, set[str]] = {}
+        self.link_sends: dict[str, int] = {}
+        self.sent = 0
+        self.received = 0
+        self.dropped = 0
+        self.steps = 0
+        self.peak_queue = 0
+        self.peak_in = 0
+        self.peak_out = 0  # no output buffers: flits wait only in input buffers
+        self.occupancy_sum = 0
+        self.link_trace: list[tuple[int, str, int]] = []  # (mc, port, step) of each head sent
+
+    # -- inputs ------------------------------------------------------------------------
+    def _now(self) -> int:
+        return int(self._clock()) if self._clock is not None else 0
+
+    def _channel(self, port: str) -> str:
+        return "inj" if self.one_port else f"inj{port}"
+
+    def _enqueue(
+        self, mc: int, alg: str, port: str, header: Any, hops: int, startups: int, ready: int
+    ) -> None:
+        if port not in self._ports:
+            self.errors.append(
+                NodeError("bad-send", f"rule {alg!r} sent on {port!r}, not a link of {self.here}", mc)
+            )
+            return
+        self._queue[self._channel(port)].append(_Msg(mc, alg, port, header, hops, startups, ready))
+
+    def inject(self, inj: Injection) -> None:
+        """Lockstep: start multicast ``inj`` here at step ``inj.step``; its messages wait for ``prep``."""
+        try:
+            sends = self.registry.get(inj.alg).prepare(self.topology, self.here, inj.destinations, inj.params)
+        except (UnknownAlgorithm, ValueError, TypeError, KeyError, IndexError) as exc:
+            self.errors.append(NodeError("bad-injection", f"{type(exc).__name__}: {exc}", inj.mc))
+            return
+        self.injected[inj.mc] = self._now()
+        ready = inj.step + self.prep.get(inj.alg, 0)
+        for port, header in sends:
+            self._enqueue(inj.mc, inj.alg, port, header, 1, 1, ready)
+
+    def receive(self, flit: Flit, port: str | None = None) -> None:
+        """A flit arrived on ``port`` (sent at the previous step); credits keep the buffer from filling."""
+        self.received += 1
+        buf = self._buf.get(port) if port is not None else None
+        if buf is None or port not in self._ports:
+            self.dropped += 1
+            self.errors.append(NodeError("bad-port", f"flit on {port!r}, not a link of {self.here}", flit.mc))
+            return
+        if len(buf) >= self.buffer_flits:
+            self.dropped += 1
+            self.errors.append(
+                NodeError("buffer-full", f"input buffer of {port} full ({self.buffer_flits})", flit.mc)
+            )
+            return
+        buf.append(flit)
+
+    def credit_back(self, port: str, n: int) -> None:
+        """The neighbour across ``port`` moved ``n`` of our flits out of its input buffer."""
+        if port in self._credit:
+            self._credit[port] = min(self._credit[port] + n, self.buffer_flits)
+
+    def take_freed(self) -> dict[str, int]:
+        """Per input port, the flits moved out since the last call (credits for upstream)."""
+        freed, self.freed = self.freed, {}
+        return freed
+
+    # -- state -------------------------------------------------------------------------
+    def busy(self) -> bool:
+        """Flits buffered, worms bound, start-ups running or messages waiting here."""
+        return (
+            any(self._buf.values())
+            or any(b is not None for b in self._bind.values())
+            or any(self._queue.values())
+            or any(x is not None for x in self._loading.values())
+        )
+
+    def timing(self) -> bool:
+        """A start-up or a preparation time is counting down (progress without moving flits)."""
+        return any(x is not None for x in self._loading.values()) or any(
+            q and not self._buf[c] and self._bind[c] is None for c, q in self._queue.items()
+        )
+
+    def holdings(self) -> list[Holding]:
+        """Every worm bound here: the channel its front is in, the outputs it owns and still wants."""
+        out = []
+        for c in self._inputs:
+            b = self._bind[c]
+            if b is None:
+                continue
+            mine = [o for o, w in self._owner.items() if w == c]
+            wants = [o for o in b.outs if self._owner[o] != c] + (["ej"] if b.eject and b.ej is None else [])
+            out.append(Holding(self.here, b.mc, b.worm, c, tuple(mine), tuple(wants)))
+        return out
+
+    # -- lockstep ----------------------------------------------------------------------
+    def _free(self, c: str) -> None:
+        """A flit left input ``c``: one credit back to the upstream node (network inputs only)."""
+        if c in self._credit:
+            self.freed[c] = self.freed.get(c, 0) + 1
+
+    def _route(self, c: str, head: Flit) -> _Bind:
+        """Run the rule once for the head at the front of input ``c``; a failure binds a sink."""
+        sink = _Bind(head.worm, head.mc, {}, False)
+        if head.hops > self.hop_limit:
+            self.errors.append(
+                NodeError("hop-limit", f"worm exceeded the hop limit {self.hop_limit}", head.mc)
+            )
+            return sink
+        try:
+            fwd = self.registry.get(head.alg).forward(self.topology, self.here, head.header)
+        except UnknownAlgorithm as exc:
+            self.errors.append(NodeError("unknown-algorithm", str(exc), head.mc))
+            return sink
+        except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            self.errors.append(NodeError("bad-header", f"{head.alg}: {type(exc).__name__}: {exc}", head.mc))
+            return sink
+        sts = fwd.startups_of(head.startups)
+        cont = fwd.carried if fwd.startup else len(fwd.sends)
+        b = _Bind(head.worm, head.mc, {}, False, fwd.deliver, [], head.alg, head.hops, head.startups)
+        for i, ((port, header), st) in enumerate(zip(fwd.sends, sts, strict=True)):
+            if port not in self._ports:
+                self.errors.append(
+                    NodeError(
+                        "bad-send", f"rule {head.alg!r} sent on {port!r}, not a link of {self.here}", head.mc
+                    )
+                )
+            elif i >= cont:
+                b.later.append((port, header, st))
+            elif port in b.outs:
+                self.errors.append(
+                    NodeError("bad-send", f"rule {head.alg!r} sent twice on {port!r} at {self.here}", head.mc)
+                )
+            else:
+                b.outs[port] = (header, head.hops + 1, st)
+        b.eject = fwd.deliver or bool(b.later)
+        return b
+
+    def _start_injections(self, t: int) -> None:
+        for c in self._injs:
+            q = self._queue[c]
+            if (
+                self._loading[c] is None
+                and not self._buf[c]
+                and self._bind[c] is None
+                and q
+                and q[0].ready <= t
+            ):
+                self._loading[c] = (t + self.ts, q.popleft())
+            ld = self._loading[c]
+            if ld is not None and ld[0] <= t:
+                m = ld[1]
+                self._loading[c] = None
+                worm = (self.here[0], self.here[1], self._worms)
+                self._worms += 1
+                L = self.flits
+                kinds = ["W"] if L == 1 else ["H"] + ["B"] * (L - 2) + ["T"]
+                self._buf[c].extend(
+                    Flit(k, m.mc, worm, m.alg, m.header, m.hops, m.startups)
+                    if k in ("H", "W")
+                    else Flit(k, m.mc, worm)
+                    for k in kinds
+                )
+                self._bind[c] = _Bind(
+                    worm, m.mc, {m.port: (m.header, m.hops, m.startups)}, False, False, [], m.alg
+                )
+
+    def _arbitrate(self) -> None:
+        n = len(self._inputs)
+        for o in self._ports:
+            if self._owner[o] is not None:
+                continue
+            for k in range(1, n + 1):
+                i = (self._rr[o] + k) % n
+                b = self._bind[self._inputs[i]]
+                if b is not None and o in b.outs:
+                    self._owner[o] = self._inputs[i]
+                    self._rr[o] = i
+                    break
+        for e in self._ejs:
+            if self._owner[e] is not None:
+                continue
+            for k in range(1, n + 1):
+                i = (self._rr["ej"] + k) % n
+                b = self._bind[self._inputs[i]]
+                if b is not None and b.eject and b.ej is None:
+                    self._owner[e] = self._inputs[i]
+                    b.ej = e
+                    self._rr["ej"] = i
+                    break
+
+    def _finish(self, b: _Bind, t: int) -> None:
+        """The tail of absorbed worm ``b`` left the buffer at ``t``: the processor has it at t+1."""
+        if b.deliver:
+            self.deliveries.append(Delivery(b.mc, t + 1, b.hops, b.startups, self._now()))
+        for port, header, st in b.later:
+            self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
+
+    def step(self, t: int) -> list[tuple[str, Flit]]:
+        """Do step ``t`` (flits and credits of t−1 and injections of t already given); the flits sent now."""
+        self._start_injections(t)
+        for c in self._inputs:
+            buf = self._buf[c]
+            while buf and not buf[0].head and self._bind[c] is None:  # no head before it: a stray
+                self.dropped += 1
+                self.errors.append(
+                    NodeError("stray-flit", f"{buf.popleft().kind} flit on {c} without a head", None)
+                )
+                self._free(c)
+            if self._bind[c] is None and buf:
+                self._bind[c] = self._route(c, buf[0])
+        self._arbitrate()
+        out: list[tuple[str, Flit]] = []
+        moved = 0
+        for c in self._inputs:
+            b = self._bind[c]
+            buf = self._buf[c]
+            if b is None or not buf:
+                continue
+            if buf[0].worm != b.worm:
+                bad = buf.popleft()  # a peer lost a tail: not this worm's flit
+                self.dropped += 1
+                self.errors.append(
+                    NodeError("worm-mismatch", f"flit of worm {bad.worm} in the channel of {b.worm}", bad.mc)
+                )
+                self._free(c)
+                continue
+            if any(self._owner[o] != c or self._credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
+                continue
+            flit = buf.popleft()
+            moved += 1
+            self._free(c)
+            for o, (header, hops, st) in b.outs.items():
+                self._credit[o] -= 1
+                out.append((o, flit.copy_as(header, hops, st)))
+                self.sent += 1
+                self.link_sends[o] = self.link_sends.get(o, 0) + 1
+                if flit.head:
+                    self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
+                    self.links_used.setdefault(b.mc, set()).add(o)
+                    if self.trace:
+                        self.link_trace.append((b.mc, o, t))
+            if flit.tail:
+                for o in b.outs:
+                    self._owner[o] = None
+                if b.ej is not None:
+                    self._owner[b.ej] = None
+                if b.eject:
+                    self._finish(b, t)
+                self._bind[c] = None
+        self.moved = moved
+        self.steps += 1
+        held = sum(len(q) for c, q in self._buf.items() if c in self._credit)
+        self.peak_queue = self.peak_in = max(self.peak_in, held)
+        self.occupancy_sum += held
+        return out
