@@ -48,7 +48,7 @@ def cmd_load(args: argparse.Namespace) -> int:
             check_algorithm(alg, topo)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
-    out = prepare_out_dir(args.out) if args.out else None
+    out = prepare_out_dir(args.out, force=args.force) if args.out else None
     con = console()
     points: list[LoadPoint] = []
     for alg in algorithms:
@@ -87,7 +87,8 @@ def add_command(sub: Any) -> None:
     )
     p.add_argument("--hotspot", default=None, help="x,y of a hot-spot node")
     p.add_argument("--hotspot-fraction", type=float, default=0.0)
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="new (or empty) directory for load.csv and load.png")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     add_run_options(p)
 
 

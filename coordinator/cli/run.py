@@ -25,7 +25,7 @@ from coordinator.cli.options import (
 from coordinator.cli.ui import console, progress
 from coordinator.errors import UsageError
 from coordinator.experiments.mcast import run_document
-from coordinator.experiments.run import emulate, result_document
+from coordinator.experiments.run import emulate, emulate_apart, result_document
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.mcast import mcast_plan, message_set
@@ -58,7 +58,10 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
         if args.dests is not None:
             if args.random_dests is not None:
                 raise UsageError("give either --dests or --random-dests, not both")
-            return explicit(topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params)
+            every = getattr(args, "inject_every", None) or 0
+            return explicit(
+                topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params, every
+            )
         if args.random_dests is None:
             raise UsageError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
         return random_plan(topo, algorithms, args.random_dests, args.repeat, args.seed, source, params)
@@ -81,16 +84,49 @@ def _mcast_plan(
 
 
 def execute(
-    plan: Plan, settings: RunSettings, label: str = "deliveries", timing: Timing | None = None
+    plan: Plan,
+    settings: RunSettings,
+    label: str = "deliveries",
+    timing: Timing | None = None,
+    apart: bool = False,
 ) -> dict[str, Any]:
-    """Run ``plan`` with a progress bar on a terminal; its result document."""
+    """Run ``plan`` with a progress bar on a terminal; its result document.
+
+    ``apart``: every multicast in an emulation of its own, one after another (for jitter).
+    """
     with progress(label) as update:
-        raw = trio.run(emulate, plan, settings, update)
+        raw = trio.run(emulate_apart if apart else emulate, plan, settings, update)
     return result_document(plan, settings, raw, timing)
 
 
+def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
+    """Whether ``run`` emulates each repetition on its own (the default for repeated ``--dests``).
+
+    Repetitions of one multicast are for jitter; injected together they queue behind each other
+    and the spread of their wall-clock latency measures that queue. ``--inject-every N`` spaces
+    them N steps apart in one lockstep emulation instead; ``--together`` restores the queue.
+    """
+    every = getattr(args, "inject_every", None)
+    together = getattr(args, "together", False)
+    if every is not None:
+        in_range("--inject-every", every, 1, MAX_COUNT)
+        if together:
+            raise UsageError("give either --inject-every or --together, not both")
+        if args.clock == "free":
+            raise UsageError(
+                "--inject-every spaces logical steps, which the free clock does not follow; "
+                "under --clock free repetitions already run one after another"
+            )
+        if args.dests is None:
+            raise UsageError("--inject-every spaces repetitions of --dests; give --dests")
+        return False
+    if together or args.dests is None or getattr(args, "mcast_set", None):
+        return False
+    return args.repeat > 1
+
+
 def print_summary(doc: dict[str, Any]) -> None:
-    """The run's status line, a table per algorithm, latency and the first multicast's arrivals."""
+    """The run's status line, a table per algorithm, latency, and the arrivals of a single multicast."""
     from rich.table import Table
 
     run = doc["run"]
@@ -125,15 +161,54 @@ def print_summary(doc: dict[str, Any]) -> None:
             + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
                         for a, v in doc["latency"].items())
         )  # fmt: skip
-    if doc["multicasts"] and (
-        len(doc["multicasts"]) == 1 or all(len(m["destinations"]) <= 12 for m in doc["multicasts"][:1])
-    ):
+    if len(doc["multicasts"]) == 1 and len(doc["multicasts"][0]["destinations"]) <= 24:
         m = doc["multicasts"][0]
         arr = ", ".join(f"({a['node'][0]},{a['node'][1]})@{a['step']}" for a in m["arrivals"])
-        con.print(f"arrival steps of multicast 0 ({m['algorithm']}): {arr}")
+        con.print(f"arrival steps ({m['algorithm']}): {arr}")
     errs = doc["errors"]
     if errs:
         con.print(f"[yellow]{len(errs)} error(s)[/], first: {errs[0]}")
+
+
+JITTER_ROWS = 40
+
+
+def print_jitter(doc: dict[str, Any]) -> None:
+    """Per node, the SD over repetitions of its arrival latency: steps and wall-clock µs, host."""
+    from rich.table import Table
+
+    from coordinator.output.report import JITTER_COLUMNS, jitter_row
+
+    rows = doc.get("jitter") or []
+    if not rows:
+        return
+    how = doc["run"].get("repetitions", "together")
+    table = Table(title=f"jitter: SD over repetitions of each node's arrival latency (repetitions {how})")
+    heads = {"step_mean": "mean (steps)", "step_sd": "SD (steps)", "wall_us_mean": "mean (µs)",
+             "wall_us_sd": "SD (µs)", "repetitions": "n"}  # fmt: skip
+    for col in JITTER_COLUMNS:
+        table.add_column(heads.get(col, col), justify="left" if col in ("algorithm", "host") else "right")
+    for j in rows[:JITTER_ROWS]:
+        table.add_row(
+            *("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in jitter_row(j))
+        )
+    con = console()
+    con.print(table)
+    if len(rows) > JITTER_ROWS:
+        con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
+
+
+def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
+    """run.json and the CSVs; with jitter also jitter.csv and its heat map jitter.png."""
+    from coordinator.output.report import plot_jitter, write_jitter_csv
+    from coordinator.output.results import write_run
+
+    written: list[Any] = list(write_run(out, doc))
+    if doc.get("jitter"):
+        written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
+        topo = plan.topology
+        written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
+    return written
 
 
 def print_mcast(doc: dict[str, Any]) -> None:
@@ -179,17 +254,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_from(args, topo, trace=args.trace)
     timing = timing_from(args)
     plan = plan_from(args, topo)
-    out = prepare_out_dir(args.out) if args.out else None
+    apart = repetitions_apart(args, plan)
+    out = prepare_out_dir(args.out, force=args.force) if args.out else None
     if args.mcast_set:
         mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
         with progress("deliveries") as update:
             doc = run_document(plan, settings, timing, update, mset)
     else:
-        doc = execute(plan, settings, timing=timing)
+        doc = execute(plan, settings, timing=timing, apart=apart)
+        if args.repeat > 1 and args.dests is not None:
+            every = args.inject_every
+            doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
     if out is not None:
-        from coordinator.output.results import write_run
-
-        written = write_run(out, doc)
+        written = write_outputs(out, doc, plan)
         if not args.json:
             print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if args.json:
@@ -197,6 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_summary(doc)
+        print_jitter(doc)
         if args.mcast_set:
             print_mcast(doc)
     print_incomplete(doc)
@@ -257,7 +335,25 @@ def add_command(sub: Any) -> None:
     run.add_argument(
         "--random-dests", type=int, default=None, metavar="K", help="K uniform random destinations"
     )
-    run.add_argument("--repeat", type=int, default=1, help="repetitions (new random sets each time)")
+    run.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="repetitions: of the --dests multicast (for jitter: each emulated on its own, one after "
+        "another, unless --inject-every or --together), or new random sets with --random-dests",
+    )
+    run.add_argument(
+        "--inject-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="lockstep: inject the repetitions of --dests N steps apart in one emulation",
+    )
+    run.add_argument(
+        "--together",
+        action="store_true",
+        help="inject every repetition at step 0 in one emulation (they queue: measures load, not jitter)",
+    )
     run.add_argument(
         "--param",
         action="append",
@@ -266,7 +362,12 @@ def add_command(sub: Any) -> None:
         help="algorithm parameter",
     )
     run.add_argument("--trace", action="store_true", help="record every link traversal")
-    run.add_argument("--out", default=None, help="write run.json and CSVs into this directory")
+    run.add_argument(
+        "--out",
+        default=None,
+        help="write run.json, CSVs, jitter.csv/jitter.png and plots into this new (or empty) directory",
+    )
+    run.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     run.add_argument("--json", action="store_true", help="print the result document as JSON")
     m = run.add_argument_group("mcast(n, d, c) message sets (seed 002): shared contention, all-port")
     m.add_argument(

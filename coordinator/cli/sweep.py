@@ -55,7 +55,10 @@ def add_command(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=10, help="random destination sets per point (default 10)")
     p.add_argument("--source", default="0,0", help="x,y of the source, or 'random' for one per set")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
-    p.add_argument("--out", required=True, help="directory for tidy.csv, summary.csv and sweep.json")
+    p.add_argument(
+        "--out", required=True, help="new (or empty) directory for tidy.csv, summary.csv, sweep.json, plots"
+    )
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
     p.add_argument(
         "--chunk",
@@ -106,7 +109,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep_plan(topo, algorithms, ks, 1, args.seed, source, params)  # validate before the run
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    out = prepare_out_dir(args.out)
+    out = prepare_out_dir(args.out, force=args.force)
     total = len(algorithms) * len(ks) * args.repeat
     run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
     with progress(f"sweep of {total} multicasts") as update:

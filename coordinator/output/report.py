@@ -17,8 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from coordinator.output.results import atomic_write
+from coordinator.output.results import atomic_write, write_csv
 
 __all__ = [
     "DataTable",
@@ -28,8 +29,10 @@ __all__ = [
     "fmt_ci",
     "fmt_delta",
     "markdown_table",
+    "plot_jitter",
     "plot_series",
     "read_data_table",
+    "write_jitter_csv",
 ]
 
 
@@ -195,5 +198,63 @@ def plot_series(
         fig.text(0.01, 0.01, note, fontsize="x-small", color="#555555", ha="left", va="bottom")
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+# -- jitter ------------------------------------------------------------------------------------
+JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", "step_mean", "step_sd",
+                  "wall_us_mean", "wall_us_sd", "host")  # fmt: skip
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1000.0, 3)
+
+
+def jitter_row(j: dict[str, Any]) -> list[Any]:
+    """One jitter record (analysis.metrics.jitter) as a row of JITTER_COLUMNS, wall clock in µs."""
+    return [
+        j["algorithm"], f"{j['source'][0]},{j['source'][1]}", f"{j['node'][0]},{j['node'][1]}",
+        j["repetitions"], round(j["step_mean"], 6), round(j["step_sd"], 6),
+        _us(j["wall_ns_mean"]), _us(j["wall_ns_sd"]), j.get("host") or "",
+    ]  # fmt: skip
+
+
+def write_jitter_csv(path: Path, jitter: Sequence[dict[str, Any]]) -> Path:
+    """``jitter.csv``: per node, SD over repetitions of its arrival latency (steps, µs) and host."""
+    write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
+    return path
+
+
+def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any]], dpi: int = 110) -> Path:
+    """A heat map of the grid per algorithm: each destination's wall-clock SD (µs); the source ★."""
+    from matplotlib.figure import Figure
+
+    algs = list(dict.fromkeys(j["algorithm"] for j in jitter))
+    fig = Figure(figsize=(4.2 * max(1, len(algs)), 4.0), layout="constrained")
+    axes = fig.subplots(1, max(1, len(algs)), squeeze=False)[0]
+    for ax, alg in zip(axes, algs, strict=False):
+        grid = [[math.nan] * cols for _ in range(rows)]
+        mine = [j for j in jitter if j["algorithm"] == alg]
+        for j in mine:
+            x, y = j["node"]
+            if j["wall_ns_sd"] is not None:
+                grid[y][x] = j["wall_ns_sd"] / 1000.0
+        img = ax.imshow(grid, origin="lower", cmap="viridis", interpolation="nearest")
+        fig.colorbar(img, ax=ax, shrink=0.8, label="wall-clock SD (µs)")
+        for j in mine:
+            x, y = j["node"]
+            ax.text(x, y, f"{j['step_sd']:.1f}", ha="center", va="center", fontsize=6, color="white")
+        if mine:
+            sx, sy = mine[0]["source"]
+            ax.plot([sx], [sy], marker="*", color="red", markersize=12, linestyle="none")
+        n = mine[0]["repetitions"] if mine else 0
+        ax.set_title(f"{alg}: jitter over {n} repetitions", fontsize="medium")
+        ax.set_xlabel("x (column)")
+        ax.set_ylabel("y (row)")
+    fig.text(0.01, 0.005, "colour: SD of arrival latency in µs; number: SD in steps; ★ source",
+             fontsize="x-small", color="#555555")  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(path, buf.getvalue())
     return path
