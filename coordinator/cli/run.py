@@ -137,7 +137,8 @@ def print_summary(doc: dict[str, Any]) -> None:
         f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
-    table = Table(show_lines=False)
+    caption = "time and mean arrival in steps, traffic in link traversals; ± = 95% CI"
+    table = Table(show_lines=False, caption=caption)
     for col in ("algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"):
         table.add_column(col, justify="right" if col != "algorithm" else "left")
 
@@ -249,7 +250,7 @@ def print_incomplete(doc: dict[str, Any]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
-    if args.port_model is None:  # the mcast(n, d, c) model (seed 002) is all-port
+    if args.port_model is None:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model is all-port
         args.port_model = "all-port" if args.mcast_set else "one-port"
     settings = settings_from(args, topo, trace=args.trace)
     timing = timing_from(args)
@@ -299,19 +300,19 @@ DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Seed 000's Example 1 with every mesh algorithm, then a random comparison."""
+    """Example 1 of Malani's thesis with every mesh algorithm, then a random comparison on a torus."""
     in_range("--seed", args.seed, 0, 2**63 - 1)
     con = console()
     topo = Topology.parse("mesh:8x8")
     algs = [a.name for a in registry if a.unsupported(topo) is None]
-    con.rule("[bold]meshcast demo[/]: seed 000 Example 1 — 8×8 mesh, source (0,0), one-port")
+    con.rule(
+        "[bold]meshcast demo[/]: Example 1 of A. Malani, “Efficient Multicast Algorithms for Mesh and "
+        "Torus Networks” — 8×8 mesh, source (0,0), one-port"
+    )
     con.print(f"destinations {DEMO_DESTS}; algorithms: {', '.join(algs)}")
     plan = explicit(topo, algs, (0, 0), parse_coords(DEMO_DESTS))
     doc = execute(plan, RunSettings())
     print_summary(doc)
-    for m in doc["multicasts"]:
-        con.print(f"  {m['algorithm']:>14}: time {m['time']}, traffic {m['traffic']}, "
-                  f"additional traffic {m['additional_traffic']}")  # fmt: skip
     topo2 = Topology.parse("torus:16x16")
     algs2 = [a.name for a in registry if a.unsupported(topo2) is None]
     con.rule("16×16 torus, 40 random destinations, 20 repetitions, same sets for every algorithm")
@@ -369,7 +370,10 @@ def add_command(sub: Any) -> None:
     )
     run.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     run.add_argument("--json", action="store_true", help="print the result document as JSON")
-    m = run.add_argument_group("mcast(n, d, c) message sets (seed 002): shared contention, all-port")
+    m = run.add_argument_group(
+        "mcast(n, d, c) message sets (Herley, Pietracaprina & Pucci, “Store-and-Forward Multicast Routing "
+        "on the Mesh”): shared contention, all-port"
+    )
     m.add_argument(
         "--mcast-set",
         choices=("random", "worst"),
@@ -382,7 +386,7 @@ def add_command(sub: Any) -> None:
     run.set_defaults(port_model=None)
     sub.add_parser("algorithms", help="list registered algorithms, their topologies and parameters")
     demo = sub.add_parser("demo", help="the default experiment (what 'make demo' runs)")
-    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--seed", type=int, default=1, help="seed of the random torus comparison")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

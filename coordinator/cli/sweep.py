@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -59,7 +60,12 @@ def add_command(sub: Any) -> None:
         "--out", required=True, help="new (or empty) directory for tidy.csv, summary.csv, sweep.json, plots"
     )
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes for the emulations (default: the number of cores, %(default)s here)",
+    )
     p.add_argument(
         "--chunk",
         type=int,
