@@ -209,6 +209,10 @@ def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
         written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
         topo = plan.topology
         written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
+    if "mcast" not in doc:
+        from coordinator.cli.plot import write_plots
+
+        written.extend(write_plots(out))
     return written
 
 

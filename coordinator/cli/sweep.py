@@ -18,6 +18,7 @@ from coordinator.cli.options import (
     settings_from,
     topology_from,
 )
+from coordinator.cli.plot import write_plots
 from coordinator.cli.ui import console, plain, progress
 from coordinator.errors import UsageError
 from coordinator.experiments import sweep as sweep_mod
@@ -134,6 +135,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "settings": asdict(settings),
     }
     written = sweep_mod.write_sweep(out, result, meta)
+    written += write_plots(out)
     _print_summary(result, algorithms)
     print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if not result.complete:

@@ -23,6 +23,7 @@ from coordinator.output.results import atomic_write, write_csv
 
 __all__ = [
     "DataTable",
+    "Panel",
     "Series",
     "algorithm_colour",
     "fmt",
@@ -30,6 +31,7 @@ __all__ = [
     "fmt_delta",
     "markdown_table",
     "plot_jitter",
+    "plot_panels",
     "plot_series",
     "read_data_table",
     "write_jitter_csv",
@@ -254,6 +256,58 @@ def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any
         ax.set_ylabel("y (row)")
     fig.text(0.01, 0.005, "colour: SD of arrival latency in µs; number: SD in steps; ★ source",
              fontsize="x-small", color="#555555")  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+# -- panels (meshcast plot) --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One axes of a multi-panel figure: its curves (with 95% CI bands), labels and a zero line."""
+
+    title: str
+    ylabel: str
+    series: Sequence[Series]
+    zero_line: bool = False
+
+
+def plot_panels(
+    path: Path, panels: Sequence[Panel], title: str, xlabel: str, note: str, dpi: int = 100
+) -> Path:
+    """Panels side by side (up to three a row) in one PNG at ``path``, written atomically."""
+    from matplotlib.figure import Figure
+
+    cols = min(3, max(1, len(panels)))
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.6 * cols, 3.6 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, panel in zip(axes, panels, strict=False):
+        for s in panel.series:
+            pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
+            if not pts:
+                continue
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6, color=s.colour, label=s.label)
+            if s.band is not None:
+                lo, hi = s.band
+                ok = [
+                    (x, a, b) for x, a, b in zip(s.x, lo, hi, strict=True) if a is not None and b is not None
+                ]
+                if ok:
+                    bx, blo, bhi = zip(*ok, strict=True)
+                    ax.fill_between(bx, blo, bhi, color=s.colour, alpha=0.2, linewidth=0)
+        if panel.zero_line:
+            ax.axhline(0, color="#444444", linewidth=0.8, linestyle=":")
+        ax.set_title(panel.title, fontsize="medium")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="x-small")
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title}\n{note}", fontsize="small")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(path, buf.getvalue())
