@@ -101,3 +101,23 @@ def test_algorithms_lists_topologies(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["algorithms"]) == 0
     out = capsys.readouterr().out
     assert "vh" in out and "unicast" in out and "mesh, torus" in out
+
+
+def test_every_option_has_help_text() -> None:
+    """Every option of every command explains itself in --help (defaults are added by the formatter)."""
+    from coordinator.cli import HelpFormatter, _subparsers, build_parser
+
+    missing = []
+    for p in _subparsers(build_parser()):
+        assert p.formatter_class is HelpFormatter
+        for a in p._actions:
+            if a.option_strings and a.option_strings[0] != "-h" and not a.help:
+                missing.append(f"{p.prog} {a.option_strings[0]}")
+    assert not missing, missing
+
+
+def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 10000)" in text and "(default: 1)" in text

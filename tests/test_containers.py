@@ -103,7 +103,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.slow
 def test_compose_up_on_the_top_level_file_writes_results(engine: None, tmp_path: Path) -> None:
-    """`compose up --abort-on-container-exit --exit-code-from coordinator` completes, results in ./results."""
+    """`compose up --abort-on-container-exit --exit-code-from coordinator`: results in ./results/compose/."""
     shutil.copyfile(repo_root() / "compose.yaml", tmp_path / "compose.yaml")
     (tmp_path / "deploy").mkdir()
     shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", tmp_path / "deploy" / "mosquitto.conf")
@@ -121,8 +121,8 @@ def test_compose_up_on_the_top_level_file_writes_results(engine: None, tmp_path:
         )
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     for name in ("run.json", "multicasts.csv", "arrivals.csv", "raw.json"):
-        assert (tmp_path / "results" / name).stat().st_size > 0
-    raw = raw_from_json((tmp_path / "results" / "raw.json").read_text())
+        assert (tmp_path / "results" / "compose" / name).stat().st_size > 0  # results/<run-id>/
+    raw = raw_from_json((tmp_path / "results" / "compose" / "raw.json").read_text())
     assert not raw.incomplete
     assert len({a.logical()[:2] for a in raw.arrivals}) == 100  # 20 multicasts x 5 destinations
     assert len(raw.hosts) == 16 and len(set(raw.hosts.values())) == 16  # one container each

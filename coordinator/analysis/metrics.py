@@ -98,7 +98,14 @@ def _one(
         if inj is not None and a.wall_ns is not None and a.host == inj[1]:
             wall = a.wall_ns - inj[0]
         recs.append(
-            {"node": list(d), "step": a.step, "hops": a.hops, "startups": a.startups, "wall_ns": wall}
+            {
+                "node": list(d),
+                "step": a.step,
+                "hops": a.hops,
+                "startups": a.startups,
+                "wall_ns": wall,
+                "host": a.host if wall is not None else None,
+            }
         )
     traffic = raw.traffic.get(m.id, 0)
     rec: dict[str, Any] = {
@@ -144,8 +151,8 @@ def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         per_node: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for r in recs:
-            for a in r["arrivals"]:
-                per_node[tuple(a["node"])].append(a)
+            for a in r["arrivals"]:  # latency in steps counts from the repetition's injection
+                per_node[tuple(a["node"])].append({**a, "latency_steps": a["step"] - r.get("injected", 0)})
         for node, arr in sorted(per_node.items()):
             walls = [a["wall_ns"] for a in arr if a["wall_ns"] is not None]
             out.append(
@@ -154,9 +161,11 @@ def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                     "source": list(src),
                     "node": list(node),
                     "repetitions": len(arr),
-                    "step_sd": statistics.pstdev([a["step"] for a in arr]),
+                    "step_mean": statistics.fmean([a["latency_steps"] for a in arr]),
+                    "step_sd": statistics.pstdev([a["latency_steps"] for a in arr]),
                     "wall_ns_mean": statistics.fmean(walls) if walls else None,
                     "wall_ns_sd": statistics.pstdev(walls) if len(walls) > 1 else None,
+                    "host": next((a["host"] for a in arr if a.get("host")), None),
                 }
             )
     return out

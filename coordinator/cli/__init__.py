@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from coordinator import reproduce as _reproduce
-from coordinator.cli import bench, deploy, load, run, show, sweep
+from coordinator.cli import bench, check, deploy, load, plot, run, show, sweep
 from coordinator.cli.options import add_run_options, parse_params, settings_from, timing_from
 from coordinator.cli.run import execute, plan_from, print_summary
 from coordinator.cli.ui import progress_runner
@@ -42,7 +42,7 @@ Every node is a trio actor forwarding msgpack packets; 'meshcast run' injects mu
 and reports time, traffic and arrival variation. 'meshcast algorithms' lists the rules
 and their parameters; 'meshcast COMMAND --help' explains each command."""
 
-_MODULES: tuple[Any, ...] = (run, sweep, show, load, _reproduce, bench, deploy)
+_MODULES: tuple[Any, ...] = (run, sweep, show, load, plot, check, _reproduce, bench, deploy)
 """Each command module: ``add_command(subparsers)`` and ``COMMANDS`` (name -> handler)."""
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -55,15 +55,42 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; every option's help ends with its default when it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or "default" in text.lower()
+            or default in (None, False, argparse.SUPPRESS, [])
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: one subparser per command of the command modules."""
-    parser = _Parser(
-        prog="meshcast", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _Parser(prog="meshcast", description=DESCRIPTION, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for m in _MODULES:
         m.add_command(sub)
+    for p in _subparsers(parser):
+        p.formatter_class = HelpFormatter
     return parser
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser`` (commands and their own subcommands)."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for p in dict.fromkeys(action.choices.values()):
+                found.append(p)
+                found.extend(_subparsers(p))
+    return found
 
 
 def _only_interrupts(exc: BaseException) -> bool:

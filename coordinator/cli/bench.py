@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.cli.ui import console
+from coordinator.cli.ui import console, progress
 from coordinator.experiments.bench import run_bench
 
 __all__ = ["COMMANDS", "add_command"]
@@ -17,7 +17,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     con = console()
-    limit, rows = run_bench(quick=args.quick)
+    with progress("bench points") as update:
+        limit, rows = run_bench(quick=args.quick, progress=update)
     con.print(
         f"(a) relay chain (trio memory channels, msgpack decode+encode per hop): [bold]{limit:,.0f}[/] hops/s"
     )

@@ -35,10 +35,10 @@ def _experiment_options(p: argparse.ArgumentParser, *, topology_required: bool) 
     p.add_argument("--algorithm", default="vh", help="algorithm name(s), comma-separated")
     p.add_argument("--source", default=None, help="x,y")
     p.add_argument("--dests", default=None, help="destinations, e.g. '4,6 6,6 0,2'")
-    p.add_argument("--random-dests", type=int, default=None, metavar="K")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("--trace", action="store_true")
+    p.add_argument("--random-dests", type=int, default=None, metavar="K", help="K random destinations")
+    p.add_argument("--repeat", type=int, default=1, help="repetitions (new random sets with --random-dests)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
+    p.add_argument("--trace", action="store_true", help="record every link traversal")
     add_run_options(p)
 
 
@@ -64,10 +64,15 @@ def add_command(sub: Any) -> None:
     coord.add_argument(
         "--plan", default=None, help="a plan.json (instead of --topology and experiment options)"
     )
-    coord.add_argument("--run-id", required=True)
+    coord.add_argument("--run-id", required=True, help="MQTT topic namespace of the deployment")
     coord.add_argument("--out", default="results", help="directory for run.json, CSVs and raw.json")
+    coord.add_argument(
+        "--by-run-id",
+        action="store_true",
+        help="write into OUT/RUN-ID/ (OUT/RUN-ID-2/, ... when that holds earlier results): never clobber",
+    )
     coord.add_argument("--node-host", default="node-{x}-{y}", help="host name pattern of the nodes")
-    coord.add_argument("--node-port", type=int, default=7000)
+    coord.add_argument("--node-port", type=int, default=7000, help="TCP port every node listens on")
 
 
 def _plan(args: argparse.Namespace) -> Plan:
@@ -112,7 +117,10 @@ def cmd_compose(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--run-id: {exc}") from None
     doc = compose_document(
-        topo, [*_experiment_argv(args), *settings_args(settings)], run_id=args.run_id, swarm=args.swarm
+        topo,
+        [*_experiment_argv(args), *settings_args(settings), "--by-run-id"],
+        run_id=args.run_id,
+        swarm=args.swarm,
     )
     given = " ".join(_experiment_argv(args))
     header = (
@@ -123,7 +131,8 @@ def cmd_compose(args: argparse.Namespace) -> int:
         "  docker compose up --abort-on-container-exit --exit-code-from coordinator\n"
         "Offline (no registry): deploy/build-offline-image.sh, then run with\n"
         "  MESHCAST_BROKER_IMAGE=meshcast-local/meshcast:latest (it has mosquitto)\n"
-        "Results: ./results (run.json, multicasts.csv, arrivals.csv, raw.json)"
+        f"Results: ./results/{args.run_id}/ (run.json, multicasts.csv, arrivals.csv, raw.json;\n"
+        f"  ./results/{args.run_id}-2/ and so on for later runs: earlier results are kept)"
     )
     sys.stdout.write(render_yaml(doc, header))
     return 0
@@ -199,7 +208,7 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
         print(f"{time.strftime('%H:%M:%S')} coordinator: {text}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
-    out = Path(args.out)
+    out = run_dir(Path(args.out), args.run_id) if args.by_run_id else Path(args.out)
     docs: list[dict[str, Any]] = []
 
     def write(raw: RawRun) -> None:
@@ -223,6 +232,15 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
     steps_s = info["steps"] / raw.wall_s if raw.wall_s > 0 else 0.0
     log(f"{info['steps']} steps in {raw.wall_s:.2f} s ({steps_s:.0f} steps/s), {status}; results in {out}")
     return 0 if info["complete"] else 1
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    """``root/run_id``, or the first of ``root/run_id-2``, ``-3``, ... that holds no results yet."""
+    candidate, n = root / run_id, 1
+    while candidate.is_dir() and any(candidate.iterdir()):
+        n += 1
+        candidate = root / f"{run_id}-{n}"
+    return candidate
 
 
 def cmd_node(args: argparse.Namespace) -> int:

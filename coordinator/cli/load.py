@@ -8,13 +8,14 @@ from dataclasses import replace
 from typing import Any
 
 from coordinator.cli.options import MAX_COUNT, add_run_options, in_range, settings_from, topology_from
-from coordinator.cli.ui import console
+from coordinator.cli.ui import console, progress
 from coordinator.errors import UsageError
 from coordinator.experiments.load import HEADER, LoadPoint, Traffic, load_point, parse_rates, plot_load
 from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import write_csv
+from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, check_algorithm
-from node.topology import TopologyError, parse_coord
+from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = ["COMMANDS", "add_command"]
 
@@ -48,9 +49,31 @@ def cmd_load(args: argparse.Namespace) -> int:
             check_algorithm(alg, topo)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
-    out = prepare_out_dir(args.out) if args.out else None
+    out = prepare_out_dir(args.out, force=args.force) if args.out else None
     con = console()
     points: list[LoadPoint] = []
+    with progress("load points") as update:
+        _run_points(args, topo, algorithms, rates, hotspot, settings, points, update)
+    if out is not None:
+        write_csv(out / "load.csv", HEADER, (p.row() for p in points))
+        plot_load(points, out / "load.png", f"{topo.spec}, {args.dests} destinations, {settings.port_model}")
+        con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
+    return 0
+
+
+def _run_points(
+    args: argparse.Namespace,
+    topo: Topology,
+    algorithms: list[str],
+    rates: list[float],
+    hotspot: Coord | None,
+    settings: RunSettings,
+    points: list[LoadPoint],
+    update: Callable[[int, int], None] | None,
+) -> None:
+    """Every algorithm × rate, one line each, appended to ``points``; progress after each."""
+    con = console()
+    total = len(algorithms) * len(rates)
     for alg in algorithms:
         for rate in rates:
             traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
@@ -64,30 +87,33 @@ def cmd_load(args: argparse.Namespace) -> int:
             con.print(
                 f"{alg:>10} rate {rate:.4f}: offered {p.offered:.3f}, throughput {p.throughput:.3f}, {shown}"
             )
-    if out is not None:
-        write_csv(out / "load.csv", HEADER, (p.row() for p in points))
-        plot_load(points, out / "load.png", f"{topo.spec}, {args.dests} destinations, {settings.port_model}")
-        con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
-    return 0
+            if update is not None:
+                update(len(points), total)
 
 
 def add_command(sub: Any) -> None:
     """Register ``meshcast load``."""
     p = sub.add_parser("load", help="latency and throughput against offered load (shared contention)")
-    p.add_argument("--topology", required=True)
+    p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
     p.add_argument("--algorithms", required=True, help="comma-separated algorithm names")
     p.add_argument("--dests", type=int, default=10, help="destinations per multicast")
     p.add_argument("--rates", required=True, help="messages per node per step: FROM:TO:COUNT or a list")
     p.add_argument("--duration", type=int, default=1000, help="steps during which sources inject")
     p.add_argument("--warmup", type=int, default=200, help="steps whose messages are left out")
-    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--batches", type=int, default=10, help="batches for the batch-means 95%% CI")
     p.add_argument("--budget-factor", type=int, default=4, help="step budget = duration × this")
     p.add_argument(
-        "--unicast-fraction", type=float, default=0.0, help="share of unicast messages (0.9 in seed 004)"
+        "--unicast-fraction",
+        type=float,
+        default=0.0,
+        help="share of unicast messages (0.9 in Al-Dubai et al.'s load study)",
     )
     p.add_argument("--hotspot", default=None, help="x,y of a hot-spot node")
-    p.add_argument("--hotspot-fraction", type=float, default=0.0)
-    p.add_argument("--out", default=None)
+    p.add_argument(
+        "--hotspot-fraction", type=float, default=0.0, help="share of messages that include the hot spot"
+    )
+    p.add_argument("--out", default=None, help="new (or empty) directory for load.csv and load.png")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     add_run_options(p)
 
 

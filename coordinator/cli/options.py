@@ -46,6 +46,7 @@ MAX_REPEAT = 100_000
 MAX_NODES = {"in-process": 65_536, "model": 65_536, "engines": 65_536, "processes": 1024, "containers": 256}
 """The most nodes each runtime hosts: one OS process per node, or one container per node."""
 BROKER_PROBE_S = 3.0
+ALDUBAI = "Al-Dubai, Ould-Khaoua & Mackenzie"
 
 
 def in_range(flag: str, value: float | None, low: float, high: float) -> None:
@@ -117,10 +118,30 @@ def _accepts(algorithm: str, name: str) -> bool:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that runs an emulation."""
-    p.add_argument("--port-model", choices=PORT_MODELS, default="one-port")
-    p.add_argument("--contention", choices=CONTENTIONS, default="isolated")
-    p.add_argument("--clock", choices=("lockstep", "free"), default="lockstep")
-    p.add_argument("--runtime", choices=RUNTIMES, default="in-process")
+    p.add_argument(
+        "--port-model",
+        choices=PORT_MODELS,
+        default="one-port",
+        help="ports a node may send on in one step",
+    )
+    p.add_argument(
+        "--contention",
+        choices=CONTENTIONS,
+        default="isolated",
+        help="isolated: every multicast has the network to itself; shared: they compete for links",
+    )
+    p.add_argument(
+        "--clock",
+        choices=("lockstep", "free"),
+        default="lockstep",
+        help="lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="in-process",
+        help="in-process trio tasks, one OS process per node, one container per node, or the model",
+    )
     p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
     p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
     p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
@@ -145,12 +166,17 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="when an input buffer is full: block the upstream link (no loss) or drop and count",
     )
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
-    t.add_argument("--timing", choices=("store-and-forward", "wormhole"), default=None)
-    t.add_argument("--ts", type=float, default=33.0, help="start-up time (seed 004: 33 cycles)")
-    t.add_argument("--beta", type=float, default=1.0, help="time per flit per link (seed 004: 1 cycle)")
-    t.add_argument("--flits", type=int, default=64, help="message length L in flits (seed 004: 64)")
+    t.add_argument(
+        "--timing",
+        choices=("store-and-forward", "wormhole"),
+        default=None,
+        help="report latency under this timing model too (off when not given)",
+    )
+    t.add_argument("--ts", type=float, default=33.0, help=f"start-up time ({ALDUBAI}: 33 cycles)")
+    t.add_argument("--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)")
+    t.add_argument("--flits", type=int, default=64, help=f"message length L in flits ({ALDUBAI}: 64)")
     t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
 
 

@@ -26,7 +26,7 @@ from coordinator.cli.options import (
 from coordinator.cli.ui import console, progress
 from coordinator.errors import Interrupted, UsageError
 from coordinator.experiments.mcast import run_document
-from coordinator.experiments.run import emulate, result_document
+from coordinator.experiments.run import emulate, emulate_apart, result_document
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.mcast import mcast_plan, message_set
@@ -59,7 +59,10 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
         if args.dests is not None:
             if args.random_dests is not None:
                 raise UsageError("give either --dests or --random-dests, not both")
-            return explicit(topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params)
+            every = getattr(args, "inject_every", None) or 0
+            return explicit(
+                topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params, every
+            )
         if args.random_dests is None:
             raise UsageError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
         return random_plan(topo, algorithms, args.random_dests, args.repeat, args.seed, source, params)
@@ -82,16 +85,49 @@ def _mcast_plan(
 
 
 def execute(
-    plan: Plan, settings: RunSettings, label: str = "deliveries", timing: Timing | None = None
+    plan: Plan,
+    settings: RunSettings,
+    label: str = "deliveries",
+    timing: Timing | None = None,
+    apart: bool = False,
 ) -> dict[str, Any]:
-    """Run ``plan`` with a progress bar on a terminal; its result document."""
+    """Run ``plan`` with a progress bar on a terminal; its result document.
+
+    ``apart``: every multicast in an emulation of its own, one after another (for jitter).
+    """
     with progress(label) as update:
-        raw = trio.run(emulate, plan, settings, update)
+        raw = trio.run(emulate_apart if apart else emulate, plan, settings, update)
     return result_document(plan, settings, raw, timing)
 
 
+def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
+    """Whether ``run`` emulates each repetition on its own (the default for repeated ``--dests``).
+
+    Repetitions of one multicast are for jitter; injected together they queue behind each other
+    and the spread of their wall-clock latency measures that queue. ``--inject-every N`` spaces
+    them N steps apart in one lockstep emulation instead; ``--together`` restores the queue.
+    """
+    every = getattr(args, "inject_every", None)
+    together = getattr(args, "together", False)
+    if every is not None:
+        in_range("--inject-every", every, 1, MAX_COUNT)
+        if together:
+            raise UsageError("give either --inject-every or --together, not both")
+        if args.clock == "free":
+            raise UsageError(
+                "--inject-every spaces logical steps, which the free clock does not follow; "
+                "under --clock free repetitions already run one after another"
+            )
+        if args.dests is None:
+            raise UsageError("--inject-every spaces repetitions of --dests; give --dests")
+        return False
+    if together or args.dests is None or getattr(args, "mcast_set", None):
+        return False
+    return args.repeat > 1
+
+
 def print_summary(doc: dict[str, Any]) -> None:
-    """The run's status line, a table per algorithm, latency and the first multicast's arrivals."""
+    """The run's status line, a table per algorithm, latency, and the arrivals of a single multicast."""
     from rich.table import Table
 
     run = doc["run"]
@@ -102,7 +138,8 @@ def print_summary(doc: dict[str, Any]) -> None:
         f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
-    table = Table(show_lines=False)
+    caption = "time and mean arrival in steps, traffic in link traversals; ± = 95% CI"
+    table = Table(show_lines=False, caption=caption)
     for col in ("algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"):
         table.add_column(col, justify="right" if col != "algorithm" else "left")
 
@@ -126,15 +163,58 @@ def print_summary(doc: dict[str, Any]) -> None:
             + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
                         for a, v in doc["latency"].items())
         )  # fmt: skip
-    if doc["multicasts"] and (
-        len(doc["multicasts"]) == 1 or all(len(m["destinations"]) <= 12 for m in doc["multicasts"][:1])
-    ):
+    if len(doc["multicasts"]) == 1 and len(doc["multicasts"][0]["destinations"]) <= 24:
         m = doc["multicasts"][0]
         arr = ", ".join(f"({a['node'][0]},{a['node'][1]})@{a['step']}" for a in m["arrivals"])
-        con.print(f"arrival steps of multicast 0 ({m['algorithm']}): {arr}")
+        con.print(f"arrival steps ({m['algorithm']}): {arr}")
     errs = doc["errors"]
     if errs:
         con.print(f"[yellow]{len(errs)} error(s)[/], first: {errs[0]}")
+
+
+JITTER_ROWS = 40
+
+
+def print_jitter(doc: dict[str, Any]) -> None:
+    """Per node, the SD over repetitions of its arrival latency: steps and wall-clock µs, host."""
+    from rich.table import Table
+
+    from coordinator.output.report import JITTER_COLUMNS, jitter_row
+
+    rows = doc.get("jitter") or []
+    if not rows:
+        return
+    how = doc["run"].get("repetitions", "together")
+    table = Table(title=f"jitter: SD over repetitions of each node's arrival latency (repetitions {how})")
+    heads = {"step_mean": "mean (steps)", "step_sd": "SD (steps)", "wall_us_mean": "mean (µs)",
+             "wall_us_sd": "SD (µs)", "repetitions": "n"}  # fmt: skip
+    for col in JITTER_COLUMNS:
+        table.add_column(heads.get(col, col), justify="left" if col in ("algorithm", "host") else "right")
+    for j in rows[:JITTER_ROWS]:
+        table.add_row(
+            *("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in jitter_row(j))
+        )
+    con = console()
+    con.print(table)
+    if len(rows) > JITTER_ROWS:
+        con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
+
+
+def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
+    """run.json and the CSVs; with jitter also jitter.csv and its heat map jitter.png."""
+    from coordinator.output.report import plot_jitter, write_jitter_csv
+    from coordinator.output.results import write_run
+
+    written: list[Any] = list(write_run(out, doc))
+    if doc.get("jitter"):
+        written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
+        topo = plan.topology
+        written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
+    if "mcast" not in doc:
+        from coordinator.cli.plot import write_plots
+
+        written.extend(write_plots(out))
+    return written
 
 
 def print_mcast(doc: dict[str, Any]) -> None:
@@ -188,26 +268,28 @@ def _keep_partial(
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
-    if args.port_model is None:  # the mcast(n, d, c) model (seed 002) is all-port
+    if args.port_model is None:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model is all-port
         args.port_model = "all-port" if args.mcast_set else "one-port"
     settings = settings_from(args, topo, trace=args.trace)
     timing = timing_from(args)
     plan = plan_from(args, topo)
-    out = prepare_out_dir(args.out) if args.out else None
+    apart = repetitions_apart(args, plan)
+    out = prepare_out_dir(args.out, force=args.force) if args.out else None
     if args.mcast_set:
         mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
         with progress("deliveries") as update:
             doc = run_document(plan, settings, timing, update, mset)
     else:
         try:
-            doc = execute(plan, settings, timing=timing)
+            doc = execute(plan, settings, timing=timing, apart=apart)
         except Interrupted as exc:
             _keep_partial(exc, out, plan, settings, timing)
             raise
+        if args.repeat > 1 and args.dests is not None:
+            every = args.inject_every
+            doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
     if out is not None:
-        from coordinator.output.results import write_run
-
-        written = write_run(out, doc)
+        written = write_outputs(out, doc, plan)
         if not args.json:
             print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if args.json:
@@ -215,6 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_summary(doc)
+        print_jitter(doc)
         if args.mcast_set:
             print_mcast(doc)
     print_incomplete(doc)
@@ -239,19 +322,19 @@ DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Seed 000's Example 1 with every mesh algorithm, then a random comparison."""
+    """Example 1 of Malani's thesis with every mesh algorithm, then a random comparison on a torus."""
     in_range("--seed", args.seed, 0, 2**63 - 1)
     con = console()
     topo = Topology.parse("mesh:8x8")
     algs = [a.name for a in registry if a.unsupported(topo) is None]
-    con.rule("[bold]meshcast demo[/]: seed 000 Example 1 — 8×8 mesh, source (0,0), one-port")
+    con.rule(
+        "[bold]meshcast demo[/]: Example 1 of A. Malani, “Efficient Multicast Algorithms for Mesh and "
+        "Torus Networks” — 8×8 mesh, source (0,0), one-port"
+    )
     con.print(f"destinations {DEMO_DESTS}; algorithms: {', '.join(algs)}")
     plan = explicit(topo, algs, (0, 0), parse_coords(DEMO_DESTS))
     doc = execute(plan, RunSettings())
     print_summary(doc)
-    for m in doc["multicasts"]:
-        con.print(f"  {m['algorithm']:>14}: time {m['time']}, traffic {m['traffic']}, "
-                  f"additional traffic {m['additional_traffic']}")  # fmt: skip
     topo2 = Topology.parse("torus:16x16")
     algs2 = [a.name for a in registry if a.unsupported(topo2) is None]
     con.rule("16×16 torus, 40 random destinations, 20 repetitions, same sets for every algorithm")
@@ -275,7 +358,25 @@ def add_command(sub: Any) -> None:
     run.add_argument(
         "--random-dests", type=int, default=None, metavar="K", help="K uniform random destinations"
     )
-    run.add_argument("--repeat", type=int, default=1, help="repetitions (new random sets each time)")
+    run.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="repetitions: of the --dests multicast (for jitter: each emulated on its own, one after "
+        "another, unless --inject-every or --together), or new random sets with --random-dests",
+    )
+    run.add_argument(
+        "--inject-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="lockstep: inject the repetitions of --dests N steps apart in one emulation",
+    )
+    run.add_argument(
+        "--together",
+        action="store_true",
+        help="inject every repetition at step 0 in one emulation (they queue: measures load, not jitter)",
+    )
     run.add_argument(
         "--param",
         action="append",
@@ -284,9 +385,17 @@ def add_command(sub: Any) -> None:
         help="algorithm parameter",
     )
     run.add_argument("--trace", action="store_true", help="record every link traversal")
-    run.add_argument("--out", default=None, help="write run.json and CSVs into this directory")
+    run.add_argument(
+        "--out",
+        default=None,
+        help="write run.json, CSVs, jitter.csv/jitter.png and plots into this new (or empty) directory",
+    )
+    run.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     run.add_argument("--json", action="store_true", help="print the result document as JSON")
-    m = run.add_argument_group("mcast(n, d, c) message sets (seed 002): shared contention, all-port")
+    m = run.add_argument_group(
+        "mcast(n, d, c) message sets (Herley, Pietracaprina & Pucci, “Store-and-Forward Multicast Routing "
+        "on the Mesh”): shared contention, all-port"
+    )
     m.add_argument(
         "--mcast-set",
         choices=("random", "worst"),
@@ -299,7 +408,7 @@ def add_command(sub: Any) -> None:
     run.set_defaults(port_model=None)
     sub.add_parser("algorithms", help="list registered algorithms, their topologies and parameters")
     demo = sub.add_parser("demo", help="the default experiment (what 'make demo' runs)")
-    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--seed", type=int, default=1, help="seed of the random torus comparison")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from coordinator.cli.options import (
     settings_from,
     topology_from,
 )
+from coordinator.cli.plot import write_plots
 from coordinator.cli.ui import console, plain, progress
 from coordinator.errors import UsageError
 from coordinator.experiments import sweep as sweep_mod
@@ -55,8 +57,16 @@ def add_command(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=10, help="random destination sets per point (default 10)")
     p.add_argument("--source", default="0,0", help="x,y of the source, or 'random' for one per set")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
-    p.add_argument("--out", required=True, help="directory for tidy.csv, summary.csv and sweep.json")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes for the emulations (default 1)")
+    p.add_argument(
+        "--out", required=True, help="new (or empty) directory for tidy.csv, summary.csv, sweep.json, plots"
+    )
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes for the emulations (default: the number of cores, %(default)s here)",
+    )
     p.add_argument(
         "--chunk",
         type=int,
@@ -106,7 +116,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep_plan(topo, algorithms, ks, 1, args.seed, source, params)  # validate before the run
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    out = prepare_out_dir(args.out)
+    out = prepare_out_dir(args.out, force=args.force)
     total = len(algorithms) * len(ks) * args.repeat
     run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
     with progress(f"sweep of {total} multicasts") as update:
@@ -125,6 +135,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "settings": asdict(settings),
     }
     written = sweep_mod.write_sweep(out, result, meta)
+    written += write_plots(out)
     _print_summary(result, algorithms)
     print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if not result.complete:

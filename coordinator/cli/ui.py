@@ -22,10 +22,16 @@ def console(stderr: bool = False) -> Console:
 
 
 def progress_runner(total_hint: str) -> tuple[Progress | None, Any]:
-    """A rich progress bar on a terminal (None elsewhere), and the context that shows it."""
+    """A rich progress bar with elapsed time and ETA on a terminal (None elsewhere), and its context."""
     if not sys.stderr.isatty():
         return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.progress import Progress as Bar
 
     prog = Bar(
@@ -33,6 +39,8 @@ def progress_runner(total_hint: str) -> tuple[Progress | None, Any]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
         transient=True,
         console=console(stderr=True),
     )

@@ -10,6 +10,7 @@ Figures, not assertions: speed targets live here, never in timed tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -86,13 +87,24 @@ def bench_sizes(quick: bool = False) -> list[tuple[str, int, int]]:
     return [("torus:8x8", 10, 10)] if quick else [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)]
 
 
-def run_bench(quick: bool = False) -> tuple[float, list[dict[str, Any]]]:
-    """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit."""
+def run_bench(
+    quick: bool = False, progress: Callable[[int, int], None] | None = None
+) -> tuple[float, list[dict[str, Any]]]:
+    """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit.
+
+    ``progress(done, total)`` is called after the relay chain and after each point.
+    """
+    sizes = list(bench_sizes(quick))
+    total = 1 + 2 * len(sizes)
     limit = relay_chain(16, 500) if quick else relay_chain()
+    if progress is not None:
+        progress(1, total)
     rows = []
-    for spec, mcs, k in bench_sizes(quick):
+    for spec, mcs, k in sizes:
         for clock in ("lockstep", "free"):
             r = _emulator_point(spec, clock, mcs, k)
             r["ratio"] = r["frames_per_s"] / limit
             rows.append(r)
+            if progress is not None:
+                progress(1 + len(rows), total)
     return limit, rows

@@ -24,11 +24,17 @@ def _probe(directory: Path, flag: str) -> None:
     os.unlink(name)
 
 
-def prepare_out_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """Create directory ``path`` (and its parents) and check it is writable, or a UsageError."""
+def prepare_out_dir(path: str | os.PathLike[str], flag: str = "--out", force: bool = True) -> Path:
+    """Create directory ``path`` (and its parents) and check it is writable, or a UsageError.
+
+    Without ``force`` a directory that already holds files is refused: results never clobber
+    earlier results unless the user says so (``--force``).
+    """
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{flag} {out}: exists and is not a directory")
+    if not force and out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"{flag} {out}: not empty (choose a new directory, or add --force to write into it)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

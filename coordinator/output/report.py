@@ -17,19 +17,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from coordinator.output.results import atomic_write
+from coordinator.output.results import atomic_write, write_csv
 
 __all__ = [
     "DataTable",
+    "Panel",
     "Series",
     "algorithm_colour",
     "fmt",
     "fmt_ci",
     "fmt_delta",
     "markdown_table",
+    "plot_jitter",
+    "plot_panels",
     "plot_series",
     "read_data_table",
+    "write_jitter_csv",
 ]
 
 
@@ -195,5 +200,115 @@ def plot_series(
         fig.text(0.01, 0.01, note, fontsize="x-small", color="#555555", ha="left", va="bottom")
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+# -- jitter ------------------------------------------------------------------------------------
+JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", "step_mean", "step_sd",
+                  "wall_us_mean", "wall_us_sd", "host")  # fmt: skip
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1000.0, 3)
+
+
+def jitter_row(j: dict[str, Any]) -> list[Any]:
+    """One jitter record (analysis.metrics.jitter) as a row of JITTER_COLUMNS, wall clock in µs."""
+    return [
+        j["algorithm"], f"{j['source'][0]},{j['source'][1]}", f"{j['node'][0]},{j['node'][1]}",
+        j["repetitions"], round(j["step_mean"], 6), round(j["step_sd"], 6),
+        _us(j["wall_ns_mean"]), _us(j["wall_ns_sd"]), j.get("host") or "",
+    ]  # fmt: skip
+
+
+def write_jitter_csv(path: Path, jitter: Sequence[dict[str, Any]]) -> Path:
+    """``jitter.csv``: per node, SD over repetitions of its arrival latency (steps, µs) and host."""
+    write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
+    return path
+
+
+def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any]], dpi: int = 110) -> Path:
+    """A heat map of the grid per algorithm: each destination's wall-clock SD (µs); the source ★."""
+    from matplotlib.figure import Figure
+
+    algs = list(dict.fromkeys(j["algorithm"] for j in jitter))
+    fig = Figure(figsize=(4.2 * max(1, len(algs)), 4.0), layout="constrained")
+    axes = fig.subplots(1, max(1, len(algs)), squeeze=False)[0]
+    for ax, alg in zip(axes, algs, strict=False):
+        grid = [[math.nan] * cols for _ in range(rows)]
+        mine = [j for j in jitter if j["algorithm"] == alg]
+        for j in mine:
+            x, y = j["node"]
+            if j["wall_ns_sd"] is not None:
+                grid[y][x] = j["wall_ns_sd"] / 1000.0
+        img = ax.imshow(grid, origin="lower", cmap="viridis", interpolation="nearest")
+        fig.colorbar(img, ax=ax, shrink=0.8, label="wall-clock SD (µs)")
+        for j in mine:
+            x, y = j["node"]
+            ax.text(x, y, f"{j['step_sd']:.1f}", ha="center", va="center", fontsize=6, color="white")
+        if mine:
+            sx, sy = mine[0]["source"]
+            ax.plot([sx], [sy], marker="*", color="red", markersize=12, linestyle="none")
+        n = mine[0]["repetitions"] if mine else 0
+        ax.set_title(f"{alg}: jitter over {n} repetitions", fontsize="medium")
+        ax.set_xlabel("x (column)")
+        ax.set_ylabel("y (row)")
+    fig.text(0.01, 0.005, "colour: SD of arrival latency in µs; number: SD in steps; ★ source",
+             fontsize="x-small", color="#555555")  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+# -- panels (meshcast plot) --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One axes of a multi-panel figure: its curves (with 95% CI bands), labels and a zero line."""
+
+    title: str
+    ylabel: str
+    series: Sequence[Series]
+    zero_line: bool = False
+
+
+def plot_panels(
+    path: Path, panels: Sequence[Panel], title: str, xlabel: str, note: str, dpi: int = 100
+) -> Path:
+    """Panels side by side (up to three a row) in one PNG at ``path``, written atomically."""
+    from matplotlib.figure import Figure
+
+    cols = min(3, max(1, len(panels)))
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.6 * cols, 3.6 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, panel in zip(axes, panels, strict=False):
+        for s in panel.series:
+            pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
+            if not pts:
+                continue
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6, color=s.colour, label=s.label)
+            if s.band is not None:
+                lo, hi = s.band
+                ok = [
+                    (x, a, b) for x, a, b in zip(s.x, lo, hi, strict=True) if a is not None and b is not None
+                ]
+                if ok:
+                    bx, blo, bhi = zip(*ok, strict=True)
+                    ax.fill_between(bx, blo, bhi, color=s.colour, alpha=0.2, linewidth=0)
+        if panel.zero_line:
+            ax.axhline(0, color="#444444", linewidth=0.8, linestyle=":")
+        ax.set_title(panel.title, fontsize="medium")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="x-small")
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title}\n{note}", fontsize="small")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(path, buf.getvalue())
     return path

@@ -95,17 +95,25 @@ def explicit(
     destinations: Sequence[Coord],
     repeat: int = 1,
     params: Mapping[str, Any] | None = None,
+    inject_every: int = 0,
 ) -> Plan:
-    """The same multicast ``repeat`` times for each algorithm."""
+    """The same multicast ``repeat`` times for each algorithm, the i-th injected at step i·``inject_every``.
+
+    ``inject_every`` 0 injects them all at step 0; a spacing longer than one multicast's time
+    keeps repetitions apart under the lockstep clock (the free clock does not follow steps).
+    """
     if repeat < 1:
         raise PlanError(f"--repeat must be at least 1, got {repeat}")
+    if inject_every < 0:
+        raise PlanError(f"--inject-every must be at least 0, got {inject_every}")
     dests: tuple[Coord, ...] = ()
     for a in algorithms:
         dests = validate(topology, a, source, destinations)
     mcs: list[Multicast] = []
     for a in algorithms:
         for _ in range(repeat):
-            mcs.append(Multicast(len(mcs), a, tuple(source), dests, 0, dict(params or {})))  # type: ignore[arg-type]
+            step = len(mcs) * inject_every
+            mcs.append(Multicast(len(mcs), a, tuple(source), dests, step, dict(params or {})))  # type: ignore[arg-type]
     return Plan(topology, tuple(mcs))
 
 

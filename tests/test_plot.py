@@ -1,0 +1,80 @@
+"""``meshcast plot DIR`` and the plots ``run --out`` / ``sweep --out`` write: metrics with 95% CI
+bands, paired differences on shared destination sets, load curves; a bad directory is exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.experiments.plot import paired_differences, rows_of
+from coordinator.experiments.sweep import sweep_plan
+from node.topology import Topology
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_gives_every_algorithm_the_same_sets() -> None:
+    """What the paired differences rely on: (k, repetition) names one destination set."""
+    plan, points = sweep_plan(Topology.parse("mesh:6x6"), ["diag", "pair", "min"], [3, 5], 4, 7, None)
+    sets: dict[tuple[int, int], set[tuple[object, ...]]] = {}
+    for m, point in zip(plan.multicasts, points, strict=True):
+        sets.setdefault(point, set()).add((m.source, m.destinations))
+    assert len(sets) == 8 and all(len(s) == 1 for s in sets.values())
+
+
+def test_paired_differences_pair_by_set() -> None:
+    rows = [
+        {"algorithm": "a", "k": 2, "pair": (2, 0), "time": 5.0},
+        {"algorithm": "a", "k": 2, "pair": (2, 1), "time": 7.0},
+        {"algorithm": "b", "k": 2, "pair": (2, 1), "time": 4.0},
+        {"algorithm": "b", "k": 2, "pair": (2, 0), "time": 4.0},
+        {"algorithm": "b", "k": 3, "pair": (3, 0), "time": 9.0},  # no partner: left out
+    ]
+    d = paired_differences(rows, "time", "a", "b")
+    assert list(d) == [2]
+    assert d[2]["mean"] == 2.0 and d[2]["n"] == 2
+    lo, hi = d[2]["ci95"]
+    assert lo < 2.0 < hi
+
+
+def test_sweep_out_writes_plots_and_plot_redraws_them(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--topology", "mesh:6x6", "--algorithms", "diag,pair", "--dests", "3,6",
+            "--repeat", "3", "--jobs", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    for name in ("metrics.png", "differences.png"):
+        assert (out / name).read_bytes()[:8] == PNG
+        (out / name).unlink()
+    assert main(["plot", str(out)]) == 0
+    assert (out / "metrics.png").read_bytes()[:8] == PNG and (out / "differences.png").exists()
+    rows, title = rows_of(out)
+    assert len(rows) == 12 and "mesh:6x6" in title
+
+
+def test_run_out_writes_plots(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["run", "--topology", "mesh:6x6", "--algorithm", "vh,pair", "--random-dests", "4",
+            "--repeat", "3", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "metrics.png").read_bytes()[:8] == PNG
+    rows, _ = rows_of(out)
+    assert {r["pair"] for r in rows if r["algorithm"] == "vh"} == {
+        r["pair"] for r in rows if r["algorithm"] == "pair"
+    }
+    assert paired_differences(rows, "traffic", "vh", "pair")[4]["n"] == 3
+
+
+def test_plot_of_a_load_directory(tmp_path: Path) -> None:
+    argv = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", "0.01,0.02", "--dests", "3",
+            "--duration", "120", "--warmup", "20", "--batches", "4", "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "load-ci.png").read_bytes()[:8] == PNG
+
+
+def test_plot_of_a_directory_without_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "no tidy.csv" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "missing")]) == 2
