@@ -367,7 +367,7 @@ def _extra_commands() -> list[Callable[[Any], None]]:
     for mod in (
         "coordinator.experiments.sweep",
         "coordinator.experiments.show",
-        "coordinator.reproduce",
+        "coordinator.cli.reproduce",
         "coordinator.cli.deploy",
         "coordinator.experiments.load",
     ):
