@@ -44,6 +44,7 @@ __all__ = [
     "int_list",
     "paper_csv",
     "read_report_only",
+    "read_typed",
     "run_facts",
     "run_pool",
 ]
@@ -237,6 +238,24 @@ def read_csv(path: Path) -> list[dict[str, str]]:
     """A CSV's rows as text dicts."""
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+def read_typed(
+    path: Path, ints: Iterable[str] = (), floats: Iterable[str] = (), only: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """A tidy CSV's rows with their numbers back (an empty cell is None, as written).
+
+    ``ints`` and ``floats`` name the numeric columns; ``only`` keeps just those columns.
+    """
+    keep = None if only is None else set(only)
+    ints, floats = tuple(ints), tuple(floats)
+    rows = []
+    for r in read_csv(path):
+        row: dict[str, Any] = {k: v for k, v in r.items() if keep is None or k in keep}
+        row.update({c: None if r[c] == "" else int(r[c]) for c in ints})
+        row.update({c: None if r[c] == "" else float(r[c]) for c in floats})
+        rows.append(row)
+    return rows
 
 
 def int_list(text: str, what: str, lo: int = 1, hi: int = 1 << 30) -> tuple[int, ...]:

@@ -20,7 +20,6 @@ algorithms. Output in ``--out``: ``report.md``, ``plots/*.png``, ``points.csv`` 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -40,6 +39,7 @@ from coordinator.reproduce.framework import (
     Stopwatch,
     command_line,
     read_report_only,
+    read_typed,
     run_facts,
     run_pool,
     write_json,
@@ -242,19 +242,7 @@ _FLOATS = {"sqrt_cn", "time_over_sqrt_cn", "busiest_mean_occupancy", "wall_s"}
 
 def read_points(path: Path) -> list[dict[str, Any]]:
     """``points.csv`` back into rows (for ``--report-only``)."""
-    rows = []
-    with path.open(newline="") as f:
-        for r in csv.DictReader(f):
-            row: dict[str, Any] = {}
-            for k, v in r.items():
-                if k in _INTS:
-                    row[k] = int(v) if v != "" else None
-                elif k in _FLOATS:
-                    row[k] = float(v) if v != "" else None
-                else:
-                    row[k] = v
-            rows.append(row)
-    return rows
+    return read_typed(path, _INTS, _FLOATS)
 
 
 # -- summaries -------------------------------------------------------------------------------------

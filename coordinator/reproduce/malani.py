@@ -15,7 +15,6 @@ facts). ``--report-only`` rebuilds the report and plots from those files without
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from collections import defaultdict
@@ -53,6 +52,7 @@ from coordinator.reproduce.framework import (
     names_in,
     positive,
     read_report_only,
+    read_typed,
     run_facts,
     write_json,
 )
@@ -817,14 +817,6 @@ OPTIONS = (
 )
 
 
-def _int_or_none(v: str) -> int | None:
-    return int(v) if v != "" else None
-
-
-def _float_or_none(v: str) -> float | None:
-    return float(v) if v != "" else None
-
-
 def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     """The sweeps and run facts an earlier run wrote into ``out`` (for ``--report-only``)."""
     from coordinator.experiments.sweep import summarise_tidy
@@ -833,23 +825,12 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     results: dict[str, SweepResult] = {}
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
-        with (out / kind / "tidy.csv").open(newline="") as f:
-            tidy = [
-                {
-                    "topology": r["topology"],
-                    "algorithm": r["algorithm"],
-                    "k": int(r["k"]),
-                    "repetition": int(r["repetition"]),
-                    "source": r["source"],
-                    "time": _int_or_none(r["time"]),
-                    "traffic": int(r["traffic"]),
-                    "additional_traffic": int(r["additional_traffic"]),
-                    "mean_arrival": _float_or_none(r["mean_arrival"]),
-                    "cv": _float_or_none(r["cv"]),
-                    "missing": int(r["missing"]),
-                }
-                for r in csv.DictReader(f)
-            ]
+        tidy = read_typed(
+            out / kind / "tidy.csv",
+            ("k", "repetition", "time", "traffic", "additional_traffic", "missing"),
+            ("mean_arrival", "cv"),
+            ("topology", "algorithm", "source"),
+        )
         results[kind] = SweepResult(
             tidy,
             summarise_tidy(tidy),

@@ -48,6 +48,7 @@ from coordinator.reproduce.framework import (
     Option,
     Stopwatch,
     read_report_only,
+    read_typed,
     run_facts,
     run_pool,
     write_json,
@@ -1070,27 +1071,14 @@ _INT_COLUMNS = ("n", "k", "repetition", "hops", "bound_hops", "time", "traffic",
 _FLOAT_COLUMNS = ("latency_ns", "latency_ts_ns")
 
 
-def _typed(row: Mapping[str, str]) -> dict[str, Any]:
-    """A tidy.csv row with its numbers back (an empty cell is None, as written)."""
-    out: dict[str, Any] = dict(row)
-    for c in _INT_COLUMNS:
-        out[c] = int(row[c]) if row[c] != "" else None
-    for c in _FLOAT_COLUMNS:
-        out[c] = float(row[c]) if row[c] != "" else None
-    return out
-
-
 def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     """The runs, configuration and metadata of a finished reproduction from its run.json and tidy.csv.
 
     So that the report and plots can be rebuilt (``--report-only``) without re-running for minutes."""
-    import csv
-
     doc = json.loads((out / "run.json").read_text(encoding="utf-8"))
     conf: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
     cfg = Config(**conf)
-    with (out / "tidy.csv").open(newline="", encoding="utf-8") as f:
-        rows = [_typed(r) for r in csv.DictReader(f)]
+    rows = read_typed(out / "tidy.csv", _INT_COLUMNS, _FLOAT_COLUMNS)
     results = []
     for r in doc["runs"]:
         subset = tuple(r["algorithms"])
