@@ -25,8 +25,9 @@ half-width r around them (r chosen so a box has about cluster size / density nod
 until the union holds k nodes), and samples the k destinations uniformly from that union.
 
 Output in ``--out``: ``report.md`` (the paper's claims checked against our data, the worked
-example beside the paper's numbers, per-point tables), ``plots/*.png`` and ``tidy.csv`` (one row
-per multicast).
+example beside the paper's numbers, per-point tables), ``plots/*.png``, ``tidy.csv`` (one row
+per multicast, with its number of groups), ``example.csv`` (the worked example's rows) and
+``reproduction.json`` (the run's facts and status); ``--report-only`` rebuilds the rest from them.
 """
 
 from __future__ import annotations
