@@ -146,7 +146,7 @@ def test_report_only_rebuilds_the_same_report(run_dir: Path, tmp_path: Path) -> 
 
 def test_report_only_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", "tasnem", "--report-only", "--out", str(tmp_path)]) == 2
-    assert "--report-only: cannot read the run" in capsys.readouterr().err
+    assert "--report-only: no earlier run to read in" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from coordinator import reproduce as _reproduce
-from coordinator.cli import bench, check, deploy, load, plot, run, show, sweep
+from coordinator.cli import bench, check, deploy, load, plot, reproduce, run, show, sweep
 from coordinator.cli.options import add_run_options, parse_params, settings_from, timing_from
 from coordinator.cli.run import execute, plan_from, print_summary
 from coordinator.cli.ui import progress_runner
@@ -42,7 +41,7 @@ Every node is a trio actor forwarding msgpack packets; 'meshcast run' injects mu
 and reports time, traffic and arrival variation. 'meshcast algorithms' lists the rules
 and their parameters; 'meshcast COMMAND --help' explains each command."""
 
-_MODULES: tuple[Any, ...] = (run, sweep, show, load, plot, check, _reproduce, bench, deploy)
+_MODULES: tuple[Any, ...] = (run, sweep, show, load, plot, check, reproduce, bench, deploy)
 """Each command module: ``add_command(subparsers)`` and ``COMMANDS`` (name -> handler)."""
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}

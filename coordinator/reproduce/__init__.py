@@ -1,46 +1,40 @@
-"""``meshcast reproduce NAME --out DIR``: re-run a seed paper's experiment and report ours beside theirs.
+"""The seed papers' reproductions, one module each, found by name (``meshcast reproduce NAME``).
 
-Each reproduction is one module of this package, found by name; adding one is adding a module
-that defines
-
-* ``NAME: str`` — the command-line name (``meshcast reproduce NAME``);
-* ``SUMMARY: str`` — one line for ``--help`` (default: the module docstring's first line);
-* ``DEFAULT_REPEAT: int`` — optional, the paper's number of runs per point (default 100);
-* ``add_arguments(parser)`` — its own options, beyond the common ``--out``, ``--repeat``, ``--seed``;
-* ``run(args) -> int`` — do it and return the exit status (0 done, 1 incomplete, 2 bad input).
-
-Modules whose names start with ``_`` are helpers, not reproductions. A module that fails to
+The contract a module meets is written in :mod:`coordinator.reproduce.framework`. Modules whose
+names start with ``_`` and ``framework`` are helpers, not reproductions. A module that fails to
 import is reported when ``reproduce`` runs; it does not break the rest of the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pkgutil
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = ["COMMANDS", "Reproduction", "add_command", "load_errors", "reproductions"]
+from coordinator.reproduce.framework import ALWAYS, COMMON, Context, Option
+
+__all__ = ["Reproduction", "load_errors", "reproductions"]
 
 
 @dataclass(frozen=True, slots=True)
 class Reproduction:
-    """A registered reproduction: its name, one-line summary and module."""
+    """A registered reproduction: its name, one-line summary, default repeat, options and module."""
 
     name: str
     summary: str
     default_repeat: int
     module: ModuleType
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        self.module.add_arguments(parser)
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """Every option: the common ones it uses, then its own."""
+        uses = ALWAYS + tuple(getattr(self.module, "USES", ()))
+        return tuple(COMMON[u] for u in COMMON if u in uses) + tuple(getattr(self.module, "OPTIONS", ()))
 
-    def run(self, args: argparse.Namespace) -> int:
-        return int(self.module.run(args))
+    def run(self, args: Any, ctx: Context | None = None) -> int:
+        return int(self.module.run(args, ctx or Context()))
 
 
 #: Modules that could not be loaded, as "module: cause" lines.
@@ -49,7 +43,7 @@ _registry: dict[str, Reproduction] | None = None
 
 
 def _load(mod: ModuleType) -> Reproduction:
-    for attr in ("NAME", "add_arguments", "run"):
+    for attr in ("NAME", "run"):
         if not hasattr(mod, attr):
             raise TypeError(f"defines no {attr}")
     name = mod.NAME
@@ -66,7 +60,7 @@ def reproductions() -> dict[str, Reproduction]:
     if _registry is None:
         found: dict[str, Reproduction] = {}
         for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-            if info.name.startswith("_"):
+            if info.name.startswith("_") or info.name == "framework":
                 continue
             modname = f"{__name__}.{info.name}"
             try:
@@ -83,45 +77,3 @@ def reproductions() -> dict[str, Reproduction]:
             found[rep.name] = rep
         _registry = found
     return _registry
-
-
-def add_command(sub: Any) -> None:
-    """Register ``meshcast reproduce`` with one sub-command per reproduction."""
-    p = sub.add_parser(
-        "reproduce",
-        help="re-run a seed paper's experiment; write report.md and plots (ours vs the paper's)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    names = p.add_subparsers(dest="reproduction", required=True, metavar="NAME")
-    for name, rep in reproductions().items():
-        q = names.add_parser(
-            name,
-            help=rep.summary,
-            description=rep.module.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        q.add_argument("--out", required=True, help="directory for report.md, plots and CSVs")
-        q.add_argument(
-            "--repeat",
-            type=int,
-            default=rep.default_repeat,
-            help=f"random destination sets per point (default {rep.default_repeat}, as the paper)",
-        )
-        q.add_argument("--seed", type=int, default=1, help="seed of the random destination sets")
-        rep.add_arguments(q)
-
-
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    from coordinator.errors import UsageError
-
-    for e in load_errors:
-        print(f"warning: reproduction not loaded: {e}", file=sys.stderr)
-    rep = reproductions().get(args.reproduction)
-    if rep is None:  # argparse has already refused unknown names; kept for direct callers
-        raise UsageError(f"unknown reproduction {args.reproduction!r}; known: {', '.join(reproductions())}")
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
-    return rep.run(args)
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"reproduce": cmd_reproduce}

@@ -11,7 +11,7 @@ What is here:
   latencies, CV, completeness) under a latency model (several models can time one emulation);
 * :func:`summarise_rows` / :func:`paired` — per-point means with 95% confidence intervals, and
   per-point paired comparisons of two algorithms on the very same sets;
-* :func:`write_rows` — the per-multicast rows as ``tidy.csv``; :func:`progress_bar`.
+* :func:`write_rows` / :func:`read_rows` — the per-multicast rows as ``tidy.csv`` and back.
 
 Nothing here knows a paper's numbers; the reproduction modules do.
 """
@@ -19,10 +19,9 @@ Nothing here knows a paper's numbers; the reproduction modules do.
 from __future__ import annotations
 
 import statistics
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import trio
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
 from coordinator.output.results import write_csv
+from coordinator.reproduce.framework import ProgressFn, read_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
@@ -47,7 +47,9 @@ __all__ = [
     "emulate_points",
     "mc_rows",
     "paired",
-    "progress_bar",
+    "read_rows",
+    "status_doc",
+    "status_from",
     "summarise_rows",
     "write_rows",
 ]
@@ -85,6 +87,8 @@ class McRow:
     cv: float | None
     queued: int
     complete: bool
+    model: str = "main"
+    groups: int | None = None
 
     def get(self, metric: str) -> float | None:
         """A metric by name (``latency_max``, ``traffic``, …) as a float, None if missing."""
@@ -101,9 +105,6 @@ class EmulationStatus:
     steps: int
     wall_s: float
     errors: list[dict[str, Any]] = field(default_factory=list)
-
-
-ProgressFn = Callable[[int, int], None]
 
 
 def _plan(
@@ -150,7 +151,7 @@ def emulate_points(
     return Emulated(index, records, status)
 
 
-def mc_rows(emulated: Emulated, latency: LatencyFn) -> list[McRow]:
+def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list[McRow]:
     """One row per multicast, its deliveries timed by ``latency``.
 
     ``latency`` maps each delivery's (algorithm, step, hops, start-ups) to its latency; a
@@ -180,6 +181,7 @@ def mc_rows(emulated: Emulated, latency: LatencyFn) -> list[McRow]:
                 cv=statistics.pstdev(lats) / mean if lats and mean else None,
                 queued=sum(a["step"] - a["hops"] for a in rec["arrivals"]),
                 complete=complete,
+                model=model,
             )
         )
     return rows
@@ -304,34 +306,25 @@ ROW_COLUMNS = (
     "cv",
     "queued",
     "complete",
+    "model",
+    "groups",
 )
-
-
-def _r(v: float | None) -> float | None:
-    return None if v is None else round(v, 6)
+_FIELDS = tuple(f.name for f in fields(McRow))
 
 
 def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
-    """The per-multicast rows as a CSV (one line per multicast)."""
+    """The per-multicast rows as a CSV (one line per multicast; floats at full precision)."""
     write_csv(
         path,
         ROW_COLUMNS,
         (
             [
-                r.scenario,
-                r.algorithm,
-                r.k,
-                r.rep,
+                *(getattr(r, f) for f in _FIELDS[:4]),
                 f"{r.source[0]},{r.source[1]}",
-                r.traffic,
-                r.distinct_links,
-                r.additional_traffic,
-                r.steps,
-                _r(r.latency_max),
-                _r(r.latency_mean),
-                _r(r.cv),
-                r.queued,
+                *("" if getattr(r, f) is None else getattr(r, f) for f in _FIELDS[5:13]),
                 int(r.complete),
+                r.model,
+                "" if r.groups is None else r.groups,
             ]
             for r in rows
         ),
@@ -339,25 +332,41 @@ def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
     return path
 
 
-def progress_bar(label: str) -> tuple[ProgressFn | None, Any]:
-    """A rich progress bar on a terminal (None elsewhere) and the context that shows it."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def read_rows(path: Path) -> list[McRow]:
+    """:func:`write_rows`' CSV back into rows (for ``--report-only``)."""
 
-    from coordinator.cli.ui import console
+    def num(v: str, t: type) -> Any:
+        return None if v == "" else t(v)
 
-    prog = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-        console=console(stderr=True),
-    )
-    task = prog.add_task(label, total=None)
+    out = []
+    for r in read_csv(path):
+        x, y = r["source"].split(",")
+        ints = {
+            f: num(r[f], int) for f in ("traffic", "distinct_links", "additional_traffic", "steps", "queued")
+        }
+        floats = {f: num(r[f], float) for f in ("latency_max", "latency_mean", "cv")}
+        out.append(
+            McRow(
+                r["scenario"],
+                r["algorithm"],
+                int(r["k"]),
+                int(r["repetition"]),
+                (int(x), int(y)),
+                **ints,
+                **floats,
+                complete=r["complete"] == "1",
+                model=r["model"],
+                groups=num(r["groups"], int),
+            )
+        )
+    return out
 
-    def update(done: int, total: int) -> None:
-        prog.update(task, completed=done, total=total)
 
-    return update, prog
+def status_doc(s: EmulationStatus) -> dict[str, Any]:
+    """An :class:`EmulationStatus` as JSON-ready data."""
+    return asdict(s)
+
+
+def status_from(d: Mapping[str, Any]) -> EmulationStatus:
+    """:func:`status_doc`'s data back."""
+    return EmulationStatus(**d)

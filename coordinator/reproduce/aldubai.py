@@ -27,26 +27,22 @@ takes s·(Ts + L·β) + h·β, plus two terms the paper's simulation has and eq.
   level-1 worm it passes on, but that worm's tail has left before the leader's start-up is over,
   so waits after the first start-up cost nothing.
 
-Output in ``--out``: ``report.md``, ``plots/*.png`` and ``tidy.csv`` (one row per multicast).
+Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast),
+``tidy_models.csv`` (the same under the comparison models) and ``reproduction.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import os
-import platform
+import json
 import random
 import statistics
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
+from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
@@ -59,9 +55,23 @@ from coordinator.reproduce._wormhole import (
     emulate_points,
     mc_rows,
     paired,
-    progress_bar,
+    read_rows,
+    status_doc,
+    status_from,
     summarise_rows,
     write_rows,
+)
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    command_line,
+    names_in,
+    paper_csv,
+    positive,
+    read_report_only,
+    run_facts,
+    write_json,
 )
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
@@ -73,11 +83,11 @@ __all__ = [
     "KS",
     "MESHES",
     "NAME",
+    "OPTIONS",
     "PREP",
     "SUMMARY",
     "TIMING",
     "PaperData",
-    "add_arguments",
     "build_report",
     "claims",
     "draw_points",
@@ -131,19 +141,6 @@ def latency_model(
 
 
 # -- the paper's numbers ---------------------------------------------------------------------------
-def _read(name: str) -> tuple[str, list[dict[str, str]]]:
-    """A CSV of coordinator/data with text columns: its source (the comment lines) and its rows.
-
-    (coordinator.output.report.read_data_table wants every column numeric; these have names in them.)
-    """
-    text = resources.files("coordinator").joinpath("data", name).read_text(encoding="utf-8")
-    lines = text.splitlines()
-    source = " ".join(line.lstrip("#").strip() for line in lines if line.startswith("#"))
-    source = source.removeprefix("source:").strip()
-    body = [line for line in lines if line.strip() and not line.startswith("#")]
-    return source, [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(body)]
-
-
 @dataclass(frozen=True, slots=True)
 class PaperData:
     """Tables 4–5 (CV per mesh × k × algorithm) and Table 3 (mean latency, k = 10, 32 flits)."""
@@ -155,9 +152,9 @@ class PaperData:
 
 
 def paper_data() -> PaperData:
-    cv_source, cv_rows = _read("aldubai_cv.csv")
+    cv_source, cv_rows = paper_csv("aldubai_cv.csv")
     cv = {(r["mesh"], int(r["destinations"]), r["algorithm"].lower()): float(r["cv"]) for r in cv_rows}
-    t3_source, t3_rows = _read("aldubai_table3_latency.csv")
+    t3_source, t3_rows = paper_csv("aldubai_table3_latency.csv")
     t3 = {
         r["algorithm"].lower(): (float(r["mean"]), float(r["ci_low"]), float(r["ci_high"])) for r in t3_rows
     }
@@ -572,35 +569,32 @@ def build_report(
 
 
 # -- command ------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiments.run import RUNTIMES
-
-    parser.add_argument(
-        "--meshes",
-        default=",".join(MESHES),
-        help="which meshes, a comma list of 16x16 and 32x32 (default both)",
-    )
-    parser.add_argument(
+OPTIONS = (
+    Option(
+        "--meshes", "which meshes, a comma list of 16x16 and 32x32 (default both)", default=",".join(MESHES)
+    ),
+    Option(
         "--runtime",
-        choices=RUNTIMES,
+        "where the nodes run (default in-process; 'model' is the reference model)",
         default="in-process",
-        help="where the nodes run (default in-process; 'model' is the reference model)",
-    )
-    parser.add_argument(
-        "--wall-budget", type=float, default=7200.0, help="wall-clock budget per emulation (s)"
-    )
+        choices=RUNTIMES,
+    ),
+    Option("--wall-budget", "wall-clock budget per emulation (s)", float, 7200.0),
+)
+#: The latency models timing one emulation: the main one, eq. 7 alone, and both at Table 3's 32 flits.
+_T3 = Timing("wormhole", TIMING.ts, TIMING.beta, TABLE3_FLITS, TIMING.router)
+MODELS: Mapping[str, LatencyFn] = {
+    "main": latency_model(TIMING),
+    "eq7": latency_model(TIMING, None, serialise=False),
+    "t3": latency_model(_T3),
+    "t3_eq7": latency_model(_T3, None, serialise=False),
+}
 
 
-def run(args: argparse.Namespace) -> int:
-    from coordinator.errors import UsageError
-
-    meshes = tuple(m.strip() for m in args.meshes.split(",") if m.strip())
-    if not meshes or any(m not in MESHES for m in meshes) or len(set(meshes)) != len(meshes):
-        raise UsageError(f"--meshes {args.meshes!r}: a comma list of {', '.join(MESHES)}")
-    meshes = tuple(m for m in MESHES if m in meshes)
-    if args.wall_budget <= 0:
-        raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
-    out = Path(args.out)
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """One emulation per mesh; tidy.csv (main model), tidy_models.csv (the others), reproduction.json."""
+    meshes = names_in(args.meshes, MESHES, "--meshes")
+    positive(args.wall_budget, "--wall-budget")
     settings = RunSettings(
         port_model="all-port",
         contention="isolated",
@@ -609,70 +603,67 @@ def run(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         wall_budget=args.wall_budget,
     )
-    main_model = latency_model(TIMING)
-    eq7_model = latency_model(TIMING, None, serialise=False)
-    t3_timing = Timing("wormhole", TIMING.ts, TIMING.beta, TABLE3_FLITS, TIMING.router)
-    t3_model, t3_eq7_model = latency_model(t3_timing), latency_model(t3_timing, None, serialise=False)
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     rows: list[McRow] = []
-    eq7_rows: list[McRow] = []
-    t3_rows: list[McRow] = []
-    t3_eq7_rows: list[McRow] = []
-    status: dict[str, EmulationStatus] = {}
+    others: list[McRow] = []
+    status: dict[str, dict[str, Any]] = {}
     for mesh in meshes:
         topo = Topology.parse(MESHES[mesh])
         points = draw_points(mesh, topo, KS, args.repeat, args.seed)
-        update, prog = progress_bar(f"aldubai {mesh} deliveries")
-        if prog is not None:
-            with prog:
-                em = emulate_points(topo, points, ALGORITHMS, settings, None, update)
-        else:
-            em = emulate_points(topo, points, ALGORITHMS, settings)
-        status[mesh] = em.status
-        rows += mc_rows(em, main_model)
-        eq7_rows += mc_rows(em, eq7_model)
+        em = emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
+        status[mesh] = status_doc(em.status)
+        rows += mc_rows(em, MODELS["main"])
+        others += mc_rows(em, MODELS["eq7"], "eq7")
         if mesh == "16x16":
-            t3_rows += [r for r in mc_rows(em, t3_model) if r.k == 10]
-            t3_eq7_rows += [r for r in mc_rows(em, t3_eq7_model) if r.k == 10]
-    wall = time.perf_counter() - t0
-    t3, t3_eq7 = summarise_rows(t3_rows, ("latency_max",)), summarise_rows(t3_eq7_rows, ("latency_max",))
+            others += [r for m in ("t3", "t3_eq7") for r in mc_rows(em, MODELS[m], m) if r.k == 10]
+    write_rows(out / "tidy.csv", rows)
+    write_rows(out / "tidy_models.csv", others)
+    extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]
+    meta = run_facts(
+        command_line(NAME, args, *extra),
+        watch,
+        seed=args.seed,
+        repeat=args.repeat,
+        meshes=list(meshes),
+        runtime=args.runtime,
+        multicasts=len(rows),
+        status=status,
+    )
+    write_json(out / "reproduction.json", meta)
+
+
+def _read(out: Path) -> tuple[Ours, dict[str, EmulationStatus], dict[str, Any]]:
+    meta = json.loads((out / "reproduction.json").read_text())
+    rows = read_rows(out / "tidy.csv")
+    others = read_rows(out / "tidy_models.csv")
+    by: dict[str, list[McRow]] = {m: [r for r in others if r.model == m] for m in ("eq7", "t3", "t3_eq7")}
+    t3, t3_eq7 = (summarise_rows(by[m], ("latency_max",)) for m in ("t3", "t3_eq7"))
     ours = Ours(
         rows,
         summarise_rows(rows, METRICS),
-        summarise_rows(eq7_rows, METRICS),
+        summarise_rows(by["eq7"], METRICS),
         {a: t3[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in t3},
         {a: t3_eq7[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in t3_eq7},
-        meshes,
+        tuple(meta["meshes"]),
         KS,
-        args.repeat,
+        int(meta["repeat"]),
     )
+    return ours, {m: status_from(s) for m, s in meta["status"].items()}, meta
+
+
+def run(args: Any, ctx: Context) -> int:
+    """Emulate (unless ``--report-only``), then rebuild claims, plots and report.md from the files."""
+    out = Path(args.out)
+    if not args.report_only:
+        _emulate(args, ctx, out)
+    ours, status, meta = read_report_only("aldubai", out, _read)
     paper = paper_data()
-    cmd = f"meshcast reproduce aldubai --repeat {args.repeat} --seed {args.seed}"
-    if meshes != tuple(MESHES):
-        cmd += f" --meshes {','.join(meshes)}"
-    meta: dict[str, Any] = {
-        "command": cmd,
-        "date": time.strftime("%Y-%m-%d"),
-        "seed": args.seed,
-        "runtime": args.runtime,
-        "cpus": os.cpu_count() or 1,
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "wall_s": wall,
-        "multicasts": len(rows),
-    }
-    write_rows(out / "tidy.csv", rows)
     plots = write_plots(out, ours, paper)
     atomic_write(out / "report.md", build_report(ours, paper, status, plots, out, meta))
-    from coordinator.cli.ui import console
-
-    con = console()
-    con.print(
-        f"[bold]aldubai[/]: {len(rows)} multicasts in {wall:.1f} s; "
-        f"wrote {out / 'report.md'} and {len(plots)} plots"
-    )
+    ctx.say(f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}")
     for line in claims(ours):
-        con.print(line.replace("**", ""), markup=False, highlight=False)
+        ctx.say(line.replace("**", ""))
     complete = all(s.complete for s in status.values())
     if not complete:
-        print("meshcast: reproduction incomplete, see report.md's run status", file=sys.stderr)
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1

@@ -25,26 +25,25 @@ half-width r around them (r chosen so a box has about cluster size / density nod
 until the union holds k nodes), and samples the k destinations uniformly from that union.
 
 Output in ``--out``: ``report.md`` (the paper's claims checked against our data, the worked
-example beside the paper's numbers, per-point tables), ``plots/*.png`` and ``tidy.csv`` (one row
-per multicast).
+example beside the paper's numbers, per-point tables), ``plots/*.png``, ``tidy.csv`` (one row
+per multicast, with its number of groups), ``example.csv`` (the worked example's rows) and
+``reproduction.json`` (the run's facts and status); ``--report-only`` rebuilds the rest from them.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
-import os
-import platform
 import random
 import statistics
-import sys
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
+from coordinator.errors import UsageError
+from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
@@ -57,9 +56,22 @@ from coordinator.reproduce._wormhole import (
     emulate_points,
     mc_rows,
     paired,
-    progress_bar,
+    read_rows,
+    status_doc,
+    status_from,
     summarise_rows,
     write_rows,
+)
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    command_line,
+    int_list,
+    positive,
+    read_report_only,
+    run_facts,
+    write_json,
 )
 from coordinator.runtimes.records import RunSettings
 from node.routing.grouping import graph_groups, pattern_groups
@@ -73,13 +85,13 @@ __all__ = [
     "KS",
     "LABELS",
     "NAME",
+    "OPTIONS",
     "SCENARIOS",
     "SUMMARY",
     "THRESHOLD",
     "TIMING",
     "TOPOLOGY",
     "Example",
-    "add_arguments",
     "build_report",
     "draw_points",
     "proximity_destinations",
@@ -213,14 +225,19 @@ def run_example(settings: RunSettings) -> Example:
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
     point = Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
     em = emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
-    rows = {r.algorithm: r for r in mc_rows(em, latency_ns)}
+    return _example({r.algorithm: r for r in mc_rows(em, latency_ns)}, em.status)
+
+
+def _example(rows: Mapping[str, McRow], status: EmulationStatus) -> Example:
+    """The example's rows with its groups and leaders (pure functions of the example)."""
+    topo = Topology.parse(EXAMPLE_TOPOLOGY)
     groups = {
         "dp": [sorted(EXAMPLE)],
         "group-graph": graph_groups(EXAMPLE, 0.5),
         "group-pattern": pattern_groups(EXAMPLE),
     }
     leaders = {a: sorted(with_leaders(topo, EXAMPLE_SOURCE, g)) for a, g in groups.items() if a != "dp"}
-    return Example(rows, groups, leaders, em.status)
+    return Example(rows, groups, leaders, status)
 
 
 def _groups_text(groups: Sequence[Sequence[Coord]]) -> str:
@@ -284,17 +301,6 @@ class Ours:
     def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
         s = self.summary.get((scenario, alg, k))
         return None if s is None else s[metric]
-
-
-def count_groups(points: Sequence[Point], threshold: float) -> dict[tuple[str, str, int], float]:
-    """Mean number of groups per scenario × grouping rule × k (the rules' pure grouping functions)."""
-    acc: dict[tuple[str, str, int], list[int]] = {}
-    for p in points:
-        acc.setdefault((p.scenario, "group-graph", p.k), []).append(
-            len(graph_groups(p.destinations, threshold))
-        )
-        acc.setdefault((p.scenario, "group-pattern", p.k), []).append(len(pattern_groups(p.destinations)))
-    return {key: statistics.fmean(v) for key, v in acc.items()}
 
 
 def _verdict(c: Comparison) -> str:
@@ -525,63 +531,43 @@ def build_report(
 
 
 # -- command --------------------------------------------------------------------------------------
-def _ks(text: str) -> tuple[int, ...]:
-    from coordinator.errors import UsageError
+OPTIONS = (
+    Option(
+        "--ks", "numbers of destinations, a comma list (default 16,32,…,240)", default=",".join(map(str, KS))
+    ),
+    Option("--threshold", f"graph-based grouping threshold T (default {THRESHOLD:g}, §4)", float, THRESHOLD),
+    Option("--cluster-size", "destinations per cluster (proximity sets)", int, CLUSTER_SIZE),
+    Option(
+        "--cluster-density",
+        "destinations per node of a cluster's square (proximity sets)",
+        float,
+        CLUSTER_DENSITY,
+    ),
+    Option(
+        "--runtime",
+        "where the nodes run (default in-process; 'model' is the reference model)",
+        default="in-process",
+        choices=RUNTIMES,
+    ),
+    Option("--wall-budget", "wall-clock budget (s)", float, 3600.0),
+)
 
-    try:
-        ks = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise UsageError(f"--ks {text!r}: a comma list of integers, e.g. 16,64,128") from None
-    if not ks or any(not 1 <= k <= 255 for k in ks) or len(set(ks)) != len(ks):
-        raise UsageError(f"--ks {text!r}: distinct numbers of destinations between 1 and 255")
+
+def _check(args: Any) -> tuple[int, ...]:
+    ks = int_list(args.ks, "--ks", 1, 255)
+    if not 0 < args.threshold <= 1:
+        raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
+    positive(args.cluster_size, "--cluster-size")
+    if not 0 < args.cluster_density <= 1:
+        raise UsageError(f"--cluster-density must be in (0, 1], got {args.cluster_density}")
+    positive(args.wall_budget, "--wall-budget")
     return ks
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiments.run import RUNTIMES
-
-    parser.add_argument(
-        "--ks",
-        default=",".join(map(str, KS)),
-        help="numbers of destinations, a comma list (default 16,32,…,240)",
-    )
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=THRESHOLD,
-        help=f"graph-based grouping threshold T (default {THRESHOLD:g}, §4)",
-    )
-    parser.add_argument(
-        "--cluster-size", type=int, default=CLUSTER_SIZE, help="destinations per cluster (proximity sets)"
-    )
-    parser.add_argument(
-        "--cluster-density",
-        type=float,
-        default=CLUSTER_DENSITY,
-        help="destinations per node of a cluster's square (proximity sets)",
-    )
-    parser.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
-        default="in-process",
-        help="where the nodes run (default in-process; 'model' is the reference model)",
-    )
-    parser.add_argument("--wall-budget", type=float, default=3600.0, help="wall-clock budget (s)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from coordinator.errors import UsageError
-
-    ks = _ks(args.ks)
-    if not 0 < args.threshold <= 1:
-        raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
-    if args.cluster_size < 1:
-        raise UsageError(f"--cluster-size must be at least 1, got {args.cluster_size}")
-    if not 0 < args.cluster_density <= 1:
-        raise UsageError(f"--cluster-density must be in (0, 1], got {args.cluster_density}")
-    if args.wall_budget <= 0:
-        raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
-    out = Path(args.out)
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """Run every point and the worked example; write tidy.csv, example.csv and reproduction.json."""
+    ks = _check(args)
+    watch = Stopwatch()
     topo = Topology.parse(TOPOLOGY)
     settings = RunSettings(
         port_model="all-port",
@@ -591,48 +577,69 @@ def run(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         wall_budget=args.wall_budget,
     )
-    t0 = time.perf_counter()
     points = draw_points(topo, ks, args.repeat, args.seed, args.cluster_size, args.cluster_density)
-    update, prog = progress_bar("chen deliveries")
-    params = {"group-graph": {"T": args.threshold}}
-    if prog is not None:
-        with prog:
-            em = emulate_points(topo, points, ALGORITHMS, settings, params, update)
-    else:
-        em = emulate_points(topo, points, ALGORITHMS, settings, params)
-    example = run_example(settings)
-    rows = mc_rows(em, latency_ns)
-    ours = Ours(rows, summarise_rows(rows, METRICS), count_groups(points, args.threshold), ks, args.repeat)
-    wall = time.perf_counter() - t0
-    cmd = f"meshcast reproduce chen --repeat {args.repeat} --seed {args.seed}"
-    if ks != KS:
-        cmd += f" --ks {args.ks}"
-    meta: dict[str, Any] = {
-        "command": cmd,
-        "date": time.strftime("%Y-%m-%d"),
-        "seed": args.seed,
-        "threshold": args.threshold,
-        "cluster_size": args.cluster_size,
-        "density": args.cluster_density,
-        "runtime": args.runtime,
-        "cpus": os.cpu_count() or 1,
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "wall_s": wall,
-        "multicasts": len(rows),
-    }
-    write_rows(out / "tidy.csv", rows)
-    plots = write_plots(out, ours)
-    atomic_write(out / "report.md", build_report(ours, example, em.status, plots, out, meta))
-    from coordinator.cli.ui import console
-
-    con = console()
-    con.print(
-        f"[bold]chen[/]: {len(rows)} multicasts in {wall:.1f} s; "
-        f"wrote {out / 'report.md'} and {len(plots)} plots"
+    em = emulate_points(
+        topo, points, ALGORITHMS, settings, {"group-graph": {"T": args.threshold}}, ctx.progress
     )
+    example = run_example(settings)
+    groups = _group_counts(points, args.threshold)
+    rows = [
+        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep))) for r in mc_rows(em, latency_ns)
+    ]
+    write_rows(out / "tidy.csv", rows)
+    write_rows(out / "example.csv", example.rows.values())
+    meta = run_facts(
+        command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
+        watch,
+        seed=args.seed,
+        repeat=args.repeat,
+        ks=list(ks),
+        threshold=args.threshold,
+        cluster_size=args.cluster_size,
+        density=args.cluster_density,
+        runtime=args.runtime,
+        multicasts=len(rows),
+        status=status_doc(em.status),
+        example_status=status_doc(example.status),
+    )
+    write_json(out / "reproduction.json", meta)
+
+
+def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
+    """Per point and grouping rule, its number of groups (the rules' pure grouping functions)."""
+    out = {}
+    for p in points:
+        out[(p.scenario, "group-graph", p.k, p.rep)] = len(graph_groups(p.destinations, threshold))
+        out[(p.scenario, "group-pattern", p.k, p.rep)] = len(pattern_groups(p.destinations))
+    return out
+
+
+def _read(out: Path) -> tuple[Ours, Example, EmulationStatus, dict[str, Any]]:
+    meta = json.loads((out / "reproduction.json").read_text())
+    rows = read_rows(out / "tidy.csv")
+    acc: dict[tuple[str, str, int], list[int]] = {}
+    for r in rows:
+        if r.groups is not None:
+            acc.setdefault((r.scenario, r.algorithm, r.k), []).append(r.groups)
+    groups = {key: statistics.fmean(v) for key, v in acc.items()}
+    ours = Ours(rows, summarise_rows(rows, METRICS), groups, tuple(meta["ks"]), int(meta["repeat"]))
+    ex_rows = {r.algorithm: r for r in read_rows(out / "example.csv")}
+    return ours, _example(ex_rows, status_from(meta["example_status"])), status_from(meta["status"]), meta
+
+
+def run(args: Any, ctx: Context) -> int:
+    """Emulate (unless ``--report-only``), then rebuild claims, plots and report.md from the files."""
+    out = Path(args.out)
+    if not args.report_only:
+        _emulate(args, ctx, out)
+    ours, example, status, meta = read_report_only("chen", out, _read)
+    meta["wall_s"] = float(meta["wall_s"])
+    plots = write_plots(out, ours)
+    atomic_write(out / "report.md", build_report(ours, example, status, plots, out, meta))
+    ctx.say(f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}")
     for line in claims(ours):
-        con.print(line.replace("**", ""), markup=False, highlight=False)
-    complete = em.status.complete and example.status.complete
+        ctx.say(line.replace("**", ""))
+    complete = status.complete and example.status.complete
     if not complete:
-        print("meshcast: reproduction incomplete, see report.md's run status", file=sys.stderr)
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1

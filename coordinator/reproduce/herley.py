@@ -20,35 +20,41 @@ algorithms. Output in ``--out``: ``report.md``, ``plots/*.png``, ``points.csv`` 
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import math
-import os
-import platform
 import statistics
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.output.results import atomic_write, write_csv
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    command_line,
+    read_report_only,
+    read_typed,
+    run_facts,
+    run_pool,
+    write_json,
+)
 
 __all__ = [
     "ALGORITHMS",
     "COLOURS",
     "DEFAULT_REPEAT",
     "NAME",
+    "OPTIONS",
     "SUMMARY",
     "Claim",
     "Point",
     "Setup",
-    "add_arguments",
     "build_report",
     "check_claims",
     "exponent",
@@ -180,29 +186,6 @@ def run_point(p: Point, runtime: str = "engines", max_steps: int = 50_000) -> di
     }
 
 
-def run_points(
-    todo: Sequence[Point], runtime: str, jobs: int, progress: Callable[[int, int], None] | None = None
-) -> list[dict[str, Any]]:
-    """Every point, longest first, in ``jobs`` worker processes (in this one if ``jobs`` is 1)."""
-    order = sorted(todo, key=_cost, reverse=True)
-    rows: list[dict[str, Any]] = []
-    if jobs <= 1:
-        for p in order:
-            rows.append(run_point(p, runtime))
-            if progress:
-                progress(len(rows), len(order))
-        return sorted(rows, key=_row_key)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending: set[Future[dict[str, Any]]] = {pool.submit(run_point, p, runtime) for p in order}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                rows.append(f.result())
-            if progress:
-                progress(len(rows), len(order))
-    return sorted(rows, key=_row_key)
-
-
 def _row_key(r: Mapping[str, Any]) -> tuple[Any, ...]:
     return (r["side"], r["kind"], r["d"], r["c"], r["seed"], r["algorithm"])
 
@@ -259,19 +242,7 @@ _FLOATS = {"sqrt_cn", "time_over_sqrt_cn", "busiest_mean_occupancy", "wall_s"}
 
 def read_points(path: Path) -> list[dict[str, Any]]:
     """``points.csv`` back into rows (for ``--report-only``)."""
-    rows = []
-    with path.open(newline="") as f:
-        for r in csv.DictReader(f):
-            row: dict[str, Any] = {}
-            for k, v in r.items():
-                if k in _INTS:
-                    row[k] = int(v) if v != "" else None
-                elif k in _FLOATS:
-                    row[k] = float(v) if v != "" else None
-                else:
-                    row[k] = v
-            rows.append(row)
-    return rows
+    return read_typed(path, _INTS, _FLOATS)
 
 
 # -- summaries -------------------------------------------------------------------------------------
@@ -805,26 +776,16 @@ def build_report(
 
 
 # -- command -----------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cpus = os.cpu_count() or 1
-    parser.add_argument(
-        "--quick", action="store_true", help="small meshes (8×8 and 4×4) and few c: a smoke test"
-    )
-    parser.add_argument(
-        "--jobs", type=int, default=min(2, cpus), help="worker processes (default min(2, CPUs))"
-    )
-    parser.add_argument(
+USES = ("jobs", "quick")
+OPTIONS = (
+    Option(
         "--runtime",
-        choices=("engines", "in-process", "model"),
-        default="engines",
-        help="'engines' (default): the nodes' engines in one lockstep loop, records equal to in-process; "
+        "'engines' (default): the nodes' engines in one lockstep loop, records equal to in-process; "
         "'model' is faster on nothing here and keeps no buffer statistics",
-    )
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="rebuild report.md and plots from an earlier run's points.csv",
-    )
+        default="engines",
+        choices=("engines", "in-process", "model"),
+    ),
+)
 
 
 def _write(out: Path, rows: Sequence[Mapping[str, Any]], summ: Mapping[Key, Mapping[str, Any]]) -> None:
@@ -842,62 +803,41 @@ def _write(out: Path, rows: Sequence[Mapping[str, Any]], summ: Mapping[Key, Mapp
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import progress_runner
-    from coordinator.cli.ui import console
-    from coordinator.errors import UsageError
-
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    out = Path(args.out)
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """Run every point; write points.csv, summary.csv and reproduction.json."""
     s = setup(args.quick)
-    if args.report_only:
-        try:
-            meta = json.loads((out / "reproduction.json").read_text())
-            rows = read_points(out / "points.csv")
-        except (OSError, ValueError, KeyError) as exc:
-            raise UsageError(f"--report-only: no earlier run to read in {out} ({exc})") from None
-        s = setup_from(meta["setup"])
-    else:
-        seeds = [args.seed + i for i in range(args.repeat)]
-        todo = points(s, seeds, ALGORITHMS)
-        update, prog = progress_runner(f"herley: {len(todo)} runs")
-        t0 = time.perf_counter()
-        if prog is not None:
-            with prog:
-                rows = run_points(todo, args.runtime, args.jobs, update)
-        else:
-            rows = run_points(todo, args.runtime, args.jobs, None)
-        cmd = f"meshcast reproduce herley --repeat {args.repeat} --seed {args.seed}" + (
-            " --quick" if args.quick else ""
-        )
-        meta = {
-            "command": cmd,
-            "date": time.strftime("%Y-%m-%d"),
-            "repeat": args.repeat,
-            "seeds": seeds,
-            "runtime": args.runtime,
-            "jobs": args.jobs,
-            "cpus": os.cpu_count() or 1,
-            "machine": f"{platform.machine()}, Python {platform.python_version()}",
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "setup": asdict(s),
-        }
-    summ = summarise(rows)
+    seeds = [args.seed + i for i in range(args.repeat)]
+    todo = points(s, seeds, ALGORITHMS)
+    watch = Stopwatch()
+    rows = sorted(
+        run_pool(partial(run_point, runtime=args.runtime), todo, args.jobs, ctx.progress, _cost), key=_row_key
+    )
+    _write(out, rows, summarise(rows))
+    facts = run_facts(command_line(NAME, args), watch, repeat=args.repeat, seeds=seeds, runtime=args.runtime)
+    write_json(out / "reproduction.json", {**facts, "jobs": args.jobs, "setup": asdict(s)})
+
+
+def _read(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return json.loads((out / "reproduction.json").read_text()), read_points(out / "points.csv")
+
+
+def run(args: Any, ctx: Context) -> int:
+    """Run (unless ``--report-only``), then rebuild claims, plots and report.md from points.csv."""
+    out = Path(args.out)
     if not args.report_only:
-        _write(out, rows, summ)
-        atomic_write(out / "reproduction.json", json.dumps(meta, indent=1))
+        _emulate(args, ctx, out)
+    meta, rows = read_report_only("herley", out, _read)
+    s = setup_from(meta["setup"])
+    summ = summarise(rows)
     claims = check_claims(summ, s)
     plots = write_plots(out, summ, s)
     atomic_write(out / "report.md", build_report(rows, summ, s, claims, plots, out, meta))
-    con = console()
-    con.print(
-        f"[bold]herley[/]: {len(rows)} runs in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
-        f"{len(plots)} plots"
+    ctx.say(
+        f"herley: {len(rows)} runs in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}, {len(plots)} plots"
     )
     for cl in claims:
-        con.print(f"{cl.verdict}: {cl.claim}", markup=False, highlight=False)
+        ctx.say(f"{cl.verdict}: {cl.claim}")
     complete = all(r["time"] is not None and not r["incomplete"] for r in rows)
     if not complete:
-        print("meshcast: reproduction incomplete, see report.md's run status", file=sys.stderr)
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1

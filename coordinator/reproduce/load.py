@@ -24,19 +24,13 @@ runs are too slow on the trio runtime for this report.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import math
-import os
-import platform
 import random
 import statistics
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +38,17 @@ from typing import Any
 from coordinator.experiments.load import LoadPoint, Traffic, load_point, plot_load, poisson_plan
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.output.results import atomic_write, write_csv
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    command_line,
+    paper_csv,
+    read_report_only,
+    run_facts,
+    run_pool,
+    write_json,
+)
 from node.topology import Topology
 
 __all__ = [
@@ -52,13 +57,13 @@ __all__ = [
     "DEFAULT_REPEAT",
     "INTERARRIVAL_CYCLES",
     "NAME",
+    "OPTIONS",
     "STEP_CYCLES",
     "SUMMARY",
     "Claim",
     "CvCell",
     "LoadSpec",
     "Setup",
-    "add_arguments",
     "build_report",
     "cv_cell",
     "cv_claims",
@@ -80,7 +85,6 @@ COLOURS = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
 STEP_CYCLES = 64  # one step = one 64-flit packet across a link at one flit per cycle
 INTERARRIVAL_CYCLES = 250
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
-PAPER_CV = Path(__file__).resolve().parents[1] / "data" / "aldubai_cv.csv"  # transcribed, source line kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,17 +271,12 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
     return CvCell(mesh, k, alg, cvs, worm, times, sources, max(growth, default=1.0), time.perf_counter() - t0)
 
 
-def paper_cv(path: Path = PAPER_CV) -> dict[tuple[str, int, str], float]:
-    """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's data."""
-    out: dict[tuple[str, int, str], float] = {}
-    if not path.exists():
-        return out
-    lines = [
-        ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")
-    ]
-    for r in csv.DictReader(lines):
-        out[(f"mesh:{r['mesh']}", int(r["destinations"]), r["algorithm"].lower())] = float(r["cv"])
-    return out
+def paper_cv() -> dict[tuple[str, int, str], float]:
+    """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's package data."""
+    _, rows = paper_csv("aldubai_cv.csv")
+    return {
+        (f"mesh:{r['mesh']}", int(r["destinations"]), r["algorithm"].lower()): float(r["cv"]) for r in rows
+    }
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -289,33 +288,10 @@ def _do(task: Task) -> tuple[Task, Any]:
     return task, (load_task(*a) if kind == "load" else cv_cell(*a))
 
 
-def run_tasks(tasks: Sequence[Task], jobs: int, progress: Callable[[int, int], None] | None) -> list[Any]:
-    """Every task in ``jobs`` processes, the 32×32 CV cells and high rates first; results in task order."""
-
-    def cost(t: Task) -> float:
-        kind, a = t
-        if kind == "cv":
-            return Topology.parse(a[0]).size * a[1] * 0.2
-        return a[3] * 1e5
-
-    order = sorted(range(len(tasks)), key=lambda i: cost(tasks[i]), reverse=True)
-    results: dict[int, Any] = {}
-    if jobs <= 1:
-        for i in order:
-            results[i] = _do(tasks[i])[1]
-            if progress:
-                progress(len(results), len(tasks))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futs: dict[Future[tuple[Task, Any]], int] = {pool.submit(_do, tasks[i]): i for i in order}
-            pending = set(futs)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    results[futs[f]] = f.result()[1]
-                if progress:
-                    progress(len(results), len(tasks))
-    return [results[i] for i in range(len(tasks))]
+def _cost(t: Task) -> float:
+    """The 32×32 CV cells and high rates first."""
+    kind, a = t
+    return Topology.parse(a[0]).size * a[1] * 0.2 if kind == "cv" else a[3] * 1e5
 
 
 # -- claims -------------------------------------------------------------------------------------------
@@ -777,19 +753,11 @@ def build_report(
 
 
 # -- command ---------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cpus = os.cpu_count() or 1
-    parser.add_argument("--quick", action="store_true", help="small meshes and few rates: a smoke test")
-    parser.add_argument(
-        "--jobs", type=int, default=min(2, cpus), help="worker processes (default min(2, CPUs))"
-    )
-    parser.add_argument("--no-cv", action="store_true", help="skip the CV experiment")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the load sweep")
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="rebuild report.md and plots from an earlier run's results.json",
-    )
+USES = ("jobs", "quick")
+OPTIONS = (
+    Option("--no-cv", "skip the CV experiment", None, flag=True),
+    Option("--no-sweep", "skip the load sweep", None, flag=True),
+)
 
 
 def _dump(by_sweep: Mapping[str, Sequence[Mapping[str, Any]]], cells: Mapping[Any, CvCell]) -> str:
@@ -847,10 +815,9 @@ def _load_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     ]
 
 
-def _emulate(
-    args: argparse.Namespace, s: Setup, progress_runner: Callable[[str], tuple[Any, Any]]
-) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int, str], CvCell], dict[str, Any], int]:
-    """Run every load point and CV cell; their results, the run facts and the number of tasks."""
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """Run every load point and CV cell; write results.json and reproduction.json."""
+    s = setup(args.quick)
     tasks: list[Task] = []
     if not args.no_sweep:
         for spec in s.sweeps:
@@ -863,14 +830,8 @@ def _emulate(
                 if k < Topology.parse(mesh).size:
                     for alg in ALGORITHMS:
                         tasks.append(("cv", (mesh, k, alg, s, args.repeat, args.seed)))
-    update, prog = progress_runner(f"load: {len(tasks)} tasks")
-    t0 = time.perf_counter()
-    if prog is not None:
-        with prog:
-            results = run_tasks(tasks, args.jobs, update)
-    else:
-        results = run_tasks(tasks, args.jobs, None)
-    wall = time.perf_counter() - t0
+    watch = Stopwatch()
+    results = [r for _, r in run_pool(_do, tasks, args.jobs, ctx.progress, _cost)]
     by_sweep: dict[str, list[dict[str, Any]]] = defaultdict(list)
     cells: dict[tuple[str, int, str], CvCell] = {}
     for (kind, _), res in zip(tasks, results, strict=True):
@@ -878,41 +839,28 @@ def _emulate(
             by_sweep[res["sweep"]].append(res)
         else:
             cells[(res.mesh, res.k, res.algorithm)] = res
-    meta = {
-        "command": f"meshcast reproduce load --repeat {args.repeat} --seed {args.seed}"
-        + (" --quick" if args.quick else ""),
-        "date": time.strftime("%Y-%m-%d"),
-        "repeat": args.repeat,
-        "seed": args.seed,
-        "jobs": args.jobs,
-        "cpus": os.cpu_count() or 1,
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "wall_s": round(wall, 1),
-        "setup": asdict(s),
-    }
-    return by_sweep, cells, meta, len(tasks)
+    facts = run_facts(command_line(NAME, args), watch, repeat=args.repeat, seed=args.seed)
+    atomic_write(out / "results.json", _dump(by_sweep, cells))
+    write_json(out / "reproduction.json", {**facts, "jobs": args.jobs, "setup": asdict(s)})
 
 
-def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import progress_runner
-    from coordinator.cli.ui import console
-    from coordinator.errors import UsageError
+def _read(
+    out: Path,
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[tuple[str, int, str], CvCell]]:
+    meta = json.loads((out / "reproduction.json").read_text())
+    return (meta, *_undump((out / "results.json").read_text()))
+
+
+def run(args: Any, ctx: Context) -> int:
+    """Run (unless ``--report-only``), then rebuild the CSVs, claims, plots and report from results.json."""
     from coordinator.experiments.load import HEADER
 
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    s = setup(args.quick)
     out = Path(args.out)
-    if args.report_only:
-        try:
-            meta = json.loads((out / "reproduction.json").read_text())
-            by_sweep, cells = _undump((out / "results.json").read_text())
-            s = _setup_from(meta["setup"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"--report-only: no earlier run to read in {out} ({exc})") from None
-        n_tasks = sum(len(v) for v in by_sweep.values()) + len(cells)
-    else:
-        by_sweep, cells, meta, n_tasks = _emulate(args, s, progress_runner)
+    if not args.report_only:
+        _emulate(args, ctx, out)
+    meta, by_sweep, cells = read_report_only("load", out, _read)
+    s = _setup_from(meta["setup"])
+    n_tasks = sum(len(v) for v in by_sweep.values()) + len(cells)
     paper = paper_cv()
     claims = load_claims(by_sweep, s.sweeps) + cv_claims(cells, paper)
     all_rows = [r for rows in by_sweep.values() for r in rows]
@@ -953,18 +901,13 @@ def run(args: argparse.Namespace) -> int:
     )
     plots = write_plots(out, by_sweep, s, cells, paper)
     atomic_write(out / "report.md", build_report(by_sweep, cells, paper, s, claims, plots, out, meta))
-    if not args.report_only:
-        atomic_write(out / "reproduction.json", json.dumps(meta, indent=1))
-        atomic_write(out / "results.json", _dump(by_sweep, cells))
-    con = console()
-    con.print(
-        f"[bold]load[/]: {n_tasks} tasks in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
-        f"{len(plots)} plots"
+    ctx.say(
+        f"load: {n_tasks} tasks in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and {len(plots)} plots"
     )
     for c in claims:
-        con.print(f"{c.verdict}: {c.claim}", markup=False, highlight=False)
+        ctx.say(f"{c.verdict}: {c.claim}")
     incomplete = [c for c in cells.values() if not c.cv_steps]
     if incomplete:
-        print("meshcast: some CV cells measured no complete multicast, see report.md", file=sys.stderr)
+        ctx.warn("meshcast: some CV cells measured no complete multicast, see report.md")
         return 1
     return 0

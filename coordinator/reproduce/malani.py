@@ -15,20 +15,15 @@ facts). ``--report-only`` rebuilds the report and plots from those files without
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
-import os
-import platform
 import statistics
-import sys
-import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator.experiments.run import RUNTIMES
 from coordinator.experiments.sweep import (
     DEFAULT_CHUNK,
     SweepResult,
@@ -49,6 +44,18 @@ from coordinator.output.report import (
     read_data_table,
 )
 from coordinator.output.results import atomic_write
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    command_line,
+    names_in,
+    positive,
+    read_report_only,
+    read_typed,
+    run_facts,
+    write_json,
+)
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
@@ -59,6 +66,7 @@ __all__ = [
     "FIGURES",
     "KS",
     "NAME",
+    "OPTIONS",
     "PAPER_ALGORITHMS",
     "SOURCE",
     "SUMMARY",
@@ -66,7 +74,6 @@ __all__ = [
     "TOPOLOGIES",
     "FigureSpec",
     "TableSpec",
-    "add_arguments",
     "build_report",
     "load_results",
     "run",
@@ -786,50 +793,28 @@ def build_report(
 
 
 # -- command -----------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiments.run import RUNTIMES
-
-    cpus = os.cpu_count() or 1
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=min(2, cpus),
-        help="worker processes for the emulations (default min(2, CPUs))",
-    )
-    parser.add_argument(
+USES = ("jobs",)
+OPTIONS = (
+    Option(
         "--algorithms",
-        default=",".join(ALL_ALGORITHMS),
-        help=f"comma-separated subset of {','.join(ALL_ALGORITHMS)} (default: all; the paper's are "
+        f"comma-separated subset of {','.join(ALL_ALGORITHMS)} (default: all; the paper's are "
         "diag,pair,min, VH and DIST are extra columns)",
-    )
-    parser.add_argument(
+        default=",".join(ALL_ALGORITHMS),
+    ),
+    Option(
         "--runtime",
-        choices=RUNTIMES,
+        "where the nodes run (default in-process; 'model' is the reference model)",
         default="in-process",
-        help="where the nodes run (default in-process; 'model' is the reference model)",
-    )
-    parser.add_argument(
+        choices=RUNTIMES,
+    ),
+    Option(
         "--chunk",
-        type=int,
-        default=DEFAULT_CHUNK,
-        help=f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
-    )
-    parser.add_argument(
-        "--wall-budget", type=float, default=3600.0, help="wall-clock budget per emulation (s)"
-    )
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="no emulation: rebuild report.md and the plots from the CSVs of an earlier run in --out",
-    )
-
-
-def _int_or_none(v: str) -> int | None:
-    return int(v) if v != "" else None
-
-
-def _float_or_none(v: str) -> float | None:
-    return float(v) if v != "" else None
+        f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
+        int,
+        DEFAULT_CHUNK,
+    ),
+    Option("--wall-budget", "wall-clock budget per emulation (s)", float, 3600.0),
+)
 
 
 def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
@@ -840,23 +825,12 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     results: dict[str, SweepResult] = {}
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
-        with (out / kind / "tidy.csv").open(newline="") as f:
-            tidy = [
-                {
-                    "topology": r["topology"],
-                    "algorithm": r["algorithm"],
-                    "k": int(r["k"]),
-                    "repetition": int(r["repetition"]),
-                    "source": r["source"],
-                    "time": _int_or_none(r["time"]),
-                    "traffic": int(r["traffic"]),
-                    "additional_traffic": int(r["additional_traffic"]),
-                    "mean_arrival": _float_or_none(r["mean_arrival"]),
-                    "cv": _float_or_none(r["cv"]),
-                    "missing": int(r["missing"]),
-                }
-                for r in csv.DictReader(f)
-            ]
+        tidy = read_typed(
+            out / kind / "tidy.csv",
+            ("k", "repetition", "time", "traffic", "additional_traffic", "missing"),
+            ("mean_arrival", "cv"),
+            ("topology", "algorithm", "source"),
+        )
         results[kind] = SweepResult(
             tidy,
             summarise_tidy(tidy),
@@ -869,72 +843,34 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     return results, meta
 
 
-def run(args: argparse.Namespace) -> int:
-    from coordinator.cli import progress_runner
-    from coordinator.errors import UsageError
-
-    if args.chunk < 0:
-        raise UsageError(f"--chunk must be at least 0, got {args.chunk}")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    if args.wall_budget <= 0:
-        raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
+def run(args: Any, ctx: Context) -> int:
+    """Emulate (unless ``--report-only``), then rebuild claims, plots and report.md from the CSVs."""
+    positive(args.chunk, "--chunk", strict=False)
+    positive(args.wall_budget, "--wall-budget")
     out = Path(args.out)
-    if args.report_only:
-        try:
-            results, meta = load_results(out)
-        except (OSError, ValueError, KeyError) as exc:
-            raise UsageError(f"--report-only: no earlier run to read in {out} ({exc})") from None
-    else:
-        _algorithms(args.algorithms)  # a bad list is refused before anything runs
-        results, meta = _emulate(args, out, progress_runner)
+    if not args.report_only:
+        _emulate(args, ctx, out)
+    results, meta = read_report_only("malani", out, load_results)
     algorithms = tuple(meta["algorithms"])
     ours = index_results(results, algorithms, int(meta["repeat"]), int(meta["seed"]))
     paper = paper_tables()
     plots = write_plots(out, paper, ours)
     atomic_write(out / "report.md", build_report(results, ours, paper, plots, out, meta))
-    from coordinator.cli.ui import console
-
-    con = console()
-    con.print(
-        f"[bold]malani[/]: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
+    ctx.say(
+        f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
         f"wrote {out / 'report.md'} and {len(plots)} plots"
     )
     for line in _claims(paper, ours):
-        con.print(line.replace("**", ""), markup=False, highlight=False)
+        ctx.say(line.replace("**", ""))
     complete = all(r.complete for r in results.values())
     if not complete:
-        print("meshcast: reproduction incomplete, see report.md's run status", file=sys.stderr)
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1
 
 
-def _cpu_s() -> float:
-    """CPU seconds of this process and its finished children (the worker processes)."""
-    import resource
-
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _algorithms(text: str) -> tuple[str, ...]:
-    """The ``--algorithms`` list, in the report's order; a name outside the five is refused."""
-    from coordinator.errors import UsageError
-
-    names = [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in names if a not in ALL_ALGORITHMS]
-    if bad or not names:
-        raise UsageError(
-            f"--algorithms {text!r}: choose from {','.join(ALL_ALGORITHMS)}"
-            + (f" ({', '.join(bad)} is not one)" if bad else "")
-        )
-    return tuple(a for a in ALL_ALGORITHMS if a in names)
-
-
-def _emulate(
-    args: argparse.Namespace, out: Path, progress_runner: Callable[[str], tuple[Any, Any]]
-) -> tuple[dict[str, SweepResult], dict[str, Any]]:
-    """Run both sweeps, write their CSVs and reproduction.json; return them and the run facts."""
-    algorithms = _algorithms(args.algorithms)
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """Run both sweeps, write their CSVs and reproduction.json."""
+    algorithms = names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
     settings = RunSettings(
         port_model="one-port",
         contention="isolated",
@@ -943,33 +879,22 @@ def _emulate(
         runtime=args.runtime,
         wall_budget=args.wall_budget,
     )
-    total = len(TOPOLOGIES) * len(algorithms) * len(KS) * args.repeat
-    update, prog = progress_runner(f"malani: {total} multicasts")
-    t0, c0 = time.perf_counter(), _cpu_s()
-    if prog is not None:
-        with prog:
-            results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, update, args.chunk)
-    else:
-        results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, None, args.chunk)
-    wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
-    cmd = f"meshcast reproduce malani --repeat {args.repeat} --seed {args.seed}" + (
-        "" if algorithms == ALL_ALGORITHMS else f" --algorithms {','.join(algorithms)}"
+    watch = Stopwatch()
+    results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, ctx.progress, args.chunk)
+    cmd = command_line(
+        NAME, args, *([] if algorithms == ALL_ALGORITHMS else [f"--algorithms {','.join(algorithms)}"])
     )
-    meta: dict[str, Any] = {
-        "command": cmd,
-        "date": time.strftime("%Y-%m-%d"),
-        "algorithms": list(algorithms),
-        "repeat": args.repeat,
-        "seed": args.seed,
-        "runtime": args.runtime,
-        "jobs": args.jobs,
-        "chunk": args.chunk,
-        "cpus": os.cpu_count() or 1,
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "wall_s": round(wall, 1),
-        "cpu_s": round(cpu, 1),
-        "multicasts": sum(len(r.tidy) for r in results.values()),
-    }
+    meta = run_facts(
+        cmd,
+        watch,
+        algorithms=list(algorithms),
+        repeat=args.repeat,
+        seed=args.seed,
+        runtime=args.runtime,
+        jobs=args.jobs,
+        chunk=args.chunk,
+        multicasts=sum(len(r.tidy) for r in results.values()),
+    )
     for kind, res in results.items():
         write_sweep(
             out / kind,
@@ -985,5 +910,4 @@ def _emulate(
                 "settings": asdict(settings),
             },
         )
-    atomic_write(out / "reproduction.json", json.dumps(meta, indent=1))
-    return results, meta
+    write_json(out / "reproduction.json", meta)

@@ -27,24 +27,32 @@ point, mean and 95% CI) and ``run.json`` (parameters and run status).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import multiprocessing
 import os
-import platform
 import statistics
-import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
+from coordinator.errors import UsageError
+from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.output.results import atomic_write, write_csv
+from coordinator.reproduce.framework import (
+    Context,
+    Option,
+    Stopwatch,
+    read_report_only,
+    read_typed,
+    run_facts,
+    run_pool,
+    write_json,
+)
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError
 
@@ -61,6 +69,7 @@ __all__ = [
     "FIGURES",
     "HOP_NS",
     "NAME",
+    "OPTIONS",
     "PAPER_ALGORITHMS",
     "PAPER_TIMING",
     "SUMMARY",
@@ -70,14 +79,12 @@ __all__ = [
     "Job",
     "JobResult",
     "Results",
-    "add_arguments",
     "build_report",
     "load_run",
     "make_jobs",
     "ordering",
     "run",
     "run_job",
-    "run_jobs",
     "size_k",
     "summarise",
 ]
@@ -319,38 +326,6 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
             }
         )
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
-
-
-def run_jobs(
-    jobs: Sequence[Job],
-    repeat: int,
-    seed: int,
-    settings: RunSettings,
-    ts_ns: float,
-    workers: int,
-    report: Callable[[JobResult, int, int], None] | None = None,
-) -> list[JobResult]:
-    """All jobs, in ``workers`` processes (here, one after the other, when 1); ``report(result, i, n)``."""
-    done: list[JobResult] = []
-    if workers < 2 or len(jobs) < 2:
-        for j in jobs:
-            done.append(run_job(j, repeat, seed, settings, ts_ns))
-            if report is not None:
-                report(done[-1], len(done), len(jobs))
-        return done
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-        futures: dict[Future[JobResult], Job] = {
-            pool.submit(run_job, j, repeat, seed, settings, ts_ns): j for j in jobs
-        }
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                done.append(f.result())
-                if report is not None:
-                    report(done[-1], len(done), len(jobs))
-    return done
 
 
 # -- numbers -----------------------------------------------------------------------------------
@@ -1096,27 +1071,14 @@ _INT_COLUMNS = ("n", "k", "repetition", "hops", "bound_hops", "time", "traffic",
 _FLOAT_COLUMNS = ("latency_ns", "latency_ts_ns")
 
 
-def _typed(row: Mapping[str, str]) -> dict[str, Any]:
-    """A tidy.csv row with its numbers back (an empty cell is None, as written)."""
-    out: dict[str, Any] = dict(row)
-    for c in _INT_COLUMNS:
-        out[c] = int(row[c]) if row[c] != "" else None
-    for c in _FLOAT_COLUMNS:
-        out[c] = float(row[c]) if row[c] != "" else None
-    return out
-
-
 def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     """The runs, configuration and metadata of a finished reproduction from its run.json and tidy.csv.
 
     So that the report and plots can be rebuilt (``--report-only``) without re-running for minutes."""
-    import csv
-
     doc = json.loads((out / "run.json").read_text(encoding="utf-8"))
     conf: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
     cfg = Config(**conf)
-    with (out / "tidy.csv").open(newline="", encoding="utf-8") as f:
-        rows = [_typed(r) for r in csv.DictReader(f)]
+    rows = read_typed(out / "tidy.csv", _INT_COLUMNS, _FLOAT_COLUMNS)
     results = []
     for r in doc["runs"]:
         subset = tuple(r["algorithms"])
@@ -1141,7 +1103,6 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
 
 # -- command -----------------------------------------------------------------------------------
 def _int_list(text: str, what: str) -> tuple[int, ...]:
-    from coordinator.errors import UsageError
     from coordinator.experiments.sweep import parse_dests
 
     try:
@@ -1150,73 +1111,28 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
         raise UsageError(str(exc).replace("--dests", what)) from None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from coordinator.experiments.run import RUNTIMES
-
-    cpus = os.cpu_count() or 1
-    parser.add_argument(
-        "--dest-torus",
-        type=int,
-        default=DEFAULT_DEST_TORUS,
-        help=f"side n of the Tn torus of the destinations sweep (default {DEFAULT_DEST_TORUS})",
-    )
-    parser.add_argument(
-        "--dests",
-        default=None,
-        help="numbers of destinations of that sweep: start:stop:step or a comma list "
-        "(default 100:1500:100 and 1599)",
-    )
-    parser.add_argument(
-        "--sizes",
-        default=None,
-        help="torus sides of the size sweep: start:stop:step or a comma list (default 5:40:5)",
-    )
-    parser.add_argument(
-        "--percent",
-        type=float,
-        default=DEFAULT_PERCENT,
-        help=f"destinations of the size sweep, in %% of the nodes (default {DEFAULT_PERCENT:g})",
-    )
-    parser.add_argument(
-        "--extras",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run seed 000's PAIR and MIN on the same sets (default: yes)",
-    )
-    parser.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
-        default="in-process",
-        help="where the nodes of the emulated tori run (default in-process; 'model' for all)",
-    )
-    parser.add_argument(
-        "--emulate-up-to",
-        type=int,
-        default=DEFAULT_EMULATE_UP_TO,
-        help="largest torus side run in the emulation; larger ones go through the reference model "
-        f"(default {DEFAULT_EMULATE_UP_TO})",
-    )
-    parser.add_argument(
-        "--ts",
-        type=float,
-        default=DEFAULT_TS_NS,
-        help=f"start-up time (ns) of the sensitivity check (default {DEFAULT_TS_NS:g})",
-    )
-    parser.add_argument(
-        "--jobs", type=int, default=min(2, cpus), help="worker processes (default min(2, CPUs))"
-    )
-    parser.add_argument(
-        "--wall-budget", type=float, default=1800.0, help="wall-clock budget per emulation (s)"
-    )
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="run nothing: rebuild report.md and the plots from tidy.csv and run.json in --out",
-    )
+USES = ("jobs",)
+OPTIONS = (
+    Option("--dest-torus", f"side n of the Tn torus of the destinations sweep (default {DEFAULT_DEST_TORUS})",
+           int, DEFAULT_DEST_TORUS),
+    Option("--dests", "numbers of destinations of that sweep: start:stop:step or a comma list "
+           "(default 100:1500:100 and 1599)"),
+    Option("--sizes", "torus sides of the size sweep: start:stop:step or a comma list (default 5:40:5)"),
+    Option("--percent", f"destinations of the size sweep, in %% of the nodes (default {DEFAULT_PERCENT:g})",
+           float, DEFAULT_PERCENT),
+    Option("--extras", "also run seed 000's PAIR and MIN on the same sets (default: yes)", None, True,
+           negatable=True),
+    Option("--runtime", "where the nodes of the emulated tori run (default in-process; 'model' for all)",
+           default="in-process", choices=RUNTIMES),
+    Option("--emulate-up-to", "largest torus side run in the emulation; larger ones go through the "
+           f"reference model (default {DEFAULT_EMULATE_UP_TO})", int, DEFAULT_EMULATE_UP_TO),
+    Option("--ts", f"start-up time (ns) of the sensitivity check (default {DEFAULT_TS_NS:g})", float,
+           DEFAULT_TS_NS),
+    Option("--wall-budget", "wall-clock budget per emulation (s)", float, 1800.0),
+)  # fmt: skip
 
 
-def _config(args: argparse.Namespace) -> Config:
-    from coordinator.errors import UsageError
+def _config(args: Any) -> Config:
 
     dests = DEFAULT_DESTS if args.dests is None else _int_list(args.dests, "--dests")
     sizes = DEFAULT_SIZES if args.sizes is None else _int_list(args.sizes, "--sizes")
@@ -1233,8 +1149,6 @@ def _config(args: argparse.Namespace) -> Config:
         )
     if not 0 < args.percent < 100:
         raise UsageError(f"--percent must be between 0 and 100, got {args.percent:g}")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if args.wall_budget <= 0:
         raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
     if args.ts < 0:
@@ -1254,17 +1168,21 @@ def _load() -> float:
         return 0.0
 
 
-def run(args: argparse.Namespace) -> int:
-    from coordinator.errors import UsageError
+def run(args: Any, ctx: Context) -> int:
+    """Run the sweeps (unless ``--report-only``); rebuild plots and report.md from tidy.csv and run.json."""
+    out = Path(args.out)
+    if not args.report_only:
+        _emulate(args, ctx, out)
+    done, saved, old = read_report_only("tasnem", out, load_run)
+    if args.report_only:
+        old = {**old, "rebuilt": time.strftime("%Y-%m-%d")}
+    return _finish(out, done, saved, old, ctx)
+
+
+def _emulate(args: Any, ctx: Context, out: Path) -> None:
+    """Run every job; write tidy.csv, summary.csv and run.json."""
     from coordinator.experiments.run import runtime_problem
 
-    out = Path(args.out)
-    if args.report_only:
-        try:
-            done, saved, old = load_run(out)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"--report-only: cannot read the run in {out}: {exc}") from None
-        return _finish(out, done, saved, {**old, "rebuilt": time.strftime("%Y-%m-%d")})
     cfg = _config(args)
     problem = runtime_problem(cfg.runtime)
     if problem:
@@ -1281,32 +1199,16 @@ def run(args: argparse.Namespace) -> int:
         cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
         cfg.emulate_up_to,
     )  # fmt: skip
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     load0 = _load()
-
-    def report(r: JobResult, i: int, n: int) -> None:
-        status = "" if r.complete else " INCOMPLETE"
-        print(
-            f"tasnem: [{i}/{n}] {r.job.label}: {len(r.rows)} multicasts, {r.steps} steps, {r.wall_s:.1f} s "
-            f"({r.cpu_s:.1f} s CPU) "
-            f"(elapsed {time.perf_counter() - t0:.0f} s){status}",
-            file=sys.stderr,
-            flush=True,
-        )
-
     try:
-        results = run_jobs(jobs, cfg.repeat, cfg.seed, settings, cfg.ts_ns, cfg.jobs, report)
+        one = partial(run_job, repeat=cfg.repeat, seed=cfg.seed, settings=settings, ts_ns=cfg.ts_ns)
+        results = run_pool(one, jobs, cfg.jobs, ctx.progress)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    wall = time.perf_counter() - t0
     rows = [r for res in results for r in res.rows]
-    meta: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "cpus": os.cpu_count() or 1,
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "wall_s": wall,
-        "load": (load0, _load()),
-    }
+    meta = run_facts(cfg.command, watch, load=(load0, _load()))
+    meta["wall_s"] = watch.wall()
     out.mkdir(parents=True, exist_ok=True)
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
     write_csv(out / "tidy.csv", TIDY_COLUMNS, ([r[c] for c in TIDY_COLUMNS] for r in rows))
@@ -1317,7 +1219,6 @@ def run(args: argparse.Namespace) -> int:
         ([round(v, 6) if isinstance(v, float) else v for v in (r[c] for c in SUMMARY_COLUMNS)] for r in summ),
     )
     doc = {
-        "command": cfg.command,
         "config": asdict(cfg),
         "settings": asdict(settings),
         "timing": asdict(PAPER_TIMING),
@@ -1342,27 +1243,25 @@ def run(args: argparse.Namespace) -> int:
             for r in results
         ],
     }
-    atomic_write(out / "run.json", json.dumps(doc, indent=1))
-    return _finish(out, results, cfg, meta)
+    write_json(out / "run.json", doc)
 
 
-def _finish(out: Path, results: Sequence[JobResult], cfg: Config, meta: Mapping[str, Any]) -> int:
+def _finish(
+    out: Path, results: Sequence[JobResult], cfg: Config, meta: Mapping[str, Any], ctx: Context
+) -> int:
     """Plots and report.md from the runs' rows; a summary on the terminal; the exit status."""
     rows = [r for res in results for r in res.rows]
     res = Results.build(rows, cfg.algorithms, cfg.repeat)
     plots = write_plots(out, res, cfg.percent)
     atomic_write(out / "report.md", build_report(results, res, plots, out, cfg, meta))
     holds, order = _order_lines(res)
-    from coordinator.cli.ui import console
-
-    con = console()
-    con.print(
-        f"[bold]tasnem[/]: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
+    ctx.say(
+        f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
         f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
     )
     for line in order:
-        con.print(line.replace("**", ""), markup=False, highlight=False)
+        ctx.say(line.replace("**", ""))
     complete = all(r.complete for r in results)
     if not complete:
-        print("meshcast: reproduction incomplete, see report.md's run status", file=sys.stderr)
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1
