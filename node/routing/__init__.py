@@ -114,10 +114,15 @@ def _load_entry_points(reg: Registry) -> list[str]:
 
 def _build() -> tuple[Registry, list[str]]:
     reg = Registry()
-    for family in _families():
+    families = _families()
+    for family in families:
         for a in family.ALGORITHMS:
             reg.register(a)
-    return reg, _load_entry_points(reg)
+    problems = _load_entry_points(reg)
+    for family in families:  # rules that wrap other rules look them up here, not by importing us
+        if hasattr(family, "bind_registry"):
+            family.bind_registry(reg.get)
+    return reg, problems
 
 
 registry, plugin_errors = _build()

@@ -63,7 +63,7 @@ mesh's cycle order. Only ``coordinator/workloads/mcast.py``'s plans make them th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from node.routing import unicast
@@ -334,12 +334,21 @@ def random_prepare(
 _WRAPPERS = frozenset({"tree", "replicate", "herley-tiles", "herley-random"})
 
 
-def _base(name: object) -> Algorithm:
-    from node.routing import registry  # at call time: the registry imports this module
+_lookup: list[Callable[[str], Algorithm]] = []
 
+
+def bind_registry(lookup: Callable[[str], Algorithm]) -> None:
+    """Called by the registry once it holds every rule: how ``tree`` finds its base rule.
+
+    (Importing the registry from here would make an import cycle with the package.)
+    """
+    _lookup[:] = [lookup]
+
+
+def _base(name: object) -> Algorithm:
     if not isinstance(name, str) or name in _WRAPPERS:
         raise HeaderError(f"tree: base must name a registered tree rule, got {name!r}")
-    return registry.get(name)
+    return _lookup[0](name)
 
 
 def tree_prepare(
