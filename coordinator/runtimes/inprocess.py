@@ -1,7 +1,9 @@
 """The in-process runtime: every node a trio task, links = memory channels of msgpack bytes.
 
 The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
-only wires nodes and channels together.
+only wires nodes and channels together. In lockstep the nodes share a
+:class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
+frames, the same records); ``sparse=False`` runs the α-synchronizer the other runtimes use.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
-from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
+from node.links import Link, MemoryControl, MemoryLink, StepBarrier, memory_link_pair
 from node.topology import Coord
 
 __all__ = ["run_inprocess", "wire_links"]
@@ -48,17 +50,23 @@ def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
 
 
 async def run_inprocess(
-    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+    plan: Plan,
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    sparse: bool = True,
 ) -> RawRun:
-    """Run ``plan`` with one trio task per node in this process."""
+    """Run ``plan`` with one trio task per node in this process (lockstep: sparse unless told not)."""
     topo = plan.topology
+    barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
     nodes: list[Node] = []
     for here, links in wire_links(plan).items():
         tx, rx = trio.open_memory_channel[bytes](math.inf)
         to_nodes[here] = tx
-        nodes.append(Node(here, MemoryControl(to_coord_tx.clone(), rx), _opener(links)))  # type: ignore[arg-type]
+        control = MemoryControl(to_coord_tx.clone(), rx)
+        nodes.append(Node(here, control, _opener(links), barrier=barrier))  # type: ignore[arg-type]
 
     async def send_to(node: Coord, data: bytes) -> None:
         to_nodes[node].send_nowait(data)
