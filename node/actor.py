@@ -23,7 +23,7 @@ import trio
 
 from node import protocol
 from node.engine import Engine, Injection
-from node.links import Control, Link, PolledLink, StepBarrier
+from node.links import Control, DirectLink, Link, PolledLink, StepBarrier
 from node.lockstep import Lockstep, quiescent
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
@@ -208,7 +208,8 @@ class Node:
             async with self.open_links(assign) as links, trio.open_nursery() as nursery:
                 if assign.clock != "lockstep":  # lockstep reads each link in step order itself
                     for port, link in links.items():
-                        nursery.start_soon(self._reader, port, link)
+                        if not isinstance(link, DirectLink):  # those deliver into our inbox
+                            nursery.start_soon(self._reader, port, link)
                 await self._send(protocol.Ready(self.here))
                 task_status.started()
                 self.log("links up, ready")
@@ -270,6 +271,10 @@ class Node:
             for mc, alg, src, dests, step, params in plan.multicasts
             if src == self.here
         ]
+
+    def deliver(self, port: str, data: bytes) -> None:
+        """A frame for this node on ``port``, handed over directly (in-process :class:`DirectLink`)."""
+        self._inbox_tx.send_nowait((port, decode_link(data)))
 
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
@@ -428,21 +433,26 @@ class Node:
         for inj in sorted(injections, key=lambda i: i.step):
             for port, pkt in engine.inject_free(inj):
                 await self._transmit(links, port, PacketFrame(pkt))
+        inbox = self._inbox_rx
         while True:
-            port, frame = await self._inbox_rx.receive()
-            if frame is None:
-                engine.error("link-down", f"link {port} closed")
-                continue
-            if isinstance(frame, WireError):
-                self._bad_frame(port, frame.cause)
-                continue
-            if not isinstance(frame, PacketFrame):
-                self._bad_frame(port, f"{type(frame).__name__} in a free-clock run")
-                continue
-            for out_port, pkt in engine.receive_free(frame.packet):
-                await self._transmit(links, out_port, PacketFrame(pkt))
-            if len(engine.deliveries) >= REPORT_BATCH:
-                await self._flush()
+            item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
+            while item is not None:  # then every frame already waiting, without a task switch each
+                port, frame = item
+                if frame is None:
+                    engine.error("link-down", f"link {port} closed")
+                elif isinstance(frame, WireError):
+                    self._bad_frame(port, frame.cause)
+                elif not isinstance(frame, PacketFrame):
+                    self._bad_frame(port, f"{type(frame).__name__} in a free-clock run")
+                else:
+                    for out_port, pkt in engine.receive_free(frame.packet):
+                        await self._transmit(links, out_port, PacketFrame(pkt))
+                    if len(engine.deliveries) >= REPORT_BATCH:
+                        await self._flush()
+                try:
+                    item = inbox.receive_nowait()
+                except trio.WouldBlock:
+                    item = None
 
     # -- reports -----------------------------------------------------------------------
     async def _flush(self) -> None:

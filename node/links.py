@@ -11,7 +11,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +21,7 @@ from node.lockstep import Lockstep, Schedule
 
 __all__ = [
     "Control",
+    "DirectLink",
     "Link",
     "MemoryControl",
     "MemoryLink",
@@ -85,6 +86,34 @@ def memory_link_pair(capacity: int = 16) -> tuple[MemoryLink, MemoryLink]:
     a_tx, b_rx = trio.open_memory_channel[bytes](capacity)
     b_tx, a_rx = trio.open_memory_channel[bytes](capacity)
     return MemoryLink(a_tx, a_rx), MemoryLink(b_tx, b_rx)
+
+
+@dataclass
+class DirectLink:
+    """A link end whose frames go straight into the peer node's inbox (in-process free clock).
+
+    No reader task and no task switch per frame: ``send`` hands the bytes to ``deliver`` (the
+    peer's :meth:`node.actor.Node.deliver`, which decodes them) without waiting; FIFO as a link.
+    Nothing is ever received on this end: frames for this node arrive the same way.
+    """
+
+    deliver: Callable[[bytes], None]
+
+    async def send(self, data: bytes) -> None:
+        self.deliver(data)
+
+    def send_nowait(self, data: bytes) -> None:
+        self.deliver(data)
+
+    async def receive(self) -> bytes:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def receive_nowait(self) -> bytes | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
 
 @dataclass
