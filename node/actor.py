@@ -4,7 +4,9 @@ It speaks the control protocol of :mod:`node.protocol` over a :class:`node.links
 (hello → assign → (links opened) → ready → plan → start → report* → done, and in the free clock
 probe/counters until stop), following its phase table: a message out of order is counted and
 reported, never silently dropped. In lockstep it drives :class:`node.lockstep.Lockstep` (the
-sans-IO α-synchronizer) with the frames it reads from its links.
+sans-IO α-synchronizer) with the frames it reads from its links; given a
+:class:`node.links.StepBarrier` (nodes in one process), it runs the same driver in its sparse
+mode instead: it wakes only at the steps where it has work and sends only non-empty frames.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import trio
 
 from node import protocol
 from node.engine import Engine, Injection
-from node.links import Control, Link
+from node.links import Control, DirectLink, Link, PolledLink, StepBarrier
 from node.lockstep import Lockstep, quiescent
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
@@ -127,8 +129,11 @@ class Node:
         registry: Registry = default_registry,
         host: str | None = None,
         log: Callable[[str], None] | None = None,
+        barrier: StepBarrier | None = None,
     ) -> None:
+        """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`)."""
         self.here = here
+        self.barrier = barrier
         self.control = control
         self.open_links = open_links
         self.registry = registry
@@ -203,7 +208,8 @@ class Node:
             async with self.open_links(assign) as links, trio.open_nursery() as nursery:
                 if assign.clock != "lockstep":  # lockstep reads each link in step order itself
                     for port, link in links.items():
-                        nursery.start_soon(self._reader, port, link)
+                        if not isinstance(link, DirectLink):  # those deliver into our inbox
+                            nursery.start_soon(self._reader, port, link)
                 await self._send(protocol.Ready(self.here))
                 task_status.started()
                 self.log("links up, ready")
@@ -266,6 +272,10 @@ class Node:
             if src == self.here
         ]
 
+    def deliver(self, port: str, data: bytes) -> None:
+        """A frame for this node on ``port``, handed over directly (in-process :class:`DirectLink`)."""
+        self._inbox_tx.send_nowait((port, decode_link(data)))
+
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
         try:
@@ -317,6 +327,9 @@ class Node:
             engine, ports, diameter=assign.topology.diameter, max_steps=assign.max_steps,
             injections=injections, last_injection=last_inj,
         )  # fmt: skip
+        if self.barrier is not None:
+            await self._sparse(assign, clock, self.barrier, links)  # type: ignore[arg-type]
+            return
         while True:
             self._step = clock.step
             due = clock.due
@@ -332,6 +345,63 @@ class Node:
                 or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
             ):
                 await self._flush()
+
+    async def _sparse(
+        self, assign: Assignment, clock: Lockstep, barrier: StepBarrier, links: dict[str, PolledLink]
+    ) -> None:
+        """Lockstep at the barrier's pace: only the steps with work, only non-empty frames."""
+        engine = self.engine
+        assert engine is not None
+        topo = assign.topology
+        neighbours = {p: topo.neighbour(self.here, p) for p in clock.ports}
+        early: dict[str, StepFrame] = {}
+        t = await barrier.done(self.here, clock)
+        while t is not None:
+            self._step = t
+            frames: dict[str, StepFrame] = {}
+            if t > 0:
+                for p in clock.ports:
+                    frame = early.pop(p, None)
+                    if frame is None:
+                        while (data := links[p].receive_nowait()) is not None:
+                            frame = self._sparse_frame(p, data, t - 1)
+                            if frame is not None:
+                                break
+                    if frame is None:
+                        continue
+                    if frame.step == t:  # sent this step by a neighbour that went first: next step's
+                        early[p] = frame
+                    else:
+                        frames[p] = frame
+            out = clock.work(t, frames)
+            for p, frame in out.items():
+                try:
+                    links[p].send_nowait(encode_link(frame))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
+                    raise NodeAborted(f"link {p} is down ({type(exc).__name__})") from None
+            if (
+                len(engine.deliveries) >= REPORT_BATCH
+                or len(engine.errors) > self._pending_errors
+                or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
+            ):
+                await self._flush()
+            t = await barrier.done(self.here, clock, [neighbours[p] for p in out])
+        assert barrier.end is not None
+        clock.finish(barrier.end)
+        self._step = clock.step
+
+    def _sparse_frame(self, port: str, data: bytes, step: int) -> StepFrame | None:
+        """A frame taken off ``port`` in sparse mode, of step ``step`` or the next (else reported)."""
+        frame = decode_link(data)
+        if isinstance(frame, WireError):
+            self._bad_frame(port, frame.cause)
+        elif not isinstance(frame, StepFrame):
+            self._bad_frame(port, f"{type(frame).__name__} in a lockstep run")
+        elif frame.step not in (step, step + 1):
+            self._bad_frame(port, f"frame for step {frame.step} where step {step} was due")
+        else:
+            return frame
+        return None
 
     async def _step_frame(self, links: dict[str, Link], port: str, step: int) -> StepFrame:
         """The frame ``port``'s neighbour sent at ``step``: the next good frame on that link.
@@ -363,21 +433,26 @@ class Node:
         for inj in sorted(injections, key=lambda i: i.step):
             for port, pkt in engine.inject_free(inj):
                 await self._transmit(links, port, PacketFrame(pkt))
+        inbox = self._inbox_rx
         while True:
-            port, frame = await self._inbox_rx.receive()
-            if frame is None:
-                engine.error("link-down", f"link {port} closed")
-                continue
-            if isinstance(frame, WireError):
-                self._bad_frame(port, frame.cause)
-                continue
-            if not isinstance(frame, PacketFrame):
-                self._bad_frame(port, f"{type(frame).__name__} in a free-clock run")
-                continue
-            for out_port, pkt in engine.receive_free(frame.packet):
-                await self._transmit(links, out_port, PacketFrame(pkt))
-            if len(engine.deliveries) >= REPORT_BATCH:
-                await self._flush()
+            item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
+            while item is not None:  # then every frame already waiting, without a task switch each
+                port, frame = item
+                if frame is None:
+                    engine.error("link-down", f"link {port} closed")
+                elif isinstance(frame, WireError):
+                    self._bad_frame(port, frame.cause)
+                elif not isinstance(frame, PacketFrame):
+                    self._bad_frame(port, f"{type(frame).__name__} in a free-clock run")
+                else:
+                    for out_port, pkt in engine.receive_free(frame.packet):
+                        await self._transmit(links, out_port, PacketFrame(pkt))
+                    if len(engine.deliveries) >= REPORT_BATCH:
+                        await self._flush()
+                try:
+                    item = inbox.receive_nowait()
+                except trio.WouldBlock:
+                    item = None
 
     # -- reports -----------------------------------------------------------------------
     async def _flush(self) -> None:

@@ -3,16 +3,32 @@
 A link end carries msgpack bytes to one neighbour and from it — the same bytes a TCP stream
 would carry. The control channel carries encoded control messages between a node and the
 coordinator (an in-memory bus here, MQTT in the distributed runtimes).
+
+In one process, lockstep needs no null frames: a :class:`StepBarrier` shared by the nodes wakes
+only those with work at each step (the sans-IO :class:`node.lockstep.Schedule` decides which),
+and they exchange their non-empty frames over :class:`PolledLink` ends without waiting.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import trio
 
-__all__ = ["Control", "Link", "MemoryControl", "MemoryLink", "memory_link_pair"]
+from node.lockstep import Lockstep, Schedule
+
+__all__ = [
+    "Control",
+    "DirectLink",
+    "Link",
+    "MemoryControl",
+    "MemoryLink",
+    "PolledLink",
+    "StepBarrier",
+    "memory_link_pair",
+]
 
 
 class Link(Protocol):
@@ -21,6 +37,13 @@ class Link(Protocol):
     async def send(self, data: bytes) -> None: ...
     async def receive(self) -> bytes: ...
     async def aclose(self) -> None: ...
+
+
+class PolledLink(Link, Protocol):
+    """A link end that also sends and takes frames without waiting (in-process sparse lockstep)."""
+
+    def send_nowait(self, data: bytes) -> None: ...
+    def receive_nowait(self) -> bytes | None: ...
 
 
 class Control(Protocol):
@@ -43,6 +66,16 @@ class MemoryLink:
     async def receive(self) -> bytes:
         return await self.rx.receive()
 
+    def send_nowait(self, data: bytes) -> None:
+        self.tx.send_nowait(data)
+
+    def receive_nowait(self) -> bytes | None:
+        """The next frame if one is waiting, else None."""
+        try:
+            return self.rx.receive_nowait()
+        except trio.WouldBlock:
+            return None
+
     async def aclose(self) -> None:
         await self.tx.aclose()
         await self.rx.aclose()
@@ -53,6 +86,34 @@ def memory_link_pair(capacity: int = 16) -> tuple[MemoryLink, MemoryLink]:
     a_tx, b_rx = trio.open_memory_channel[bytes](capacity)
     b_tx, a_rx = trio.open_memory_channel[bytes](capacity)
     return MemoryLink(a_tx, a_rx), MemoryLink(b_tx, b_rx)
+
+
+@dataclass
+class DirectLink:
+    """A link end whose frames go straight into the peer node's inbox (in-process free clock).
+
+    No reader task and no task switch per frame: ``send`` hands the bytes to ``deliver`` (the
+    peer's :meth:`node.actor.Node.deliver`, which decodes them) without waiting; FIFO as a link.
+    Nothing is ever received on this end: frames for this node arrive the same way.
+    """
+
+    deliver: Callable[[bytes], None]
+
+    async def send(self, data: bytes) -> None:
+        self.deliver(data)
+
+    def send_nowait(self, data: bytes) -> None:
+        self.deliver(data)
+
+    async def receive(self) -> bytes:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def receive_nowait(self) -> bytes | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
 
 @dataclass
@@ -67,3 +128,56 @@ class MemoryControl:
 
     async def receive(self) -> bytes:
         return await self.rx.receive()
+
+
+class StepBarrier:
+    """The step barrier of in-process lockstep: wakes only the nodes with work at each step.
+
+    Every node calls :meth:`done` once to join (before its first step) and once after each
+    step it did, saying whom it sent a non-empty frame; the last of a step's nodes to report
+    picks the next step and wakes its nodes (no coordinator task, no null frames). :meth:`done`
+    returns the step the node must do next, or None when the run is over (:attr:`end`).
+    """
+
+    def __init__(self, nodes: Iterable[Hashable]) -> None:
+        self._outstanding = len(set(nodes))
+        self.schedule: Schedule[Hashable] | None = None
+        self._waiting: dict[Hashable, trio.Event] = {}
+        self._current: int | None = None
+
+    @property
+    def end(self) -> int | None:
+        """The run's last step, once it is over."""
+        return self.schedule.end if self.schedule is not None else None
+
+    async def done(self, node: Hashable, clock: Lockstep, sent_to: Iterable[Hashable] = ()) -> int | None:
+        """Report ``node``'s step (or its joining), then wait for its next step; None: run over."""
+        schedule = self.schedule
+        if schedule is None:
+            schedule = self.schedule = Schedule[Hashable](
+                diameter=clock.diameter, max_steps=clock.max_steps, last_busy=clock.last_busy
+            )
+        if clock.busy:
+            schedule.busy(clock.step - 1)
+        schedule.wake(node, clock.next_work)
+        for other in sent_to:
+            schedule.wake(other, clock.step)
+        event = self._waiting[node] = trio.Event()
+        self._outstanding -= 1
+        if self._outstanding == 0:
+            self._release(schedule)
+        await event.wait()
+        return self._current
+
+    def _release(self, schedule: Schedule[Hashable]) -> None:
+        due = schedule.next()
+        if due is None:
+            self._current = None
+            waiting, self._waiting = self._waiting, {}
+            for event in waiting.values():
+                event.set()
+            return
+        self._current, nodes = due
+        self._outstanding = len(nodes)
+        for n in nodes:
+            self._waiting.pop(n).set()

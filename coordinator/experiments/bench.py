@@ -2,15 +2,23 @@
 
 (a) relay chain: trio tasks in a line, each receiving msgpack bytes from a memory channel,
     decoding, re-encoding and passing them on — the least work one emulated hop can cost;
-(b) the emulator on 20×20 and 32×32 tori: packet-hops per second, steps per second and link
-    frames per second, lockstep and free clock, and their ratio to (a).
+(b) the in-process emulator, lockstep and free clock: 100 VH multicasts × 50 destinations on
+    20×20 and 32×32 tori, and a sparse one (1 multicast × 10 destinations on a 64×64 torus):
+    packet-hops and steps per second, their ratio to (a), start-up time and peak memory.
+Each point runs in a fresh process (so its peak RSS is its own). Rates are over the active span
+(the first injection to the last delivery, from the nodes' own wall clocks); the whole run
+(start → every node done, which adds a fan-out to and from every node) is reported beside them.
 Figures, not assertions: speed targets live here, never in timed tests.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import resource
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import msgpack
@@ -21,7 +29,11 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
-__all__ = ["bench_sizes", "relay_chain", "run_bench"]
+__all__ = ["SWITCHING", "Point", "bench_points", "relay_chain", "run_bench"]
+
+SWITCHING = "store-and-forward"
+Point = tuple[str, str, int, int]
+"""(topology, clock, multicasts, destinations per multicast)."""
 
 
 async def _relay_chain(length: int, packets: int) -> float:
@@ -58,7 +70,13 @@ def relay_chain(length: int = 64, packets: int = 5000) -> float:
     return length * packets / secs
 
 
-def _emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[str, Any]:
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes vs KiB
+
+
+def emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[str, Any]:
+    """One in-process run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured."""
     topo = Topology.parse(spec)
     plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
     settings = RunSettings(clock=clock)
@@ -66,45 +84,59 @@ def _emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[
     raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
     hops = sum(raw.traffic.values())
-    frames = (raw.last_step) * sum(len(topo.ports(n)) for n in topo.nodes()) if clock == "lockstep" else hops
+    walls = [a.wall_ns for a in raw.arrivals if a.wall_ns is not None]
+    starts = [ns for ns, _ in raw.injected.values()]
+    active = (max(walls) - min(starts)) / 1e9 if walls and starts else raw.wall_s
+    active = max(active, 1e-9)
+    steps = raw.last_step if clock == "lockstep" else None
     return {
         "topology": spec,
+        "runtime": "in-process",
         "clock": clock,
+        "switching": SWITCHING,
+        "nodes": topo.size,
         "multicasts": multicasts,
         "destinations": dests,
-        "steps": raw.last_step if clock == "lockstep" else None,
+        "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
+        "steps": steps,
         "packet_hops": hops,
-        "run_s": raw.wall_s,
-        "total_s": total,
-        "hops_per_s": hops / raw.wall_s,
-        "steps_per_s": raw.last_step / raw.wall_s if clock == "lockstep" else None,
-        "frames_per_s": frames / raw.wall_s,
+        "start_s": round(total - raw.wall_s, 3),
+        "run_s": round(raw.wall_s, 3),
+        "active_s": round(active, 3),
+        "packet_hops_per_s": hops / active,
+        "steps_per_s": steps / active if steps is not None else None,
+        "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
     }
 
 
-def bench_sizes(quick: bool = False) -> list[tuple[str, int, int]]:
-    """The (topology, multicasts, destinations) points of the emulator benchmark."""
-    return [("torus:8x8", 10, 10)] if quick else [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)]
+def bench_points(quick: bool = False, large: bool = False) -> list[Point]:
+    """The emulator points: dense 20×20 and 32×32 (lockstep, free), sparse 64×64; quick: smaller."""
+    if quick:
+        dense, sparse = [("torus:8x8", 10, 10)], ("torus:16x16", 1, 10)
+    else:
+        dense, sparse = [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)], ("torus:64x64", 1, 10)
+    if large:
+        dense.append(("torus:128x128", 100, 50))
+    points = [(spec, clock, m, k) for spec, m, k in dense for clock in ("lockstep", "free")]
+    return points + [(sparse[0], clock, sparse[1], sparse[2]) for clock in ("lockstep", "free")]
 
 
 def run_bench(
-    quick: bool = False, progress: Callable[[int, int], None] | None = None
+    quick: bool = False, large: bool = False, progress: Callable[[int, int], None] | None = None
 ) -> tuple[float, list[dict[str, Any]]]:
-    """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit.
-
-    ``progress(done, total)`` is called after the relay chain and after each point.
-    """
-    sizes = list(bench_sizes(quick))
-    total = 1 + 2 * len(sizes)
+    """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit."""
     limit = relay_chain(16, 500) if quick else relay_chain()
-    if progress is not None:
-        progress(1, total)
+    points = bench_points(quick, large)
     rows = []
-    for spec, mcs, k in sizes:
-        for clock in ("lockstep", "free"):
-            r = _emulator_point(spec, clock, mcs, k)
-            r["ratio"] = r["frames_per_s"] / limit
-            rows.append(r)
-            if progress is not None:
-                progress(1 + len(rows), total)
+    ctx = multiprocessing.get_context("spawn")
+    for i, point in enumerate(points):
+        if progress is not None:
+            progress(i, len(points))
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            row = pool.submit(emulator_point, *point).result()
+        row["ratio"] = round(row["packet_hops_per_s"] / limit, 3)
+        rows.append(row)
+    if progress is not None:
+        progress(len(points), len(points))
     return limit, rows

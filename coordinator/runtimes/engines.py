@@ -5,8 +5,9 @@ Why: large mcast(n, d, c) runs (seed 002) need each node's buffer occupancy (``p
 model (``coordinator/runtimes/model.py``) does not — while the trio runtime spends most of its time on
 per-step link frames. This loop drives the very same engines with the very same lockstep
 driver as the actor (:class:`node.lockstep.Lockstep`: credits, packets, injections, step,
-quiescence), handing each node's step frames to its neighbours in memory. Frames that carry
-packets, and the plan, go through msgpack as on the wire, and the records are gathered from
+quiescence), handing each node's step frames to its neighbours in memory, in its sparse mode
+(:class:`node.lockstep.Schedule`: only nodes with work do a step; empty frames are not made).
+Frames that carry packets, and the plan, go through msgpack as on the wire, and the records are gathered from
 the nodes' own reports by the session's :class:`Collector`. Its records equal the in-process
 runtime's, node statistics included (``tests/test_mcast.py`` checks it).
 """
@@ -21,7 +22,7 @@ from coordinator.workloads.plan import Plan
 from node import protocol
 from node.actor import done_report, take_report
 from node.engine import Engine, Injection
-from node.lockstep import Lockstep
+from node.lockstep import Lockstep, Schedule
 from node.routing import registry
 from node.topology import PORTS, Coord, Topology
 from node.wire import StepFrame, decode_link, encode_link
@@ -87,24 +88,36 @@ def run_engines(
     }  # fmt: skip
     collector = Collector(plan)
     expected = collector.expected
-    # inbox[node][port]: the frame the neighbour across ``port`` sent at the step before
-    inbox: dict[Coord, dict[str, StepFrame]] = {n: {} for n in nodes}
+    first = clocks[nodes[0]]
+    schedule = Schedule[Coord](diameter=first.diameter, max_steps=first.max_steps, last_busy=first.last_busy)
+    for n in nodes:
+        schedule.wake(n, clocks[n].next_work)
+    neighbours = {n: {p: topo.neighbour(n, p) for p in clocks[n].ports} for n in nodes}
+    # inbox[node][port]: the non-empty frame the neighbour across ``port`` sent at the step before
+    inbox: dict[Coord, dict[str, StepFrame]] = {}
+    delivered = 0
     started = time.perf_counter()
-    running = True
-    while running:
-        nxt: dict[Coord, dict[str, StepFrame]] = {n: {} for n in nodes}
-        for n in nodes:
-            out = clocks[n].advance(inbox[n])
-            if out is None:
-                running = False  # every node finishes at the same step
-                continue
+    while (due := schedule.next()) is not None:
+        t, active = due
+        frames, inbox = inbox, {}
+        for n in sorted(active):
+            clock = clocks[n]
+            before = len(engines[n].deliveries)
+            out = clock.work(t, frames.get(n, {}))
+            delivered += len(engines[n].deliveries) - before
+            if clock.busy:
+                schedule.busy(t)
+            schedule.wake(n, clock.next_work)
             for p, frame in out.items():
-                nb = topo.neighbour(n, p)
+                nb = neighbours[n][p]
                 assert nb is not None
-                nxt[nb][topo.opposite(p)] = _over_the_wire(frame)
+                inbox.setdefault(nb, {})[topo.opposite(p)] = _over_the_wire(frame)
+                schedule.wake(nb, t + 1)
         if progress is not None:
-            progress(sum(len(e.deliveries) for e in engines.values()), expected)
-        inbox = nxt
+            progress(delivered, expected)
+    assert schedule.end is not None
+    for clock in clocks.values():
+        clock.finish(schedule.end)
     for n, e in engines.items():
         clock = clocks[n]
         assert clock.finished, f"node {n} did not finish with the others"

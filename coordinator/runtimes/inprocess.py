@@ -1,11 +1,16 @@
 """The in-process runtime: every node a trio task, links = memory channels of msgpack bytes.
 
 The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
-only wires nodes and channels together.
+only wires nodes and channels together. In lockstep the nodes share a
+:class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
+frames, the same records); ``sparse=False`` runs the α-synchronizer the other runtimes use.
+In the free clock a link end hands its frames straight to the peer's inbox
+(:class:`node.links.DirectLink`: no reader task, no task switch per frame).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,7 +22,7 @@ from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
-from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
+from node.links import DirectLink, Link, MemoryControl, MemoryLink, StepBarrier, memory_link_pair
 from node.topology import Coord
 
 __all__ = ["run_inprocess", "wire_links"]
@@ -36,6 +41,22 @@ def wire_links(plan: Plan, capacity: int = 16) -> dict[Coord, dict[str, MemoryLi
     return ends
 
 
+def _direct(plan: Plan, nodes: dict[Coord, Node]) -> Callable[[Assignment], object]:
+    """Free clock in one process: each port's frames go straight into the neighbour's inbox."""
+    topo = plan.topology
+
+    @asynccontextmanager
+    async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
+        links: dict[str, Link] = {}
+        for port in topo.ports(assign.here):
+            nb = topo.neighbour(assign.here, port)
+            assert nb is not None
+            links[port] = DirectLink(functools.partial(nodes[nb].deliver, topo.opposite(port)))
+        yield links
+
+    return open_links
+
+
 def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
     @asynccontextmanager
     async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
@@ -49,17 +70,30 @@ def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
 
 
 async def run_inprocess(
-    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+    plan: Plan,
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    sparse: bool = True,
 ) -> RawRun:
-    """Run ``plan`` with one trio task per node in this process (SIGINT/SIGTERM: Interrupted)."""
+    """Run ``plan`` with one trio task per node in this process (lockstep: sparse unless told not).
+
+    SIGINT/SIGTERM end it with :class:`~coordinator.errors.Interrupted` and the partial records.
+    """
     topo = plan.topology
+    barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
-    nodes: list[Node] = []
-    for here, links in wire_links(plan).items():
+    by_coord: dict[Coord, Node] = {}
+    direct = settings.clock != "lockstep"
+    wired = {} if direct else wire_links(plan)
+    for here in topo.nodes():
         tx, rx = trio.open_memory_channel[bytes](math.inf)
         to_nodes[here] = tx
-        nodes.append(Node(here, MemoryControl(to_coord_tx.clone(), rx), _opener(links)))  # type: ignore[arg-type]
+        control = MemoryControl(to_coord_tx.clone(), rx)
+        opener = _direct(plan, by_coord) if direct else _opener(wired[here])
+        by_coord[here] = Node(here, control, opener, barrier=barrier)  # type: ignore[arg-type]
+    nodes = list(by_coord.values())
 
     async def send_to(node: Coord, data: bytes) -> None:
         to_nodes[node].send_nowait(data)
