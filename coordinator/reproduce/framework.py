@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.errors import UsageError
+from coordinator.runtimes.records import RunSettings
 
 __all__ = [
     "COMMON",
@@ -286,3 +287,28 @@ def names_in(text: str, allowed: Iterable[str], what: str) -> tuple[str, ...]:
             + (f" ({', '.join(bad)} is not one)" if bad else "")
         )
     return tuple(a for a in allowed if a in names)
+
+
+def lockstep_settings(args: Any, port_model: str, **extra: Any) -> RunSettings:
+    """The settings of a reproduction's runs: isolated contention, lockstep clock, ``port_model``,
+    and ``--seed``, ``--runtime`` and ``--wall-budget`` where the module has those options."""
+    kw = {a: getattr(args, a) for a in ("seed", "runtime", "wall_budget") if hasattr(args, a)}
+    return RunSettings(
+        **{"port_model": port_model, "contention": "isolated", "clock": "lockstep", **kw, **extra}
+    )
+
+
+def finish(ctx: Context, out: Path, report: str, said: str, claims: Iterable[str], complete: bool) -> int:
+    """The end of every run: write report.md, say ``said`` and the claims (plain), warn if incomplete.
+
+    Returns the exit status: 0 when every run was complete, 1 otherwise.
+    """
+    from coordinator.output.results import atomic_write
+
+    atomic_write(out / "report.md", report)
+    ctx.say(said)
+    for line in claims:
+        ctx.say(line.replace("**", ""))
+    if not complete:
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
+    return 0 if complete else 1

@@ -43,12 +43,13 @@ from coordinator.output.report import (
     plot_series,
     read_data_table,
 )
-from coordinator.output.results import atomic_write
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
     command_line,
+    finish,
+    lockstep_settings,
     names_in,
     positive,
     read_report_only,
@@ -855,30 +856,18 @@ def run(args: Any, ctx: Context) -> int:
     ours = index_results(results, algorithms, int(meta["repeat"]), int(meta["seed"]))
     paper = paper_tables()
     plots = write_plots(out, paper, ours)
-    atomic_write(out / "report.md", build_report(results, ours, paper, plots, out, meta))
-    ctx.say(
+    report = build_report(results, ours, paper, plots, out, meta)
+    said = (
         f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
         f"wrote {out / 'report.md'} and {len(plots)} plots"
     )
-    for line in _claims(paper, ours):
-        ctx.say(line.replace("**", ""))
-    complete = all(r.complete for r in results.values())
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    return finish(ctx, out, report, said, _claims(paper, ours), all(r.complete for r in results.values()))
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run both sweeps, write their CSVs and reproduction.json."""
     algorithms = names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
-    settings = RunSettings(
-        port_model="one-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=args.seed,
-        runtime=args.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "one-port")
     watch = Stopwatch()
     results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, ctx.progress, args.chunk)
     cmd = command_line(

@@ -42,11 +42,13 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.output.results import atomic_write, write_csv
+from coordinator.output.results import write_csv
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
+    finish,
+    lockstep_settings,
     read_report_only,
     read_typed,
     run_facts,
@@ -1187,14 +1189,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     problem = runtime_problem(cfg.runtime)
     if problem:
         raise UsageError(problem)
-    settings = RunSettings(
-        port_model="all-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=cfg.seed,
-        runtime=cfg.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "all-port", seed=cfg.seed, runtime=cfg.runtime)
     jobs = make_jobs(
         cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
         cfg.emulate_up_to,
@@ -1253,15 +1248,10 @@ def _finish(
     rows = [r for res in results for r in res.rows]
     res = Results.build(rows, cfg.algorithms, cfg.repeat)
     plots = write_plots(out, res, cfg.percent)
-    atomic_write(out / "report.md", build_report(results, res, plots, out, cfg, meta))
     holds, order = _order_lines(res)
-    ctx.say(
+    said = (
         f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
         f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
     )
-    for line in order:
-        ctx.say(line.replace("**", ""))
-    complete = all(r.complete for r in results)
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    report = build_report(results, res, plots, out, cfg, meta)
+    return finish(ctx, out, report, said, order, all(r.complete for r in results))
