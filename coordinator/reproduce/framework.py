@@ -312,3 +312,25 @@ def finish(ctx: Context, out: Path, report: str, said: str, claims: Iterable[str
     if not complete:
         ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
     return 0 if complete else 1
+
+
+# -- paired comparisons (every algorithm runs on the same destination sets) --------------------------
+def significance(diffs: Sequence[float], single: bool = True) -> int:
+    """−1 when the paired differences a − b lie significantly below 0 (95% CI of their mean), +1 above.
+
+    0 when the CI holds 0 or there are no differences. One difference (or all equal: no spread)
+    counts by its sign, unless ``single`` is False, where fewer than two count as indistinguishable.
+    """
+    from coordinator.analysis.metrics import ci95
+
+    s = ci95(diffs)
+    if s["mean"] is None or (s["n"] < 2 and not single):
+        return 0
+    lo, hi = s["ci95"]
+    return -1 if hi < 0 else (1 if lo > 0 else 0)
+
+
+def sign_counts(diffs: Iterable[float]) -> tuple[int, int, int]:
+    """How many of the paired differences are below 0, equal to 0 and above 0."""
+    ds = list(diffs)
+    return sum(1 for d in ds if d < 0), sum(1 for d in ds if d == 0), sum(1 for d in ds if d > 0)

@@ -55,6 +55,8 @@ from coordinator.reproduce.framework import (
     read_report_only,
     read_typed,
     run_facts,
+    sign_counts,
+    significance,
     write_json,
 )
 from coordinator.runtimes.records import RunSettings
@@ -268,13 +270,7 @@ def _paired(ours: Ours, kind: str, a: str, b: str, metric: str) -> Paired | None
     if not diffs:
         return None
     s = ci95(diffs)
-    return Paired(
-        sum(1 for d in diffs if d < 0),
-        sum(1 for d in diffs if d == 0),
-        sum(1 for d in diffs if d > 0),
-        s["mean"],
-        (s["ci95"][0], s["ci95"][1]),
-    )
+    return Paired(*sign_counts(diffs), s["mean"], (s["ci95"][0], s["ci95"][1]))
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -513,9 +509,7 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
 
     Per point, the 95% CI of the paired differences a − b over the repetitions (same sets).
     """
-    from coordinator.analysis.metrics import ci95
-
-    lower = same = higher = 0
+    counts = [0, 0, 0]  # lower, same, higher
     for k in KS:
         diffs = [
             float(ra[metric] - rb[metric])
@@ -525,20 +519,9 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
             and ra[metric] is not None
             and rb[metric] is not None
         ]
-        s = ci95(diffs)
-        if s["mean"] is None:
-            continue
-        if s["n"] < 2:  # one repetition: no interval, nothing significant
-            same += 1
-            continue
-        lo, hi = s["ci95"]
-        if hi < 0:
-            lower += 1
-        elif lo > 0:
-            higher += 1
-        else:
-            same += 1
-    return lower, same, higher
+        if diffs:  # one repetition: no interval, nothing significant
+            counts[significance(diffs, single=False) + 1] += 1
+    return counts[0], counts[1], counts[2]
 
 
 def _below_text(ours: Ours, kind: str, a: str, b: str, paper_pct: float) -> tuple[bool, bool, str]:

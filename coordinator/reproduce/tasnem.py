@@ -53,6 +53,8 @@ from coordinator.reproduce.framework import (
     read_typed,
     run_facts,
     run_pool,
+    sign_counts,
+    significance,
     write_json,
 )
 from coordinator.runtimes.records import RunSettings
@@ -406,19 +408,6 @@ class Results:
         return "?"
 
 
-def _significance(diffs: Sequence[float]) -> int:
-    """−1 when the paired differences are significantly below 0 (95% CI), +1 above, 0 otherwise."""
-    from coordinator.analysis.metrics import ci95
-
-    s = ci95(diffs)
-    if s["mean"] is None:
-        return 0
-    lo, hi = s["ci95"]
-    if lo == hi:  # one set, or all differences equal: its sign, if any
-        return (s["mean"] > 0) - (s["mean"] < 0)
-    return -1 if hi < 0 else (1 if lo > 0 else 0)
-
-
 @dataclass(frozen=True, slots=True)
 class OrderCheck:
     """The paper's ordering on one sweep and metric: TASNEM lowest and Uniform highest, point by point."""
@@ -453,7 +442,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
         others = [a for a in algs if a != "tasnem"]
         if all(known["tasnem"] < known[a] for a in others):
             low += 1
-            if all(_significance(res.diffs(sweep, "tasnem", a, x, metric)) < 0 for a in others):
+            if all(significance(res.diffs(sweep, "tasnem", a, x, metric)) < 0 for a in others):
                 low_sig += 1
         else:
             best = min(known.values())
@@ -461,7 +450,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
         others = [a for a in algs if a != "uniform"]
         if all(known["uniform"] > known[a] for a in others):
             high += 1
-            if all(_significance(res.diffs(sweep, "uniform", a, x, metric)) > 0 for a in others):
+            if all(significance(res.diffs(sweep, "uniform", a, x, metric)) > 0 for a in others):
                 high_sig += 1
         else:
             worst = max(known.values())
@@ -636,13 +625,12 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
     pcts: list[float] = []
     for x in res.xs[sweep]:
         d = res.diffs(sweep, alg, "tasnem", x, metric)
-        sig = _significance(d)
+        sig = significance(d)
         pl += sig < 0
         ps += sig == 0 and bool(d)
         ph += sig > 0
-        sl += sum(1 for v in d if v < 0)
-        se += sum(1 for v in d if v == 0)
-        sh += sum(1 for v in d if v > 0)
+        lo, eq, hi = sign_counts(d)
+        sl, se, sh = sl + lo, se + eq, sh + hi
         ma, mt = res.mean(sweep, alg, x, metric), res.mean(sweep, "tasnem", x, metric)
         if ma is not None and mt:
             pcts.append((ma - mt) / mt * 100)
