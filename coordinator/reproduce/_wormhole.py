@@ -30,7 +30,7 @@ import trio
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
 from coordinator.output.results import write_csv
-from coordinator.reproduce.framework import ProgressFn, read_csv
+from coordinator.reproduce.framework import ProgressFn, read_csv, significance
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
@@ -261,14 +261,7 @@ def paired(rows: Sequence[McRow], scenario: str, a: str, b: str, metric: str) ->
                 vb.append(y)
         if not diffs:
             continue
-        s = ci95(diffs)
-        lo, hi = s["ci95"]
-        if hi is not None and hi < 0:
-            lower.append(k)
-        elif lo is not None and lo > 0:
-            higher.append(k)
-        else:
-            same.append(k)
+        (lower, same, higher)[significance(diffs) + 1].append(k)
         mb = statistics.fmean(vb)
         if mb:
             rel.append((statistics.fmean(va) - mb) / mb * 100)

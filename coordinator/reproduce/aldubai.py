@@ -44,7 +44,6 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
-from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
     EmulationStatus,
     LatencyFn,
@@ -66,6 +65,8 @@ from coordinator.reproduce.framework import (
     Option,
     Stopwatch,
     command_line,
+    finish,
+    lockstep_settings,
     names_in,
     paper_csv,
     positive,
@@ -73,7 +74,6 @@ from coordinator.reproduce.framework import (
     run_facts,
     write_json,
 )
-from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 __all__ = [
@@ -595,14 +595,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """One emulation per mesh; tidy.csv (main model), tidy_models.csv (the others), reproduction.json."""
     meshes = names_in(args.meshes, MESHES, "--meshes")
     positive(args.wall_budget, "--wall-budget")
-    settings = RunSettings(
-        port_model="all-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=args.seed,
-        runtime=args.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "all-port")
     watch = Stopwatch()
     rows: list[McRow] = []
     others: list[McRow] = []
@@ -659,11 +652,6 @@ def run(args: Any, ctx: Context) -> int:
     ours, status, meta = read_report_only("aldubai", out, _read)
     paper = paper_data()
     plots = write_plots(out, ours, paper)
-    atomic_write(out / "report.md", build_report(ours, paper, status, plots, out, meta))
-    ctx.say(f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}")
-    for line in claims(ours):
-        ctx.say(line.replace("**", ""))
-    complete = all(s.complete for s in status.values())
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    report = build_report(ours, paper, status, plots, out, meta)
+    said = f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    return finish(ctx, out, report, said, claims(ours), all(s.complete for s in status.values()))

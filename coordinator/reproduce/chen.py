@@ -45,7 +45,6 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.output.results import atomic_write
 from coordinator.reproduce._wormhole import (
     Comparison,
     EmulationStatus,
@@ -67,7 +66,9 @@ from coordinator.reproduce.framework import (
     Option,
     Stopwatch,
     command_line,
+    finish,
     int_list,
+    lockstep_settings,
     positive,
     read_report_only,
     run_facts,
@@ -569,14 +570,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     ks = _check(args)
     watch = Stopwatch()
     topo = Topology.parse(TOPOLOGY)
-    settings = RunSettings(
-        port_model="all-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=args.seed,
-        runtime=args.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "all-port")
     points = draw_points(topo, ks, args.repeat, args.seed, args.cluster_size, args.cluster_density)
     em = emulate_points(
         topo, points, ALGORITHMS, settings, {"group-graph": {"T": args.threshold}}, ctx.progress
@@ -635,11 +629,6 @@ def run(args: Any, ctx: Context) -> int:
     ours, example, status, meta = read_report_only("chen", out, _read)
     meta["wall_s"] = float(meta["wall_s"])
     plots = write_plots(out, ours)
-    atomic_write(out / "report.md", build_report(ours, example, status, plots, out, meta))
-    ctx.say(f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}")
-    for line in claims(ours):
-        ctx.say(line.replace("**", ""))
-    complete = status.complete and example.status.complete
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    report = build_report(ours, example, status, plots, out, meta)
+    said = f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    return finish(ctx, out, report, said, claims(ours), status.complete and example.status.complete)

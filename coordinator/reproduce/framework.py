@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.errors import UsageError
+from coordinator.runtimes.records import RunSettings
 
 __all__ = [
     "COMMON",
@@ -286,3 +287,50 @@ def names_in(text: str, allowed: Iterable[str], what: str) -> tuple[str, ...]:
             + (f" ({', '.join(bad)} is not one)" if bad else "")
         )
     return tuple(a for a in allowed if a in names)
+
+
+def lockstep_settings(args: Any, port_model: str, **extra: Any) -> RunSettings:
+    """The settings of a reproduction's runs: isolated contention, lockstep clock, ``port_model``,
+    and ``--seed``, ``--runtime`` and ``--wall-budget`` where the module has those options."""
+    kw = {a: getattr(args, a) for a in ("seed", "runtime", "wall_budget") if hasattr(args, a)}
+    return RunSettings(
+        **{"port_model": port_model, "contention": "isolated", "clock": "lockstep", **kw, **extra}
+    )
+
+
+def finish(ctx: Context, out: Path, report: str, said: str, claims: Iterable[str], complete: bool) -> int:
+    """The end of every run: write report.md, say ``said`` and the claims (plain), warn if incomplete.
+
+    Returns the exit status: 0 when every run was complete, 1 otherwise.
+    """
+    from coordinator.output.results import atomic_write
+
+    atomic_write(out / "report.md", report)
+    ctx.say(said)
+    for line in claims:
+        ctx.say(line.replace("**", ""))
+    if not complete:
+        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
+    return 0 if complete else 1
+
+
+# -- paired comparisons (every algorithm runs on the same destination sets) --------------------------
+def significance(diffs: Sequence[float], single: bool = True) -> int:
+    """−1 when the paired differences a − b lie significantly below 0 (95% CI of their mean), +1 above.
+
+    0 when the CI holds 0 or there are no differences. One difference (or all equal: no spread)
+    counts by its sign, unless ``single`` is False, where fewer than two count as indistinguishable.
+    """
+    from coordinator.analysis.metrics import ci95
+
+    s = ci95(diffs)
+    if s["mean"] is None or (s["n"] < 2 and not single):
+        return 0
+    lo, hi = s["ci95"]
+    return -1 if hi < 0 else (1 if lo > 0 else 0)
+
+
+def sign_counts(diffs: Iterable[float]) -> tuple[int, int, int]:
+    """How many of the paired differences are below 0, equal to 0 and above 0."""
+    ds = list(diffs)
+    return sum(1 for d in ds if d < 0), sum(1 for d in ds if d == 0), sum(1 for d in ds if d > 0)

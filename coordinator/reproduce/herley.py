@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
-from coordinator.output.results import atomic_write, write_csv
+from coordinator.output.results import write_csv
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
     command_line,
+    finish,
     read_report_only,
     read_typed,
     run_facts,
@@ -831,13 +832,11 @@ def run(args: Any, ctx: Context) -> int:
     summ = summarise(rows)
     claims = check_claims(summ, s)
     plots = write_plots(out, summ, s)
-    atomic_write(out / "report.md", build_report(rows, summ, s, claims, plots, out, meta))
-    ctx.say(
+    report = build_report(rows, summ, s, claims, plots, out, meta)
+    said = (
         f"herley: {len(rows)} runs in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}, {len(plots)} plots"
     )
-    for cl in claims:
-        ctx.say(f"{cl.verdict}: {cl.claim}")
-    complete = all(r["time"] is not None and not r["incomplete"] for r in rows)
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    lines = [f"{cl.verdict}: {cl.claim}" for cl in claims]
+    return finish(
+        ctx, out, report, said, lines, all(r["time"] is not None and not r["incomplete"] for r in rows)
+    )

@@ -43,17 +43,20 @@ from coordinator.output.report import (
     plot_series,
     read_data_table,
 )
-from coordinator.output.results import atomic_write
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
     command_line,
+    finish,
+    lockstep_settings,
     names_in,
     positive,
     read_report_only,
     read_typed,
     run_facts,
+    sign_counts,
+    significance,
     write_json,
 )
 from coordinator.runtimes.records import RunSettings
@@ -267,13 +270,7 @@ def _paired(ours: Ours, kind: str, a: str, b: str, metric: str) -> Paired | None
     if not diffs:
         return None
     s = ci95(diffs)
-    return Paired(
-        sum(1 for d in diffs if d < 0),
-        sum(1 for d in diffs if d == 0),
-        sum(1 for d in diffs if d > 0),
-        s["mean"],
-        (s["ci95"][0], s["ci95"][1]),
-    )
+    return Paired(*sign_counts(diffs), s["mean"], (s["ci95"][0], s["ci95"][1]))
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -512,9 +509,7 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
 
     Per point, the 95% CI of the paired differences a − b over the repetitions (same sets).
     """
-    from coordinator.analysis.metrics import ci95
-
-    lower = same = higher = 0
+    counts = [0, 0, 0]  # lower, same, higher
     for k in KS:
         diffs = [
             float(ra[metric] - rb[metric])
@@ -524,20 +519,9 @@ def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[
             and ra[metric] is not None
             and rb[metric] is not None
         ]
-        s = ci95(diffs)
-        if s["mean"] is None:
-            continue
-        if s["n"] < 2:  # one repetition: no interval, nothing significant
-            same += 1
-            continue
-        lo, hi = s["ci95"]
-        if hi < 0:
-            lower += 1
-        elif lo > 0:
-            higher += 1
-        else:
-            same += 1
-    return lower, same, higher
+        if diffs:  # one repetition: no interval, nothing significant
+            counts[significance(diffs, single=False) + 1] += 1
+    return counts[0], counts[1], counts[2]
 
 
 def _below_text(ours: Ours, kind: str, a: str, b: str, paper_pct: float) -> tuple[bool, bool, str]:
@@ -855,30 +839,18 @@ def run(args: Any, ctx: Context) -> int:
     ours = index_results(results, algorithms, int(meta["repeat"]), int(meta["seed"]))
     paper = paper_tables()
     plots = write_plots(out, paper, ours)
-    atomic_write(out / "report.md", build_report(results, ours, paper, plots, out, meta))
-    ctx.say(
+    report = build_report(results, ours, paper, plots, out, meta)
+    said = (
         f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
         f"wrote {out / 'report.md'} and {len(plots)} plots"
     )
-    for line in _claims(paper, ours):
-        ctx.say(line.replace("**", ""))
-    complete = all(r.complete for r in results.values())
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    return finish(ctx, out, report, said, _claims(paper, ours), all(r.complete for r in results.values()))
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run both sweeps, write their CSVs and reproduction.json."""
     algorithms = names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
-    settings = RunSettings(
-        port_model="one-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=args.seed,
-        runtime=args.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "one-port")
     watch = Stopwatch()
     results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, ctx.progress, args.chunk)
     cmd = command_line(

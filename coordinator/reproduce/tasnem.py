@@ -42,15 +42,19 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.output.results import atomic_write, write_csv
+from coordinator.output.results import write_csv
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
+    finish,
+    lockstep_settings,
     read_report_only,
     read_typed,
     run_facts,
     run_pool,
+    sign_counts,
+    significance,
     write_json,
 )
 from coordinator.runtimes.records import RunSettings
@@ -404,19 +408,6 @@ class Results:
         return "?"
 
 
-def _significance(diffs: Sequence[float]) -> int:
-    """−1 when the paired differences are significantly below 0 (95% CI), +1 above, 0 otherwise."""
-    from coordinator.analysis.metrics import ci95
-
-    s = ci95(diffs)
-    if s["mean"] is None:
-        return 0
-    lo, hi = s["ci95"]
-    if lo == hi:  # one set, or all differences equal: its sign, if any
-        return (s["mean"] > 0) - (s["mean"] < 0)
-    return -1 if hi < 0 else (1 if lo > 0 else 0)
-
-
 @dataclass(frozen=True, slots=True)
 class OrderCheck:
     """The paper's ordering on one sweep and metric: TASNEM lowest and Uniform highest, point by point."""
@@ -451,7 +442,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
         others = [a for a in algs if a != "tasnem"]
         if all(known["tasnem"] < known[a] for a in others):
             low += 1
-            if all(_significance(res.diffs(sweep, "tasnem", a, x, metric)) < 0 for a in others):
+            if all(significance(res.diffs(sweep, "tasnem", a, x, metric)) < 0 for a in others):
                 low_sig += 1
         else:
             best = min(known.values())
@@ -459,7 +450,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
         others = [a for a in algs if a != "uniform"]
         if all(known["uniform"] > known[a] for a in others):
             high += 1
-            if all(_significance(res.diffs(sweep, "uniform", a, x, metric)) > 0 for a in others):
+            if all(significance(res.diffs(sweep, "uniform", a, x, metric)) > 0 for a in others):
                 high_sig += 1
         else:
             worst = max(known.values())
@@ -634,13 +625,12 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
     pcts: list[float] = []
     for x in res.xs[sweep]:
         d = res.diffs(sweep, alg, "tasnem", x, metric)
-        sig = _significance(d)
+        sig = significance(d)
         pl += sig < 0
         ps += sig == 0 and bool(d)
         ph += sig > 0
-        sl += sum(1 for v in d if v < 0)
-        se += sum(1 for v in d if v == 0)
-        sh += sum(1 for v in d if v > 0)
+        lo, eq, hi = sign_counts(d)
+        sl, se, sh = sl + lo, se + eq, sh + hi
         ma, mt = res.mean(sweep, alg, x, metric), res.mean(sweep, "tasnem", x, metric)
         if ma is not None and mt:
             pcts.append((ma - mt) / mt * 100)
@@ -1187,14 +1177,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     problem = runtime_problem(cfg.runtime)
     if problem:
         raise UsageError(problem)
-    settings = RunSettings(
-        port_model="all-port",
-        contention="isolated",
-        clock="lockstep",
-        seed=cfg.seed,
-        runtime=cfg.runtime,
-        wall_budget=args.wall_budget,
-    )
+    settings = lockstep_settings(args, "all-port", seed=cfg.seed, runtime=cfg.runtime)
     jobs = make_jobs(
         cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
         cfg.emulate_up_to,
@@ -1253,15 +1236,10 @@ def _finish(
     rows = [r for res in results for r in res.rows]
     res = Results.build(rows, cfg.algorithms, cfg.repeat)
     plots = write_plots(out, res, cfg.percent)
-    atomic_write(out / "report.md", build_report(results, res, plots, out, cfg, meta))
     holds, order = _order_lines(res)
-    ctx.say(
+    said = (
         f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
         f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
     )
-    for line in order:
-        ctx.say(line.replace("**", ""))
-    complete = all(r.complete for r in results)
-    if not complete:
-        ctx.warn("meshcast: reproduction incomplete, see report.md's run status")
-    return 0 if complete else 1
+    report = build_report(results, res, plots, out, cfg, meta)
+    return finish(ctx, out, report, said, order, all(r.complete for r in results))
