@@ -15,10 +15,10 @@ the same step-in/step-out shape).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from node.engine import Injection
-from node.wire import Packet, StepFrame
+from node.wire import Item, StepFrame
 
 __all__ = ["Lockstep", "StepEngine", "quiescent"]
 
@@ -27,10 +27,10 @@ class StepEngine(Protocol):
     """What the driver needs of an engine: arrivals, credits, injections, one step at a time."""
 
     def credit_back(self, port: str, n: int) -> None: ...
-    def receive(self, packet: Packet, port: str | None = None) -> None: ...
+    def receive(self, item: Any, port: str | None = None, /) -> None: ...  # a Packet or a Flit
     def inject(self, inj: Injection) -> None: ...
     def busy(self) -> bool: ...
-    def step(self, t: int) -> list[tuple[str, Packet]]: ...
+    def step(self, t: int) -> list[tuple[str, Any]]: ...
     def take_freed(self) -> dict[str, int]: ...
 
 
@@ -104,8 +104,11 @@ class Lockstep:
             self.last_busy = max(self.last_busy, t)
         if quiescent(t, self.last_busy, self.diameter) or t >= self.max_steps:
             self.finished = True
+            end = getattr(engine, "end", None)  # an engine that reports what it still holds
+            if end is not None:
+                end(t)
             return None
-        by_port: dict[str, list[Packet]] = {}
+        by_port: dict[str, list[Item]] = {}
         for port, pkt in sends:
             by_port.setdefault(port, []).append(pkt)
         freed = engine.take_freed()
