@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from coordinator.experiments.run import result_document
 from coordinator.runtimes.engines import run_engines
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.model import run_model
+from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
@@ -97,22 +99,21 @@ def test_settings_reach_the_engine_prep_and_buffer() -> None:
 async def test_processes_have_the_same_records(tmp_path: Path) -> None:
     need_broker()
     plan = shared_plan()
-    raw = await __import__("coordinator.runtimes.processes", fromlist=["run_processes"]).run_processes(
-        plan, settings(runtime="processes", wall_budget=120, run_dir=str(tmp_path))
-    )
+    raw = await run_processes(plan, settings(runtime="processes", wall_budget=120, run_dir=str(tmp_path)))
     complete(raw, plan)
     assert raw.logical_arrivals() == run_model(plan, settings()).logical_arrivals()
 
 
 @pytest.mark.slow
 async def test_containers_have_the_same_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from coordinator.runtimes.containers import DEFAULT_IMAGE, run_containers
+    from coordinator.runtimes.containers import DEFAULT_BROKER_IMAGE, DEFAULT_IMAGE, run_containers
     from tests._env import need_image
 
     image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
     need_image(image)
-    if "MESHCAST_BROKER_IMAGE" not in os.environ:
-        monkeypatch.setenv("MESHCAST_BROKER_IMAGE", image)  # mosquitto is in the meshcast image
+    if "MESHCAST_BROKER_IMAGE" not in os.environ:  # as tests/test_containers.py: no registry needed
+        have = subprocess.run(["docker", "image", "inspect", DEFAULT_BROKER_IMAGE], capture_output=True)
+        monkeypatch.setenv("MESHCAST_BROKER_IMAGE", DEFAULT_BROKER_IMAGE if have.returncode == 0 else image)
     plan = shared_plan()
     raw = await run_containers(plan, settings(runtime="containers", wall_budget=300, run_dir=str(tmp_path)))
     complete(raw, plan)
