@@ -290,12 +290,12 @@ class Assign(_Event):
     buffer: int | None = field(metadata={"check": _opt_int}, default=None)
     out_buffer: int | None = field(metadata={"check": _opt_int}, default=None)
     policy: str = field(metadata={"check": _str}, default="block")
+    peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
     switching: str = field(metadata={"check": _str}, default="store-and-forward")
     flits: int = field(metadata={"check": _nat}, default=64)
     buffer_flits: int = field(metadata={"check": _nat}, default=2)
     ts: int = field(metadata={"check": _nat}, default=33)
     prep: int | None = field(metadata={"check": _opt_nat}, default=None)
-    peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]
