@@ -28,6 +28,7 @@ from node.lockstep import Lockstep, quiescent
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
+from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
 from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link
 
@@ -80,7 +81,7 @@ LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]
 
 
 def done_report(
-    e: Engine, here: Coord, *, host: str, status: str, last_step: int, protocol_errors: int = 0
+    e: AnyEngine, here: Coord, *, host: str, status: str, last_step: int, protocol_errors: int = 0
 ) -> protocol.Done:
     """A node's final report from its engine (the one place a ``done`` is built from one)."""
     return protocol.Done(
@@ -103,7 +104,7 @@ def done_report(
     )
 
 
-def take_report(e: Engine, here: Coord, errors_from: int) -> protocol.Report:
+def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     """The deliveries (taken out of ``e``) and the errors from index ``errors_from`` on."""
     arrivals = tuple((d.mc, d.step, d.hops, d.startups, d.wall_ns) for d in e.deliveries)
     e.deliveries.clear()
@@ -139,7 +140,7 @@ class Node:
         self.registry = registry
         self.host = host or socket.gethostname()
         self._log = log
-        self.engine: Engine | None = None
+        self.engine: AnyEngine | None = None
         self._inbox_tx, self._inbox_rx = trio.open_memory_channel[tuple[str, LinkFrame | WireError | None]](
             math.inf
         )
@@ -247,18 +248,8 @@ class Node:
             msg: protocol.Assign = await self._expect(protocol.Assign)
             try:
                 assign = Assignment.from_event(msg)
-                self.engine = Engine(
-                    assign.topology,
-                    assign.here,
-                    self.registry,
-                    port_model=assign.port_model,
-                    contention=assign.contention,
-                    hop_limit=assign.hop_limit,
-                    trace=assign.trace,
-                    buffer=assign.buffer,
-                    out_buffer=assign.out_buffer,
-                    policy=assign.policy,
-                    clock_ns=time.monotonic_ns,
+                self.engine = make_engine(
+                    assign.topology, assign.here, self.registry, msg, clock_ns=time.monotonic_ns
                 )
                 return assign
             except (NodeAborted, ValueError) as exc:
@@ -429,7 +420,7 @@ class Node:
     async def _free(self, links: dict[str, Link], injections: list[Injection]) -> None:
         """Free clock: inject, then forward every packet as soon as it arrives."""
         engine = self.engine
-        assert engine is not None
+        assert isinstance(engine, Engine)  # make_engine refuses wormhole switching on the free clock
         for inj in sorted(injections, key=lambda i: i.step):
             for port, pkt in engine.inject_free(inj):
                 await self._transmit(links, port, PacketFrame(pkt))

@@ -22,10 +22,10 @@ of an idle engine (nothing queued, no arrivals, no injection) changes nothing bu
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from node.engine import Injection
-from node.wire import Packet, StepFrame
+from node.wire import Item, StepFrame
 
 __all__ = ["Lockstep", "Schedule", "StepEngine", "quiescent"]
 
@@ -37,10 +37,10 @@ class StepEngine(Protocol):
     """Steps done (sparse mode adds the idle steps it skips)."""
 
     def credit_back(self, port: str, n: int) -> None: ...
-    def receive(self, packet: Packet, port: str | None = None) -> None: ...
+    def receive(self, item: Any, port: str | None = None, /) -> None: ...  # a Packet or a Flit
     def inject(self, inj: Injection) -> None: ...
     def busy(self) -> bool: ...
-    def step(self, t: int) -> list[tuple[str, Packet]]: ...
+    def step(self, t: int) -> list[tuple[str, Any]]: ...
     def take_freed(self) -> dict[str, int]: ...
 
 
@@ -88,7 +88,7 @@ class Lockstep:
         """The step whose neighbour frames :meth:`advance` needs next (None: none, step 0)."""
         return self.step - 1 if self.step > 0 else None
 
-    def _do(self, frames: Mapping[str, StepFrame]) -> list[tuple[str, Packet]]:
+    def _do(self, frames: Mapping[str, StepFrame]) -> list[tuple[str, Item]]:
         """Step :attr:`step` with the neighbours' frames of the step before; the engine's sends."""
         engine = self.engine
         t = self.step
@@ -123,11 +123,12 @@ class Lockstep:
         sends = self._do(frames)
         if quiescent(t, self.last_busy, self.diameter) or t >= self.max_steps:
             self.finished = True
+            self._end(t)
             return None
         return self._frames(t, sends, every_port=True)
 
-    def _frames(self, t: int, sends: list[tuple[str, Packet]], *, every_port: bool) -> dict[str, StepFrame]:
-        by_port: dict[str, list[Packet]] = {}
+    def _frames(self, t: int, sends: list[tuple[str, Item]], *, every_port: bool) -> dict[str, StepFrame]:
+        by_port: dict[str, list[Item]] = {}
         for port, pkt in sends:
             by_port.setdefault(port, []).append(pkt)
         freed = self.engine.take_freed()
@@ -164,6 +165,12 @@ class Lockstep:
         self.engine.steps += max(0, last + 1 - self.step)
         self.step = last
         self.finished = True
+        self._end(last)
+
+    def _end(self, t: int) -> None:
+        end = getattr(self.engine, "end", None)  # an engine that reports what it still holds
+        if end is not None:
+            end(t)
 
 
 N = TypeVar("N", bound=Hashable)

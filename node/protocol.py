@@ -73,6 +73,16 @@ def _opt_int(v: Any) -> int | None:
     return None if v is None else _int(v)
 
 
+def _nat(v: Any) -> int:
+    if type(v) is not int or v < 0:
+        raise _fail("expected a non-negative integer", v)
+    return v
+
+
+def _opt_nat(v: Any) -> int | None:
+    return None if v is None else _nat(v)
+
+
 def _float(v: Any) -> float:
     if type(v) not in (int, float):
         raise _fail("expected a number", v)
@@ -281,6 +291,11 @@ class Assign(_Event):
     out_buffer: int | None = field(metadata={"check": _opt_int}, default=None)
     policy: str = field(metadata={"check": _str}, default="block")
     peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
+    switching: str = field(metadata={"check": _str}, default="store-and-forward")
+    flits: int = field(metadata={"check": _nat}, default=64)
+    buffer_flits: int = field(metadata={"check": _nat}, default=2)
+    ts: int = field(metadata={"check": _nat}, default=33)
+    prep: int | None = field(metadata={"check": _opt_nat}, default=None)
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]

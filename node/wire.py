@@ -2,13 +2,15 @@
 
 Link frames are msgpack arrays tagged by their first element:
 
-* ``["S", step, last_busy, [packet, ...], freed]`` — lockstep: one per link per step (maybe
-  empty); ``freed`` returns credits when input buffers are bounded;
+* ``["S", step, last_busy, [item, ...], freed]`` — lockstep: one per link per step (maybe
+  empty); ``freed`` returns credits (bounded input buffers, or flit buffers under wormhole
+  switching); an item is a packet (store-and-forward) or a flit (wormhole, :class:`Flit`);
 * ``["P", packet]`` — free clock: one data packet;
 * ``["H", token, [x, y]]`` — the first frame of a TCP link: who is calling, for which run.
 
-A packet is ``[mc, algorithm, header, hops, startups, sent_step]``. Decoding never raises:
-it returns a frame or a :class:`WireError` naming the cause, so a bad frame from a peer
+A packet is ``[mc, algorithm, header, hops, startups, sent_step]``; a flit is
+``[kind, mc, [x, y, n], ...]`` (its first element a string, so the two never look alike).
+Decoding never raises: it returns a frame or a :class:`WireError` naming the cause, so a bad frame from a peer
 becomes a counted, reported event instead of an exception that kills the node.
 """
 
@@ -23,17 +25,22 @@ import msgpack
 from node.topology import Coord
 
 __all__ = [
+    "KINDS",
     "MAX_FRAME",
     "MAX_HELLO",
     "PREFIX",
+    "Flit",
     "HelloFrame",
+    "Item",
     "LinkFrame",
     "Packet",
     "PacketFrame",
     "StepFrame",
     "WireError",
+    "Worm",
     "check_length",
     "decode_control",
+    "decode_flit",
     "decode_link",
     "encode_control",
     "encode_link",
@@ -114,15 +121,106 @@ class Packet:
         )
 
 
+KINDS: Final = ("H", "B", "T", "W")  # head, body, tail, whole (a one-flit worm: head and tail)
+
+Worm = tuple[int, int, int]
+"""A worm's id: the node that started the message and that node's message counter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flit:
+    """One flit: kind, multicast, worm; a head also carries algorithm, header, hops and start-ups."""
+
+    kind: str
+    mc: int
+    worm: Worm
+    alg: str = ""
+    header: Any = None
+    hops: int = 0
+    startups: int = 0
+
+    @property
+    def head(self) -> bool:
+        return self.kind in ("H", "W")
+
+    @property
+    def tail(self) -> bool:
+        return self.kind in ("T", "W")
+
+    def to_wire(self) -> list[Any]:
+        """The msgpack-able form: ``[kind, mc, worm]``, plus ``alg, header, hops, startups`` for a head."""
+        base: list[Any] = [self.kind, self.mc, list(self.worm)]
+        if self.head:
+            base += [self.alg, self.header, self.hops, self.startups]
+        return base
+
+    def copy_as(self, header: Any, hops: int, startups: int) -> Flit:
+        """This flit as sent on one output: a head gets that output's header, others are unchanged."""
+        if not self.head:
+            return self
+        return Flit(self.kind, self.mc, self.worm, self.alg, header, hops, startups)
+
+
+def _nat(v: object, what: str, lo: int = 0) -> int:
+    if type(v) is not int or v < lo:
+        raise ValueError(f"{what} must be an integer >= {lo}, got {v!r:.40}")
+    return v
+
+
+def decode_flit(obj: object) -> Flit | WireError:
+    """A flit from its wire form, or the :class:`WireError` saying why it is not one (never raises)."""
+    try:
+        if not isinstance(obj, list) or len(obj) < 3 or obj[0] not in KINDS:
+            raise ValueError(f"flit must be [kind, mc, worm, ...], got {obj!r:.60}")
+        kind, mc, worm = obj[0], obj[1], obj[2]
+        if not isinstance(worm, list) or len(worm) != 3:
+            raise ValueError(f"worm id must be [x, y, n], got {worm!r:.40}")
+        wid = (_nat(worm[0], "worm x"), _nat(worm[1], "worm y"), _nat(worm[2], "worm number"))
+        if kind in ("H", "W"):
+            if len(obj) != 7 or not isinstance(obj[3], str) or not obj[3]:
+                raise ValueError(
+                    f"head flit must be [kind, mc, worm, alg, header, hops, startups], got {obj!r:.60}"
+                )
+            return Flit(
+                kind,
+                _nat(mc, "flit mc"),
+                wid,
+                obj[3],
+                obj[4],
+                _nat(obj[5], "hops", 1),
+                _nat(obj[6], "start-ups", 1),
+            )
+        if len(obj) != 3:
+            raise ValueError(f"body/tail flit must be [kind, mc, worm], got {obj!r:.60}")
+        return Flit(kind, _nat(mc, "flit mc"), wid)
+    except ValueError as exc:
+        return WireError(str(exc))
+
+
+Item = Packet | Flit
+"""What a lockstep frame carries: a packet (store-and-forward) or a flit (wormhole)."""
+
+
+def _item(obj: object) -> Item:
+    """A step frame's item: a flit when its first element is a kind string, else a packet."""
+    if isinstance(obj, list) and obj and isinstance(obj[0], str):
+        f = decode_flit(obj)
+        if isinstance(f, WireError):
+            raise _Invalid(f.cause)
+        return f
+    return Packet.from_wire(obj)
+
+
 @dataclass(frozen=True, slots=True)
 class StepFrame:
     """Lockstep: what one node sent one neighbour at ``step`` and the latest busy step it knows."""
 
     step: int
     last_busy: int
-    packets: tuple[Packet, ...]
+    packets: tuple[Item, ...]
+    """What was sent: packets under store-and-forward, flits under wormhole switching."""
     freed: int = 0
-    """Packets from this link the sender took out of its input buffer at ``step`` (credits)."""
+    """Packets (flits) from this link the sender took out of its input buffer at ``step`` (credits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +272,7 @@ def _decode_link(obj: Any) -> LinkFrame:
         if not isinstance(obj[3], list):
             raise _Invalid("step frame packets must be an array")
         freed = _int(obj[4], "freed count") if len(obj) == 5 else 0
-        return StepFrame(step, busy, tuple(Packet.from_wire(p) for p in obj[3]), freed)
+        return StepFrame(step, busy, tuple(_item(p) for p in obj[3]), freed)
     if tag == "P" and len(obj) == 2:
         return PacketFrame(Packet.from_wire(obj[1]))
     if tag == "H" and len(obj) == 3:

@@ -70,7 +70,7 @@ from node.engine import PORT_MODELS, Delivery, Injection, NodeError
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
 from node.topology import PORTS, Coord, Topology
-from node.wire import WireError
+from node.wire import Flit, Worm, decode_flit
 
 __all__ = [
     "DEFAULT_BUFFER_FLITS",
@@ -88,81 +88,6 @@ DEFAULT_TS: Final = 33
 DEFAULT_BUFFER_FLITS: Final = 2
 PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
 """Preparation time at the source in cycles (seed 004 §4.2); other algorithms spend none."""
-
-KINDS: Final = ("H", "B", "T", "W")  # head, body, tail, whole (a one-flit worm: head and tail)
-
-Worm = tuple[int, int, int]
-"""A worm's id: the node that started the message and that node's message counter."""
-
-
-@dataclass(frozen=True, slots=True)
-class Flit:
-    """One flit: kind, multicast, worm; a head also carries algorithm, header, hops and start-ups."""
-
-    kind: str
-    mc: int
-    worm: Worm
-    alg: str = ""
-    header: Any = None
-    hops: int = 0
-    startups: int = 0
-
-    @property
-    def head(self) -> bool:
-        return self.kind in ("H", "W")
-
-    @property
-    def tail(self) -> bool:
-        return self.kind in ("T", "W")
-
-    def to_wire(self) -> list[Any]:
-        """The msgpack-able form: ``[kind, mc, worm]``, plus ``alg, header, hops, startups`` for a head."""
-        base: list[Any] = [self.kind, self.mc, list(self.worm)]
-        if self.head:
-            base += [self.alg, self.header, self.hops, self.startups]
-        return base
-
-    def copy_as(self, header: Any, hops: int, startups: int) -> Flit:
-        """This flit as sent on one output: a head gets that output's header, others are unchanged."""
-        if not self.head:
-            return self
-        return Flit(self.kind, self.mc, self.worm, self.alg, header, hops, startups)
-
-
-def _nat(v: object, what: str, lo: int = 0) -> int:
-    if type(v) is not int or v < lo:
-        raise ValueError(f"{what} must be an integer >= {lo}, got {v!r:.40}")
-    return v
-
-
-def decode_flit(obj: object) -> Flit | WireError:
-    """A flit from its wire form, or the :class:`WireError` saying why it is not one (never raises)."""
-    try:
-        if not isinstance(obj, list) or len(obj) < 3 or obj[0] not in KINDS:
-            raise ValueError(f"flit must be [kind, mc, worm, ...], got {obj!r:.60}")
-        kind, mc, worm = obj[0], obj[1], obj[2]
-        if not isinstance(worm, list) or len(worm) != 3:
-            raise ValueError(f"worm id must be [x, y, n], got {worm!r:.40}")
-        wid = (_nat(worm[0], "worm x"), _nat(worm[1], "worm y"), _nat(worm[2], "worm number"))
-        if kind in ("H", "W"):
-            if len(obj) != 7 or not isinstance(obj[3], str) or not obj[3]:
-                raise ValueError(
-                    f"head flit must be [kind, mc, worm, alg, header, hops, startups], got {obj!r:.60}"
-                )
-            return Flit(
-                kind,
-                _nat(mc, "flit mc"),
-                wid,
-                obj[3],
-                obj[4],
-                _nat(obj[5], "hops", 1),
-                _nat(obj[6], "start-ups", 1),
-            )
-        if len(obj) != 3:
-            raise ValueError(f"body/tail flit must be [kind, mc, worm], got {obj!r:.60}")
-        return Flit(kind, _nat(mc, "flit mc"), wid)
-    except ValueError as exc:
-        return WireError(str(exc))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,9 @@ from coordinator.runtimes.records import RunSettings
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.mqtt import parse_broker
 from node.routing import PlanError, UnknownAlgorithm, registry
+from node.switching import SWITCHINGS, check_switching
 from node.topology import Topology, TopologyError
+from node.wormhole import DEFAULT_BUFFER_FLITS
 
 __all__ = [
     "BROKER_PROBE_S",
@@ -127,8 +129,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--contention",
         choices=CONTENTIONS,
-        default="isolated",
-        help="isolated: every multicast has the network to itself; shared: they compete for links",
+        default=None,
+        help="isolated: every multicast has the network to itself; shared: they compete for links "
+        "(default: isolated; shared under wormhole switching, which runs shared only)",
     )
     p.add_argument(
         "--clock",
@@ -165,6 +168,28 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default="block",
         help="when an input buffer is full: block the upstream link (no loss) or drop and count",
     )
+    p.add_argument(
+        "--switching",
+        choices=SWITCHINGS,
+        default="store-and-forward",
+        help="wormhole: flit-level wormhole switching, one step per cycle (docs/wormhole.md); "
+        "uses --flits, --ts, --buffer-flits, --prep",
+    )
+    p.add_argument(
+        "--buffer-flits",
+        type=int,
+        default=DEFAULT_BUFFER_FLITS,
+        metavar="B",
+        help=f"wormhole: flits each input channel buffers (default {DEFAULT_BUFFER_FLITS}, full rate)",
+    )
+    p.add_argument(
+        "--prep",
+        type=int,
+        default=None,
+        metavar="CYCLES",
+        help="wormhole: preparation cycles at the source "
+        "(default per algorithm: dp 2, mp 2, cp 4, qg 16, else 0)",
+    )
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
@@ -174,9 +199,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="report latency under this timing model too (off when not given)",
     )
-    t.add_argument("--ts", type=float, default=33.0, help=f"start-up time ({ALDUBAI}: 33 cycles)")
+    t.add_argument(
+        "--ts",
+        type=float,
+        default=33.0,
+        help=f"start-up time Ts ({ALDUBAI}: 33 cycles; also wormhole switching)",
+    )
     t.add_argument("--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)")
-    t.add_argument("--flits", type=int, default=64, help=f"message length L in flits ({ALDUBAI}: 64)")
+    t.add_argument(
+        "--flits",
+        type=int,
+        default=64,
+        help=f"message length L in flits ({ALDUBAI}: 64; also wormhole switching)",
+    )
     t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
 
 
@@ -201,6 +236,14 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     in_range("--buffer", settings.buffer, 1, MAX_COUNT)
     in_range("--out-buffer", settings.out_buffer, 1, MAX_COUNT)
     in_range("--seed", settings.seed, 0, INT64)
+    if settings.switching == "wormhole":
+        in_range("--flits", settings.flits, 1, MAX_COUNT)
+        in_range("--buffer-flits", settings.buffer_flits, 1, MAX_COUNT)
+        in_range("--ts", settings.ts, 0, MAX_COUNT)
+        in_range("--prep", settings.prep, 0, MAX_COUNT)
+        why = check_switching(settings)
+        if why is not None:
+            raise UsageError(f"--switching wormhole: {why}")
     problem = runtime_problem(settings.runtime)
     if problem:
         raise UsageError(problem)
@@ -239,10 +282,14 @@ def settings_from(
     With ``probe_broker`` a ``--broker`` of the processes or containers runtime is connected to
     once (3 s) so that an unreachable broker is a usage error before anything starts.
     """
+    wormhole = getattr(args, "switching", "store-and-forward") == "wormhole"
+    ts = getattr(args, "ts", 33)
+    if wormhole and (not math.isfinite(ts) or ts != int(ts)):
+        raise UsageError(f"--ts must be a whole number of cycles under --switching wormhole, got {ts:g}")
     settings = validate_settings(
         RunSettings(
             port_model=args.port_model,
-            contention=args.contention,
+            contention=args.contention or ("shared" if wormhole else "isolated"),
             clock=args.clock,
             hop_limit=args.hop_limit,
             max_steps=args.max_steps,
@@ -253,6 +300,11 @@ def settings_from(
             buffer=args.buffer,
             out_buffer=args.out_buffer,
             policy=args.policy,
+            switching=getattr(args, "switching", "store-and-forward"),
+            flits=getattr(args, "flits", 64),
+            buffer_flits=getattr(args, "buffer_flits", DEFAULT_BUFFER_FLITS),
+            ts=int(ts) if math.isfinite(ts) else 0,
+            prep=getattr(args, "prep", None),
             **extra,
         )
     )

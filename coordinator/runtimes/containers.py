@@ -299,6 +299,11 @@ def settings_args(settings: RunSettings) -> list[str]:
         args += ["--policy", settings.policy]
     if settings.trace:
         args.append("--trace")
+    if settings.switching != "store-and-forward":
+        args += ["--switching", settings.switching, "--flits", str(settings.flits), "--ts", str(settings.ts),
+                 "--buffer-flits", str(settings.buffer_flits)]  # fmt: skip
+        if settings.prep is not None:
+            args += ["--prep", str(settings.prep)]
     return args
 
 

@@ -21,9 +21,10 @@ from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
 from node.actor import done_report, take_report
-from node.engine import Engine, Injection
+from node.engine import Injection
 from node.lockstep import Lockstep, Schedule
 from node.routing import registry
+from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
 from node.wire import StepFrame, decode_link, encode_link
 
@@ -51,23 +52,8 @@ def _over_the_wire(frame: StepFrame) -> StepFrame:
     return out
 
 
-def _engines(topo: Topology, s: RunSettings) -> dict[Coord, Engine]:
-    return {
-        n: Engine(
-            topo,
-            n,
-            registry,
-            port_model=s.port_model,
-            contention=s.contention,
-            hop_limit=s.hop_limit,
-            trace=s.trace,
-            buffer=s.buffer,
-            out_buffer=s.out_buffer,
-            policy=s.policy,
-            clock_ns=time.monotonic_ns,
-        )
-        for n in topo.nodes()
-    }
+def _engines(topo: Topology, s: RunSettings) -> dict[Coord, AnyEngine]:
+    return {n: make_engine(topo, n, registry, s, clock_ns=time.monotonic_ns) for n in topo.nodes()}
 
 
 def run_engines(

@@ -13,9 +13,11 @@ from typing import Any
 import msgpack
 
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
+from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Plan
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
+from node.switching import check_switching, prep_table
 from node.topology import PORTS, Coord
 
 __all__ = ["run_model"]
@@ -29,7 +31,13 @@ def _wire(header: Any) -> Any:
 
 
 def run_model(plan: Plan, settings: RunSettings) -> RawRun:
-    """Emulate ``plan`` centrally; same records as a lockstep run of the nodes."""
+    """Emulate ``plan`` centrally; same records as a lockstep run of the nodes.
+
+    Under ``switching="wormhole"`` the flit-level reference model
+    (:func:`coordinator.runtimes.wormhole_model.run_wormhole_model`) runs instead.
+    """
+    if settings.switching != "store-and-forward":
+        return _run_wormhole(plan, settings)
     topo = plan.topology
     one_port = settings.port_model == "one-port"
     isolated = settings.contention == "isolated"
@@ -164,3 +172,20 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
     if t >= settings.max_steps and (buffers or in_flight):
         raw.incomplete.append(f"step budget of {settings.max_steps} steps ran out")
     return raw
+
+
+def _run_wormhole(plan: Plan, settings: RunSettings) -> RawRun:
+    """The wormhole reference model with the run's settings (refused as the nodes refuse them)."""
+    why = check_switching(settings)
+    if why is not None:
+        raise ValueError(why)
+    return run_wormhole_model(
+        plan,
+        port_model=settings.port_model,
+        flits=settings.flits,
+        ts=settings.ts,
+        buffer_flits=settings.buffer_flits,
+        prep=prep_table(settings.prep, registry),
+        hop_limit=settings.hop_limit,
+        max_steps=settings.max_steps,
+    )

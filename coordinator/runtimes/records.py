@@ -34,6 +34,13 @@ class RunSettings:
     buffer: int | None = None
     out_buffer: int | None = None
     policy: str = "block"
+    switching: str = "store-and-forward"
+    """``wormhole``: flit-level wormhole switching (node/wormhole.py); the four below apply to it."""
+    flits: int = 64
+    buffer_flits: int = 2
+    ts: int = 33
+    prep: int | None = None
+    """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,11 @@ class Session:
             buffer=s.buffer,
             out_buffer=s.out_buffer,
             policy=s.policy,
+            switching=s.switching,
+            flits=s.flits,
+            buffer_flits=s.buffer_flits,
+            ts=s.ts,
+            prep=s.prep,
             peers=self.peers(node) if self.peers else {},
         )
 

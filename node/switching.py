@@ -1,0 +1,206 @@
+"""The one engine factory: a run's settings in, the node's step engine out (packets or flits).
+
+``--switching store-and-forward`` (the default) gives :class:`node.engine.Engine`;
+``--switching wormhole`` gives :class:`LockstepWormhole`, the flit-level engine of
+:mod:`node.wormhole` as the lockstep driver (:mod:`node.lockstep`) sees it. The node actor and
+the coordinator's engines runtime both build their engines here, from settings that carry the
+same names from the CLI down (the coordinator's ``RunSettings`` or a node's ``assign``).
+
+**Deadlock, distributed.** A wormhole network can deadlock: worms hold channels and none
+moves, for ever. The driver ends a run when no node has been busy for longer than the network
+diameter (every node learns so at the same step). :class:`LockstepWormhole` therefore counts
+as busy only while it makes progress — it moved a flit or a start-up or preparation timer is
+running — within the last :data:`STALL_STEPS` + 1 steps; a node whose worms are stuck stops
+counting as busy. While any node progresses the run goes on (its busy steps keep the clock
+alive); once none has for that long — the deadlock condition of the reference model
+(``coordinator/runtimes/wormhole_model.py``) — every node stops at the same step, and a node
+that still holds worms reports each one as a ``deadlock`` error naming the channels it holds
+and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+from node.engine import Engine, Injection, NodeError
+from node.routing import Registry
+from node.topology import Coord, Topology
+from node.wire import Flit
+from node.wormhole import PREP, WormholeEngine
+
+__all__ = [
+    "MAX_FLITS",
+    "MAX_TS",
+    "STALL_STEPS",
+    "SWITCHINGS",
+    "AnyEngine",
+    "EngineSettings",
+    "LockstepWormhole",
+    "check_switching",
+    "make_engine",
+    "prep_table",
+]
+
+SWITCHINGS: Final = ("store-and-forward", "wormhole")
+STALL_STEPS: Final = 2
+"""Steps without progress a worm may sit (a returned credit needs one) before it counts as stuck."""
+MAX_FLITS: Final = 1_000_000
+"""Largest message length, buffer depth, start-up or preparation time accepted (cycles or flits)."""
+MAX_TS: Final = MAX_FLITS
+
+
+class EngineSettings(Protocol):
+    """What the factory reads of a run's settings (RunSettings and Assign both have these names)."""
+
+    @property
+    def port_model(self) -> str: ...
+    @property
+    def contention(self) -> str: ...
+    @property
+    def clock(self) -> str: ...
+    @property
+    def hop_limit(self) -> int | None: ...
+    @property
+    def trace(self) -> bool: ...
+    @property
+    def buffer(self) -> int | None: ...
+    @property
+    def out_buffer(self) -> int | None: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def switching(self) -> str: ...
+    @property
+    def flits(self) -> int: ...
+    @property
+    def buffer_flits(self) -> int: ...
+    @property
+    def ts(self) -> int: ...
+    @property
+    def prep(self) -> int | None: ...
+
+
+def check_switching(s: EngineSettings) -> str | None:
+    """Why these switching settings cannot run (one line), or None when they can."""
+    if s.switching not in SWITCHINGS:
+        return f"unknown switching {s.switching!r}: use one of {', '.join(SWITCHINGS)}"
+    if s.switching != "wormhole":
+        return None
+    if s.contention != "shared":
+        return "wormhole switching runs shared contention only (all multicasts share the channels)"
+    if s.clock != "lockstep":
+        return "wormhole switching runs the lockstep clock only (one step is one cycle)"
+    for name, value, low in (("flits", s.flits, 1), ("buffer_flits", s.buffer_flits, 1), ("ts", s.ts, 0)):
+        if not low <= value <= MAX_FLITS:
+            return f"{name} must be between {low} and {MAX_FLITS}, got {value}"
+    if s.prep is not None and not 0 <= s.prep <= MAX_FLITS:
+        return f"prep must be between 0 and {MAX_FLITS}, got {s.prep}"
+    return None
+
+
+def prep_table(prep: int | None, registry: Registry) -> Mapping[str, int]:
+    """Preparation cycles per algorithm: seed 004's table (``node.wormhole.PREP``) or ``prep`` for all."""
+    if prep is None:
+        return PREP
+    return dict.fromkeys(registry.names(), prep)
+
+
+class LockstepWormhole(WormholeEngine):
+    """The wormhole engine under the lockstep driver: busy only while progressing; reports deadlock."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._done = -1  # the last step done
+        self._progress = 0  # the last step with progress (a flit moved, a timer ran, an injection)
+
+    def error(self, kind: str, cause: str, mc: int | None = None) -> None:
+        """Record a node error (the actor reports protocol and frame errors through its engine)."""
+        self.errors.append(NodeError(kind, cause, mc))
+
+    def receive(self, flit: Flit, port: str | None = None) -> None:
+        """A flit from the step frame; anything else (a packet) is counted and reported, not taken."""
+        if not isinstance(flit, Flit):
+            self.dropped += 1
+            self.error("bad-item", f"{type(flit).__name__} on {port!r} in a wormhole run", None)
+            return
+        super().receive(flit, port)
+
+    def inject(self, inj: Injection) -> None:
+        super().inject(inj)
+        self._progress = max(self._progress, inj.step)
+
+    def step(self, t: int) -> list[tuple[str, Flit]]:
+        out = super().step(t)
+        self._done = t
+        if self.moved or self.timing():
+            self._progress = t
+        return out
+
+    def stuck(self) -> bool:
+        """Worms or messages here, but no progress for more than :data:`STALL_STEPS` steps."""
+        return super().busy() and self._done - self._progress > STALL_STEPS
+
+    def busy(self) -> bool:
+        """Busy as the driver's quiescence sees it: holding something and still progressing."""
+        return super().busy() and not self.stuck()
+
+    def end(self, t: int) -> None:
+        """The run ended at step ``t``: name every worm still held here (deadlock or budget)."""
+        if not super().busy():
+            return
+        kind = "deadlock" if self.stuck() else "unfinished"
+        for h in self.holdings():
+            self.error(
+                kind,
+                f"worm {list(h.worm)} at ({h.node[0]},{h.node[1]}) in {h.channel} "
+                f"holds {list(h.owns)} and waits for {list(h.wants)} at step {t}",
+                h.mc,
+            )
+        if not self.holdings():
+            self.error(kind, f"messages wait for a start-up at ({self.here[0]},{self.here[1]}) at step {t}")
+
+
+AnyEngine = Engine | LockstepWormhole
+
+
+def make_engine(
+    topology: Topology,
+    here: Coord,
+    registry: Registry,
+    s: EngineSettings,
+    *,
+    clock_ns: Callable[[], int] | None = None,
+) -> AnyEngine:
+    """The engine ``s`` asks for at node ``here``; ValueError (one line) when it cannot run."""
+    why = check_switching(s)
+    if why is not None:
+        raise ValueError(why)
+    if s.switching == "wormhole":
+        return LockstepWormhole(
+            topology,
+            here,
+            registry,
+            port_model=s.port_model,
+            flits=s.flits,
+            ts=s.ts,
+            buffer_flits=s.buffer_flits,
+            prep=prep_table(s.prep, registry),
+            hop_limit=s.hop_limit,
+            contention=s.contention,
+            trace=s.trace,
+            clock_ns=clock_ns,
+        )
+    return Engine(
+        topology,
+        here,
+        registry,
+        port_model=s.port_model,
+        contention=s.contention,
+        hop_limit=s.hop_limit,
+        trace=s.trace,
+        buffer=s.buffer,
+        out_buffer=s.out_buffer,
+        policy=s.policy,
+        clock_ns=clock_ns,
+    )
