@@ -172,6 +172,12 @@ def result_document(
         "jitter": jitter(records),
         "errors": errors,
     }
+    if settings.switching == "wormhole":  # steps are cycles; the flit-level settings that made them
+        doc["run"]["switching"] = {"mode": "wormhole", "flits": settings.flits,
+                                   "buffer_flits": settings.buffer_flits, "ts": settings.ts,
+                                   "prep": settings.prep}  # fmt: skip
+    else:
+        doc["run"]["switching"] = {"mode": settings.switching}
     if timing is not None:
         doc["run"]["timing"] = {"model": timing.model, "ts": timing.ts, "beta": timing.beta,
                                 "flits": timing.flits, "router": timing.router}  # fmt: skip
