@@ -180,7 +180,13 @@ def test_cli_wormhole_run_arrives_at_eq7(capsys: pytest.CaptureFixture[str]) -> 
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["run"]["complete"] and doc["run"]["contention"] == "shared"
-    assert doc["run"]["switching"] == {"mode": "wormhole", "flits": 16, "buffer_flits": 2, "ts": 10, "prep": None}
+    assert doc["run"]["switching"] == {
+        "mode": "wormhole",
+        "flits": 16,
+        "buffer_flits": 2,
+        "ts": 10,
+        "prep": None,
+    }
     arrivals = doc["multicasts"][0]["arrivals"]
     assert len(arrivals) == 6
     for a in arrivals:
