@@ -52,14 +52,12 @@ class NodeError:
     mc: int | None = None
 
 
-@dataclass(slots=True)
-class _Queued:
-    port: str
-    mc: int
-    alg: str
-    header: Any
-    hops: int
-    startups: int
+_Queued = tuple[str, int, str, Any, int, int]
+"""A send waiting for its output port: (port, mc, algorithm, header, hops, start-ups).
+
+A plain tuple, not a dataclass: one is made for every packet-hop, and tuple building is the
+cheapest allocation Python has.
+"""
 
 
 @dataclass(slots=True)
@@ -68,15 +66,17 @@ class _Domain:
 
     inbox: deque[tuple[str | None, Packet]] = field(default_factory=deque)
     out: dict[str, deque[_Queued]] = field(default_factory=dict)
+    n_out: int = 0
+    """Sends waiting in ``out`` (kept up to date, so no step sums the queues)."""
     # free clock: next step at which the input / each output can be used
     in_free: int = 0
     out_free: dict[str, int] = field(default_factory=dict)
 
     def queued(self) -> int:
-        return len(self.inbox) + self.outgoing()
+        return len(self.inbox) + self.n_out
 
     def outgoing(self) -> int:
-        return sum(len(q) for q in self.out.values())
+        return self.n_out
 
 
 @dataclass(slots=True)
@@ -129,6 +129,9 @@ class Engine:
         self.trace = trace
         self._clock = clock_ns
         self._ports = topology.ports(here)
+        self._port_set = frozenset(self._ports)
+        # each rule's forward function by name, looked up once (a registered name never changes)
+        self._forwards: dict[str, Any] = {}
         # credit-based flow control: packets each downstream input buffer can still take
         self._credit: dict[str, int] | None = (
             {p: self.in_capacity for p in self._ports}
@@ -166,28 +169,44 @@ class Engine:
         return d
 
     def busy(self) -> bool:
-        return any(d.queued() for d in self._domains.values())
+        return any(d.inbox or d.n_out for d in self._domains.values())
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         self.errors.append(NodeError(kind, cause, mc))
 
-    def _queue(self, dom: _Domain, item: _Queued) -> None:
-        key = "*" if self.one_port else item.port
-        q = dom.out.get(key)
-        if q is None:
-            q = dom.out[key] = deque()
-        q.append(item)
+    def _queue(self, dom: _Domain, items: list[_Queued]) -> None:
+        """Put ``items`` in their output queues (one queue under one-port, one per port else)."""
+        out = dom.out
+        for item in items:
+            key = "*" if self.one_port else item[0]
+            q = out.get(key)
+            if q is None:
+                q = out[key] = deque()
+            q.append(item)
+        dom.n_out += len(items)
 
     def _enqueue_sends(
-        self, dom: _Domain, mc: int, alg: str, sends: list[tuple[str, Any]], hops: int, startups: list[int]
+        self,
+        mc: int,
+        alg: str,
+        sends: list[tuple[str, Any]],
+        hops: int,
+        first: int,
+        bumped: int,
+        carried: int,
     ) -> list[_Queued]:
-        """Queue items for ``sends`` (start-up count per send); sends on a missing port are errors."""
-        items = []
-        for (port, header), st in zip(sends, startups, strict=True):
-            if port not in self._ports:
+        """Items for ``sends``: the first ``carried`` carry ``first`` start-ups, the rest ``bumped``.
+
+        Sends on a missing port are errors. (The start-up counts are :meth:`Forward.startups_of`'s,
+        computed without building its list.)
+        """
+        items: list[_Queued] = []
+        ports = self._port_set
+        for i, (port, header) in enumerate(sends):
+            if port not in ports:
                 self.error("bad-send", f"rule {alg!r} sent on {port!r}, not a link of {self.here}", mc)
                 continue
-            items.append(_Queued(port, mc, alg, header, hops, st))
+            items.append((port, mc, alg, header, hops, bumped if i >= carried else first))
         return items
 
     # -- inputs ------------------------------------------------------------------------
@@ -200,13 +219,12 @@ class Engine:
             self.error("bad-injection", f"{type(exc).__name__}: {exc}", inj.mc)
             return dom, []
         self.injected[inj.mc] = self._now()
-        return dom, self._enqueue_sends(dom, inj.mc, inj.alg, sends, 1, [1] * len(sends))
+        return dom, self._enqueue_sends(inj.mc, inj.alg, sends, 1, 1, 1, 0)
 
     def inject(self, inj: Injection) -> None:
         """Lockstep: start multicast ``inj`` here (the source) at this step."""
         dom, items = self._prepare(inj)
-        for it in items:
-            self._queue(dom, it)
+        self._queue(dom, items)
 
     def receive(self, packet: Packet, port: str | None = None) -> None:
         """A packet arrived on ``port`` (lockstep): it waits in the input buffer for the next step.
@@ -239,8 +257,10 @@ class Engine:
         if packet.hops > self.hop_limit:
             return NodeError("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", packet.mc)
         try:
-            algorithm = self.registry.get(packet.alg)
-            return algorithm.forward(self.topology, self.here, packet.header)
+            forward = self._forwards.get(packet.alg)
+            if forward is None:
+                forward = self._forwards[packet.alg] = self.registry.get(packet.alg).forward
+            return forward(self.topology, self.here, packet.header)
         except UnknownAlgorithm as exc:
             return NodeError("unknown-algorithm", str(exc), packet.mc)
         except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -255,79 +275,99 @@ class Engine:
             return []
         if fwd.deliver:
             self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
+        if not fwd.sends:
+            return []
+        st = packet.startups
         return self._enqueue_sends(
-            self._domain(packet.mc),
-            packet.mc,
-            packet.alg,
-            fwd.sends,
-            packet.hops + 1,
-            fwd.startups_of(packet.startups),
+            packet.mc, packet.alg, fwd.sends, packet.hops + 1, st, st + 1 if fwd.startup else st, fwd.carried
         )
 
     def _emit(self, item: _Queued, step: int) -> tuple[str, Packet]:
+        port, mc, alg, header, hops, startups = item
         self.sent += 1
-        self.link_sends[item.port] = self.link_sends.get(item.port, 0) + 1
+        link_sends = self.link_sends
+        link_sends[port] = link_sends.get(port, 0) + 1
         if self._credit is not None:
-            self._credit[item.port] -= 1
-        self.traffic[item.mc] = self.traffic.get(item.mc, 0) + 1
-        self.links_used.setdefault(item.mc, set()).add(item.port)
+            self._credit[port] -= 1
+        traffic = self.traffic
+        traffic[mc] = traffic.get(mc, 0) + 1
+        used = self.links_used.get(mc)
+        if used is None:
+            used = self.links_used[mc] = set()
+        used.add(port)
         if self.trace:
-            self.link_trace.append((item.mc, item.port, step))
-        return item.port, Packet(item.mc, item.alg, item.header, item.hops, item.startups, step)
+            self.link_trace.append((mc, port, step))
+        return port, Packet(mc, alg, header, hops, startups, step)
 
     # -- lockstep ----------------------------------------------------------------------
     def step(self, t: int) -> list[tuple[str, Packet]]:
         """Do step ``t`` (arrivals and injections already given); return what goes out now."""
         out: list[tuple[str, Packet]] = []
         credit = self._credit
+        one_port = self.one_port
+        out_capacity = self.out_capacity
+        domains = self._domains
         occ_in = occ_out = 0
-        for key in sorted(self._domains):
-            dom = self._domains[key]
-            n_in = 1 if self.one_port else len(dom.inbox)
-            for _ in range(min(n_in, len(dom.inbox))):
-                port_in, packet = dom.inbox[0]
+        peak_queue = self.peak_queue
+        for key in sorted(domains) if len(domains) > 1 else list(domains):
+            dom = domains[key]
+            inbox = dom.inbox
+            for _ in range(1 if one_port else len(inbox)):
+                if not inbox:
+                    break
+                port_in, packet = inbox[0]
                 fwd = self._route(packet)
                 if (
-                    self.out_capacity is not None
+                    out_capacity is not None
                     and not isinstance(fwd, NodeError)
-                    and dom.outgoing()
-                    and dom.outgoing() + len(fwd.sends) > self.out_capacity
+                    and dom.n_out
+                    and dom.n_out + len(fwd.sends) > out_capacity
                 ):
                     break  # FIFO: the head waits for room in the output buffer, and so do the rest
-                dom.inbox.popleft()
+                inbox.popleft()
                 if port_in is not None:
                     self.freed[port_in] = self.freed.get(port_in, 0) + 1
                     if port_in in self._held:
                         self._held[port_in] -= 1
-                for it in self._take_in(packet, t, fwd):
-                    self._queue(dom, it)
-            self.peak_queue = max(self.peak_queue, dom.queued())
-            if self.one_port:
-                q = dom.out.get("*")
-                if q and (credit is None or credit[q[0].port] > 0):
-                    out.append(self._emit(q.popleft(), t))
-            else:
-                for p in PORTS:
-                    q = dom.out.get(p)
-                    if q and (credit is None or credit[p] > 0):
+                items = self._take_in(packet, t, fwd)
+                if items:
+                    self._queue(dom, items)
+            queued = len(inbox) + dom.n_out
+            if queued > peak_queue:
+                peak_queue = queued
+            if dom.n_out:
+                if one_port:
+                    q = dom.out.get("*")
+                    if q and (credit is None or credit[q[0][0]] > 0):
                         out.append(self._emit(q.popleft(), t))
-            occ_in += len(dom.inbox)
-            occ_out += dom.outgoing()
-            if not dom.queued():
-                del self._domains[key]
+                        dom.n_out -= 1
+                else:
+                    for p in PORTS:
+                        q = dom.out.get(p)
+                        if q and (credit is None or credit[p] > 0):
+                            out.append(self._emit(q.popleft(), t))
+                            dom.n_out -= 1
+            occ_in += len(inbox)
+            occ_out += dom.n_out
+            if not inbox and not dom.n_out:
+                del domains[key]
+        self.peak_queue = peak_queue
         self.steps += 1
         self.occupancy_sum += occ_in + occ_out
-        self.peak_in = max(self.peak_in, occ_in)
-        self.peak_out = max(self.peak_out, occ_out)
+        if occ_in > self.peak_in:
+            self.peak_in = occ_in
+        if occ_out > self.peak_out:
+            self.peak_out = occ_out
         return out
 
     # -- free clock --------------------------------------------------------------------
     def _schedule_free(self, dom: _Domain, items: Sequence[_Queued], ready: int) -> list[tuple[str, Packet]]:
         out = []
+        out_free = dom.out_free
         for it in items:
-            key = "*" if self.one_port else it.port
-            t = max(ready, dom.out_free.get(key, 0))
-            dom.out_free[key] = t + 1
+            key = "*" if self.one_port else it[0]
+            t = max(ready, out_free.get(key, 0))
+            out_free[key] = t + 1
             out.append(self._emit(it, t))
         return out
 

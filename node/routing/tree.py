@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from node.routing.base import Forward, Header, HeaderError, Send, check_port
-from node.topology import Coord, Topology
+from node.topology import PORTS, Coord, Topology
 
 __all__ = [
     "Children",
@@ -33,7 +33,11 @@ def build_children(edges: Iterable[tuple[Coord, Coord]]) -> Children:
         if child in seen:
             raise ValueError(f"node {child} has two parents: not a tree")
         seen.add(child)
-        children.setdefault(parent, []).append(child)
+        kids = children.get(parent)
+        if kids is None:
+            children[parent] = [child]
+        else:
+            kids.append(child)
     return children
 
 
@@ -62,12 +66,15 @@ def order_children(
     return ordered, t
 
 
+_STEP_PORT = {(1, 0): "+x", (-1, 0): "-x", (0, 1): "+y", (0, -1): "-y"}
+
+
 def _port_to(topology: Topology, a: Coord, b: Coord) -> str:
     dx, dy = b[0] - a[0], b[1] - a[1]
     if topology.is_torus:  # wrap-around steps: offsets of ±(side - 1)
         dx = (dx + 1) % topology.cols - 1
         dy = (dy + 1) % topology.rows - 1
-    port = {(1, 0): "+x", (-1, 0): "-x", (0, 1): "+y", (0, -1): "-y"}.get((dx, dy))
+    port = _STEP_PORT.get((dx, dy))
     if port is not None:
         return port
     raise ValueError(f"{a} and {b} are not neighbours in {topology.spec}")
@@ -76,26 +83,88 @@ def _port_to(topology: Topology, a: Coord, b: Coord) -> str:
 def encode_tree(
     topology: Topology, root: Coord, children: Mapping[Coord, Sequence[Coord]], dests: Iterable[Coord]
 ) -> list[Send]:
-    """The root's ordered sends, each header holding its branch's subtree."""
-    ordered, _ = order_children(root, children)
+    """The root's ordered sends, each header holding its branch's subtree.
+
+    One bottom-up pass (no recursion: trees can be hundreds deep) computes each node's
+    completion time, orders its children as :func:`order_children` does (non-increasing time,
+    ties smaller coordinate) and builds its header; every multicast's source runs this.
+    """
     dset = set(dests)
-    # Build headers bottom-up without recursion (trees can be hundreds deep).
+    # Breadth-first order: reversed, every child comes before its parent.
+    order: list[Coord] = [root]
+    i = 0
+    while i < len(order):
+        kids = children.get(order[i])
+        if kids:
+            order.extend(kids)
+        i += 1
+    torus = topology.is_torus
+    cols, rows = topology.cols, topology.rows
+    step_port = _STEP_PORT
+    t: dict[Coord, int] = {}
     headers: dict[Coord, Header] = {}
-    order: list[Coord] = []
-    stack = [root]
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        stack.extend(ordered.get(v, ()))
     for v in reversed(order):
-        kids = ordered.get(v, ())
-        sends = [[_port_to(topology, v, c), headers.pop(c)] for c in kids]
+        kids = children.get(v)
+        if not kids:
+            t[v] = 0
+            headers[v] = [1 if v in dset else 0, []]
+            continue
+        if len(kids) == 1:
+            ordered: Sequence[Coord] = kids
+            tv = t[kids[0]] + 1
+        else:
+            ordered = sorted(kids, key=lambda c: (-t[c], c))
+            tv = max(j + 1 + t[c] for j, c in enumerate(ordered))
+        t[v] = tv
+        sends = []
+        vx, vy = v
+        for c in ordered:
+            dx, dy = c[0] - vx, c[1] - vy
+            if torus:
+                dx = (dx + 1) % cols - 1
+                dy = (dy + 1) % rows - 1
+            port = step_port.get((dx, dy))
+            if port is None:
+                raise ValueError(f"{v} and {c} are not neighbours in {topology.spec}")
+            sends.append([port, headers.pop(c)])
         headers[v] = [1 if v in dset else 0, sends]
     return [(p, h) for p, h in headers[root][1]]
 
 
+_PORT_SET = frozenset(PORTS)
+
+
 def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
-    """Obey an explicit-tree header: deliver if marked, send each subtree on its port."""
+    """Obey an explicit-tree header: deliver if marked, send each subtree on its port.
+
+    Every hop of every tree rule runs this, so a well-formed header (lists, as msgpack decodes
+    them) takes a fast path of exact type checks; anything else gets the strict reading below,
+    which accepts the same headers and says what is wrong with the others.
+    """
+    if type(header) is list and len(header) == 2:
+        deliver, branches = header
+        if type(deliver) is int and (deliver == 0 or deliver == 1) and type(branches) is list:
+            sends: list[Send] = []
+            mesh = not topology.is_torus
+            for b in branches:
+                if not (type(b) is list and len(b) == 2):
+                    break
+                port = b[0]
+                if (
+                    type(port) is not str
+                    or port not in _PORT_SET
+                    or (mesh and topology.neighbour(here, port) is None)
+                ):
+                    break
+                sends.append((port, b[1]))
+            else:
+                if len(sends) < 2 or len({p for p, _ in sends}) == len(sends):
+                    return Forward(deliver == 1, sends, False)
+    return _tree_forward_strict(topology, here, header)
+
+
+def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> Forward:
+    """:func:`tree_forward` for any header: the same sends, or a HeaderError naming the fault."""
     if not (isinstance(header, (list, tuple)) and len(header) == 2):
         raise HeaderError(f"tree header must be [deliver, branches], got {header!r:.80}")
     deliver, branches = header

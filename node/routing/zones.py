@@ -83,12 +83,16 @@ def zone_of(topology: Topology, source: Coord, c: Coord) -> tuple[Zone, Coord]:
 def zoned_tree(topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule) -> Children:
     """Run ``rule`` in each zone with destinations and join the zone trees at their origins."""
     zs = zones(topology, source)
+    cols, rows = topology.cols, topology.rows
     local: dict[int, list[Coord]] = {z.number: [] for z in zs}
-    for d in destinations:
-        for z in zs:
-            loc = z.frame.to_local(topology, d)
-            if loc is not None:
-                local[z.number].append(loc)
+    frames = [(z.number, z.frame.origin[0], z.frame.origin[1], z.frame.sx, z.frame.sy, z.frame.width,
+               z.frame.height) for z in zs]  # fmt: skip
+    for d in destinations:  # Frame.to_local, inlined: every destination of every multicast
+        for number, ox, oy, sx, sy, w, h in frames:
+            u = ((d[0] - ox) * sx) % cols
+            v = ((d[1] - oy) * sy) % rows
+            if u < w and v < h:
+                local[number].append((u, v))
                 break
     edges: list[tuple[Coord, Coord]] = []
     needed = {1: bool(local[1]), 2: bool(local[2] or local[4]), 3: bool(local[3]), 4: bool(local[4])}
@@ -100,6 +104,15 @@ def zoned_tree(topology: Topology, source: Coord, destinations: Sequence[Coord],
             edges.append((z.entry, f.origin))
         dests = [d for d in local[z.number] if d != (0, 0)]
         if dests:
+            ox, oy, sx, sy = f.origin[0], f.origin[1], f.sx, f.sy
+            # Frame.to_global, inlined (and memoised: a node ends one edge and starts others)
+            glob: dict[Coord, Coord] = {}
             for a, b in rule(f.width, f.height, dests):
-                edges.append((f.to_global(topology, a), f.to_global(topology, b)))
+                ga = glob.get(a)
+                if ga is None:
+                    ga = glob[a] = ((ox + sx * a[0]) % cols, (oy + sy * a[1]) % rows)
+                gb = glob.get(b)
+                if gb is None:
+                    gb = glob[b] = ((ox + sx * b[0]) % cols, (oy + sy * b[1]) % rows)
+                edges.append((ga, gb))
     return build_children(edges)
