@@ -37,7 +37,6 @@ from node.topology import Coord, Topology
 
 __all__ = [
     "Comparison",
-    "Emulated",
     "EmulationStatus",
     "LatencyFn",
     "McRow",

@@ -46,25 +46,7 @@ from coordinator.reproduce.framework import (
     write_json,
 )
 
-__all__ = [
-    "ALGORITHMS",
-    "COLOURS",
-    "DEFAULT_REPEAT",
-    "NAME",
-    "OPTIONS",
-    "SUMMARY",
-    "Claim",
-    "Point",
-    "Setup",
-    "build_report",
-    "check_claims",
-    "exponent",
-    "observations",
-    "run",
-    "run_point",
-    "setup",
-    "summarise",
-]
+__all__ = ["ALGORITHMS", "Setup", "check_claims", "exponent", "summarise"]
 
 NAME = "herley"
 SUMMARY = "seed 002 (Herley–Pietracaprina–Pucci): mcast(n,d,c) time/√(cn) and peak buffers vs c, n, d"

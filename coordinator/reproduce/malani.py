@@ -62,26 +62,7 @@ from coordinator.reproduce.framework import (
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
-__all__ = [
-    "ALL_ALGORITHMS",
-    "DEFAULT_REPEAT",
-    "EXTRA_ALGORITHMS",
-    "FIGURES",
-    "KS",
-    "NAME",
-    "OPTIONS",
-    "PAPER_ALGORITHMS",
-    "SOURCE",
-    "SUMMARY",
-    "TABLES",
-    "TOPOLOGIES",
-    "FigureSpec",
-    "TableSpec",
-    "build_report",
-    "load_results",
-    "run",
-    "run_sweeps",
-]
+__all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
 
 NAME = "malani"
 SUMMARY = "seed 000 (Malani): DIAG/PAIR/MIN on 20×20 mesh and torus — Tables 1–6, Figs. 27–38"
