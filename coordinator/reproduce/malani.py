@@ -53,7 +53,7 @@ from coordinator.reproduce.framework import (
     names_in,
     positive,
     read_report_only,
-    read_typed,
+    read_tidy,
     run_facts,
     sign_counts,
     significance,
@@ -790,12 +790,7 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     results: dict[str, SweepResult] = {}
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
-        tidy = read_typed(
-            out / kind / "tidy.csv",
-            ("k", "repetition", "time", "traffic", "additional_traffic", "missing"),
-            ("mean_arrival", "cv"),
-            ("topology", "algorithm", "source"),
-        )
+        tidy = read_tidy(out / kind / "tidy.csv")
         results[kind] = SweepResult(
             tidy,
             summarise_tidy(tidy),
