@@ -15,7 +15,7 @@ from typing import Any
 
 from coordinator.reproduce.framework import ALWAYS, COMMON, Context, Option
 
-__all__ = ["Reproduction", "load_errors", "reproductions"]
+__all__ = ["load_errors", "reproductions"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,14 +30,13 @@ import trio
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
 from coordinator.output.results import write_csv
-from coordinator.reproduce.framework import ProgressFn, read_csv, significance
+from coordinator.reproduce.framework import ProgressFn, read_tidy, significance
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
 __all__ = [
     "Comparison",
-    "Emulated",
     "EmulationStatus",
     "LatencyFn",
     "McRow",
@@ -328,30 +327,11 @@ def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
 def read_rows(path: Path) -> list[McRow]:
     """:func:`write_rows`' CSV back into rows (for ``--report-only``)."""
 
-    def num(v: str, t: type) -> Any:
-        return None if v == "" else t(v)
-
     out = []
-    for r in read_csv(path):
-        x, y = r["source"].split(",")
-        ints = {
-            f: num(r[f], int) for f in ("traffic", "distinct_links", "additional_traffic", "steps", "queued")
-        }
-        floats = {f: num(r[f], float) for f in ("latency_max", "latency_mean", "cv")}
-        out.append(
-            McRow(
-                r["scenario"],
-                r["algorithm"],
-                int(r["k"]),
-                int(r["repetition"]),
-                (int(x), int(y)),
-                **ints,
-                **floats,
-                complete=r["complete"] == "1",
-                model=r["model"],
-                groups=num(r["groups"], int),
-            )
-        )
+    for r in read_tidy(path):
+        x, y = r.pop("source").split(",")
+        complete, rep = r.pop("complete") == 1, r.pop("repetition")
+        out.append(McRow(**r, rep=rep, source=(int(x), int(y)), complete=complete))
     return out
 
 

@@ -76,25 +76,7 @@ from coordinator.reproduce.framework import (
 )
 from node.topology import Topology
 
-__all__ = [
-    "ALGORITHMS",
-    "CV_KS",
-    "DEFAULT_REPEAT",
-    "KS",
-    "MESHES",
-    "NAME",
-    "OPTIONS",
-    "PREP",
-    "SUMMARY",
-    "TIMING",
-    "PaperData",
-    "build_report",
-    "claims",
-    "draw_points",
-    "latency_model",
-    "paper_data",
-    "run",
-]
+__all__ = ["ALGORITHMS", "CV_KS", "KS", "MESHES", "PREP", "TIMING", "latency_model", "paper_data"]
 
 NAME = "aldubai"
 SUMMARY = (

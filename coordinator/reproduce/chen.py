@@ -79,26 +79,7 @@ from node.routing.grouping import graph_groups, pattern_groups
 from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
 
-__all__ = [
-    "ALGORITHMS",
-    "DEFAULT_REPEAT",
-    "EXAMPLE",
-    "KS",
-    "LABELS",
-    "NAME",
-    "OPTIONS",
-    "SCENARIOS",
-    "SUMMARY",
-    "THRESHOLD",
-    "TIMING",
-    "TOPOLOGY",
-    "Example",
-    "build_report",
-    "draw_points",
-    "proximity_destinations",
-    "run",
-    "run_example",
-]
+__all__ = ["ALGORITHMS", "KS", "SCENARIOS", "TIMING", "draw_points", "proximity_destinations", "run_example"]
 
 NAME = "chen"
 SUMMARY = "seed 003 (Chen et al.): dual-path vs graph/pattern proximity grouping on a 16×16 mesh, Figs. 10–11"

@@ -45,7 +45,7 @@ __all__ = [
     "int_list",
     "paper_csv",
     "read_report_only",
-    "read_typed",
+    "read_tidy",
     "run_facts",
     "run_pool",
 ]
@@ -241,22 +241,29 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def read_typed(
-    path: Path, ints: Iterable[str] = (), floats: Iterable[str] = (), only: Iterable[str] | None = None
-) -> list[dict[str, Any]]:
-    """A tidy CSV's rows with their numbers back (an empty cell is None, as written).
+def _cell(text: str) -> Any:
+    """A tidy CSV cell back to what was written: an empty cell is None, then an int, a float or the text."""
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
-    ``ints`` and ``floats`` name the numeric columns; ``only`` keeps just those columns.
-    """
-    keep = None if only is None else set(only)
-    ints, floats = tuple(ints), tuple(floats)
-    rows = []
-    for r in read_csv(path):
-        row: dict[str, Any] = {k: v for k, v in r.items() if keep is None or k in keep}
-        row.update({c: None if r[c] == "" else int(r[c]) for c in ints})
-        row.update({c: None if r[c] == "" else float(r[c]) for c in floats})
-        rows.append(row)
-    return rows
+
+def read_tidy(path: Path) -> list[dict[str, Any]]:
+    """A tidy CSV's rows with their numbers back, each cell's type inferred (:func:`_cell`), so that
+    a paper's columns are declared once, where they are written (:func:`write_tidy`)."""
+    return [{k: _cell(v) for k, v in r.items()} for r in read_csv(path)]
+
+
+def write_tidy(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Rows (dicts) as a tidy CSV of ``columns``, in that order; a missing value is an empty cell."""
+    from coordinator.output.results import write_csv
+
+    write_csv(path, columns, ([r.get(c) for c in columns] for r in rows))
 
 
 def int_list(text: str, what: str, lo: int = 1, hi: int = 1 << 30) -> tuple[int, ...]:

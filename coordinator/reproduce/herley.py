@@ -40,31 +40,14 @@ from coordinator.reproduce.framework import (
     command_line,
     finish,
     read_report_only,
-    read_typed,
+    read_tidy,
     run_facts,
     run_pool,
     write_json,
+    write_tidy,
 )
 
-__all__ = [
-    "ALGORITHMS",
-    "COLOURS",
-    "DEFAULT_REPEAT",
-    "NAME",
-    "OPTIONS",
-    "SUMMARY",
-    "Claim",
-    "Point",
-    "Setup",
-    "build_report",
-    "check_claims",
-    "exponent",
-    "observations",
-    "run",
-    "run_point",
-    "setup",
-    "summarise",
-]
+__all__ = ["ALGORITHMS", "Setup", "check_claims", "exponent", "summarise"]
 
 NAME = "herley"
 SUMMARY = "seed 002 (Herley–Pietracaprina–Pucci): mcast(n,d,c) time/√(cn) and peak buffers vs c, n, d"
@@ -218,32 +201,11 @@ POINT_FIELDS = (
     "incomplete",
     "wall_s",
 )
-_INTS = {
-    "side",
-    "d",
-    "c",
-    "seed",
-    "n",
-    "actual_d",
-    "actual_c",
-    "messages",
-    "deliveries",
-    "time",
-    "lower_bound",
-    "peak_buffer",
-    "peak_held",
-    "traffic",
-    "missing",
-    "duplicates",
-    "dropped",
-    "steps",
-}
-_FLOATS = {"sqrt_cn", "time_over_sqrt_cn", "busiest_mean_occupancy", "wall_s"}
 
 
 def read_points(path: Path) -> list[dict[str, Any]]:
     """``points.csv`` back into rows (for ``--report-only``)."""
-    return read_typed(path, _INTS, _FLOATS)
+    return read_tidy(path)
 
 
 # -- summaries -------------------------------------------------------------------------------------
@@ -790,7 +752,7 @@ OPTIONS = (
 
 
 def _write(out: Path, rows: Sequence[Mapping[str, Any]], summ: Mapping[Key, Mapping[str, Any]]) -> None:
-    write_csv(out / "points.csv", POINT_FIELDS, ([r.get(f) for f in POINT_FIELDS] for r in rows))
+    write_tidy(out / "points.csv", POINT_FIELDS, rows)
     fields = ["side", "kind", "d", "c", "algorithm", "runs", "complete"] + [
         f"{m}{suffix}" for m in MEASURES for suffix in ("", "_min", "_max")
     ]

@@ -53,24 +53,13 @@ from node.topology import Topology
 
 __all__ = [
     "ALGORITHMS",
-    "COLOURS",
-    "DEFAULT_REPEAT",
     "INTERARRIVAL_CYCLES",
-    "NAME",
-    "OPTIONS",
     "STEP_CYCLES",
-    "SUMMARY",
-    "Claim",
     "CvCell",
     "LoadSpec",
-    "Setup",
-    "build_report",
-    "cv_cell",
     "cv_claims",
     "load_claims",
     "paper_cv",
-    "run",
-    "setup",
 ]
 
 NAME = "load"

@@ -53,7 +53,7 @@ from coordinator.reproduce.framework import (
     names_in,
     positive,
     read_report_only,
-    read_typed,
+    read_tidy,
     run_facts,
     sign_counts,
     significance,
@@ -62,26 +62,7 @@ from coordinator.reproduce.framework import (
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
-__all__ = [
-    "ALL_ALGORITHMS",
-    "DEFAULT_REPEAT",
-    "EXTRA_ALGORITHMS",
-    "FIGURES",
-    "KS",
-    "NAME",
-    "OPTIONS",
-    "PAPER_ALGORITHMS",
-    "SOURCE",
-    "SUMMARY",
-    "TABLES",
-    "TOPOLOGIES",
-    "FigureSpec",
-    "TableSpec",
-    "build_report",
-    "load_results",
-    "run",
-    "run_sweeps",
-]
+__all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
 
 NAME = "malani"
 SUMMARY = "seed 000 (Malani): DIAG/PAIR/MIN on 20×20 mesh and torus — Tables 1–6, Figs. 27–38"
@@ -809,12 +790,7 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     results: dict[str, SweepResult] = {}
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
-        tidy = read_typed(
-            out / kind / "tidy.csv",
-            ("k", "repetition", "time", "traffic", "additional_traffic", "missing"),
-            ("mean_arrival", "cv"),
-            ("topology", "algorithm", "source"),
-        )
+        tidy = read_tidy(out / kind / "tidy.csv")
         results[kind] = SweepResult(
             tidy,
             summarise_tidy(tidy),

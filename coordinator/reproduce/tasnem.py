@@ -50,12 +50,13 @@ from coordinator.reproduce.framework import (
     finish,
     lockstep_settings,
     read_report_only,
-    read_typed,
+    read_tidy,
     run_facts,
     run_pool,
     sign_counts,
     significance,
     write_json,
+    write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError
@@ -63,34 +64,14 @@ from coordinator.workloads.plan import Plan, PlanError
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_DESTS",
-    "DEFAULT_DEST_TORUS",
-    "DEFAULT_EMULATE_UP_TO",
-    "DEFAULT_PERCENT",
-    "DEFAULT_REPEAT",
-    "DEFAULT_SIZES",
-    "DEFAULT_TS_NS",
-    "EXTRA_ALGORITHMS",
     "FIGURES",
     "HOP_NS",
-    "NAME",
-    "OPTIONS",
     "PAPER_ALGORITHMS",
     "PAPER_TIMING",
-    "SUMMARY",
-    "SUMMARY_COLUMNS",
-    "TIDY_COLUMNS",
-    "Config",
-    "Job",
-    "JobResult",
     "Results",
-    "build_report",
-    "load_run",
     "make_jobs",
     "ordering",
-    "run",
-    "run_job",
     "size_k",
-    "summarise",
 ]
 
 NAME = "tasnem"
@@ -866,24 +847,21 @@ class Config:
 
     @property
     def command(self) -> str:
-        cmd = f"meshcast reproduce tasnem --repeat {self.repeat} --seed {self.seed}"
-        if self.dest_torus != DEFAULT_DEST_TORUS:
-            cmd += f" --dest-torus {self.dest_torus}"
-        if self.dests != DEFAULT_DESTS:
-            cmd += f" --dests {','.join(map(str, self.dests))}"
-        if self.sizes != DEFAULT_SIZES:
-            cmd += f" --sizes {','.join(map(str, self.sizes))}"
-        if self.percent != DEFAULT_PERCENT:
-            cmd += f" --percent {self.percent:g}"
-        if self.algorithms != ALGORITHMS:
-            cmd += " --no-extras"
-        if self.runtime != "in-process":
-            cmd += f" --runtime {self.runtime}"
-        if self.emulate_up_to != DEFAULT_EMULATE_UP_TO:
-            cmd += f" --emulate-up-to {self.emulate_up_to}"
-        if self.ts_ns != DEFAULT_TS_NS:
-            cmd += f" --ts {self.ts_ns:g}"
-        return cmd
+        """The command line of this run: the non-default options only."""
+        opts = (
+            (self.dest_torus != DEFAULT_DEST_TORUS, f"--dest-torus {self.dest_torus}"),
+            (self.dests != DEFAULT_DESTS, f"--dests {','.join(map(str, self.dests))}"),
+            (self.sizes != DEFAULT_SIZES, f"--sizes {','.join(map(str, self.sizes))}"),
+            (self.percent != DEFAULT_PERCENT, f"--percent {self.percent:g}"),
+            (self.algorithms != ALGORITHMS, "--no-extras"),
+            (self.runtime != "in-process", f"--runtime {self.runtime}"),
+            (self.emulate_up_to != DEFAULT_EMULATE_UP_TO, f"--emulate-up-to {self.emulate_up_to}"),
+            (self.ts_ns != DEFAULT_TS_NS, f"--ts {self.ts_ns:g}"),
+        )
+        return " ".join(
+            [f"meshcast reproduce tasnem --repeat {self.repeat} --seed {self.seed}"]
+            + [o for on, o in opts if on]
+        )
 
 
 def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
@@ -1057,8 +1035,6 @@ def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> li
 
 
 # -- reading a finished run back (--report-only) ----------------------------------------------------
-_INT_COLUMNS = ("n", "k", "repetition", "hops", "bound_hops", "time", "traffic", "startups", "missing")
-_FLOAT_COLUMNS = ("latency_ns", "latency_ts_ns")
 
 
 def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
@@ -1068,7 +1044,7 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     doc = json.loads((out / "run.json").read_text(encoding="utf-8"))
     conf: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
     cfg = Config(**conf)
-    rows = read_typed(out / "tidy.csv", _INT_COLUMNS, _FLOAT_COLUMNS)
+    rows = read_tidy(out / "tidy.csv")
     results = []
     for r in doc["runs"]:
         subset = tuple(r["algorithms"])
@@ -1194,7 +1170,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     meta["wall_s"] = watch.wall()
     out.mkdir(parents=True, exist_ok=True)
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
-    write_csv(out / "tidy.csv", TIDY_COLUMNS, ([r[c] for c in TIDY_COLUMNS] for r in rows))
+    write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
     summ = summarise(rows)
     write_csv(
         out / "summary.csv",
