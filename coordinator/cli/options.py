@@ -166,6 +166,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="when an input buffer is full: block the upstream link (no loss) or drop and count",
     )
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
+    p.add_argument(
+        "--deployment",
+        default=None,
+        metavar="NAME",
+        help="run on the long-lived deployment NAME ('meshcast deploy'; its runtime replaces --runtime)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
     t.add_argument(
@@ -239,6 +245,18 @@ def settings_from(
     With ``probe_broker`` a ``--broker`` of the processes or containers runtime is connected to
     once (3 s) so that an unreachable broker is a usage error before anything starts.
     """
+    deployment = getattr(args, "deployment", None)
+    if deployment is not None:
+        from coordinator.runtimes.deployments import attach_check
+
+        # the deployment's runtime, and a mismatched topology or dead nodes fail here, at once
+        dep = attach_check(deployment, topology) if topology is not None else None
+        if dep is None:
+            from coordinator.runtimes.deployments import load
+
+            dep = load(deployment)
+        args.runtime, args.broker = dep.runtime, None
+        extra = {**extra, "deployment": deployment}
     settings = validate_settings(
         RunSettings(
             port_model=args.port_model,

@@ -34,6 +34,7 @@ class RunSettings:
     buffer: int | None = None
     out_buffer: int | None = None
     policy: str = "block"
+    deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
 
 
 @dataclass(frozen=True, slots=True)
