@@ -384,6 +384,73 @@ async def run_on_deployment(
             return raw
 
 
+def _image_present(image: str) -> bool:
+    return (
+        subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode
+        == 0
+    )
+
+
 def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] | None = None) -> Deployment:
-    """Containers: not done yet."""
-    raise UsageError("containers deployments are not implemented yet")
+    """Write a compose file (broker with a published loopback port, one serving node-X-Y service
+    per node, no coordinator: runs attach from the host) into the deployment directory; ``up -d``."""
+    from coordinator.runtimes.containers import (
+        DEFAULT_BROKER_IMAGE,
+        DEFAULT_IMAGE,
+        compose_cli,
+        compose_document,
+        render_yaml,
+        repo_root,
+    )
+
+    directory = state_root() / check_name(name)
+    cli = compose_cli()
+    if shutil.which("docker") is None or cli is None:
+        raise UsageError("a containers deployment needs Docker and 'docker compose' or 'docker-compose'")
+    image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+    if not _image_present(image):
+        raise UsageError(
+            f"image {image} is not built: run deploy/build-offline-image.sh (or docker compose build)"
+        )
+    broker_image = os.environ.get("MESHCAST_BROKER_IMAGE") or (
+        DEFAULT_BROKER_IMAGE if _image_present(DEFAULT_BROKER_IMAGE) else image
+    )
+    if (directory / STATE_FILE).exists():
+        raise UsageError(f"deployment {name!r} exists already: 'meshcast destroy {name}' first")
+    directory.mkdir(parents=True, exist_ok=True)
+    run_id = f"d-{name}-{secrets.token_hex(3)}"
+    port = _free_ports(1)[0]
+    dep = Deployment(name, "containers", topo.spec, run_id, f"mqtt://{LOOPBACK}:{port}", created=time.time(),
+                     project=f"meshcast-d-{name}")  # fmt: skip
+    dep.save()  # from here on, destroy can clean up whatever was started
+    shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", directory / "mosquitto.conf")
+    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()))
+    services = doc["services"]
+    del services["coordinator"]  # runs attach from the host through the published broker port
+    services["broker"]["image"] = broker_image
+    services["broker"]["volumes"] = ["./mosquitto.conf:/mosquitto/config/mosquitto.conf:ro"]
+    services["broker"]["ports"] = [f"{LOOPBACK}:{port}:1883"]  # loopback only: anonymous broker
+    for svc_name, svc in services.items():
+        if svc_name.startswith("node-"):
+            svc["image"] = image
+            env = svc["environment"]
+            env.pop("MESHCAST_LINGER", None)
+            env["MESHCAST_SERVE"] = "1"
+    header = (
+        f"meshcast deployment {name}: broker (published on {LOOPBACK}:{port}) and one serving node per node"
+        f" of {topo.spec}.\nRuns attach from the host: meshcast run --deployment {name} ...\n"
+        f"Inspect: docker-compose -p {dep.project} -f compose.yaml ps | logs node-1-1"
+    )
+    (directory / "compose.yaml").write_text(render_yaml(doc, header))
+    cmd = [*cli, "-p", dep.project, "-f", "compose.yaml", "up", "-d"]
+    with (directory / "compose.log").open("ab") as out:
+        rc = subprocess.run(
+            cmd, cwd=directory, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=600
+        )
+    if rc.returncode != 0 or not _wait_port(LOOPBACK, port, 30.0):
+        raise UsageError(
+            f"compose up failed; see {directory / 'compose.log'} ('meshcast destroy {name}' cleans up)"
+        )
+    if log:
+        log(f"deployment {name}: compose project {dep.project}, broker on {dep.broker}; state in {directory}")
+    return dep
