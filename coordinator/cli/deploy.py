@@ -83,7 +83,12 @@ def add_command(sub: Any) -> None:
     )
     dep.add_argument("--name", required=True, help="the deployment's name (lower-case letters, digits, - _)")
     dep.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN")
-    dep.add_argument("--runtime", choices=("processes", "containers"), default="processes")
+    dep.add_argument(
+        "--runtime",
+        choices=("processes", "containers"),
+        default="processes",
+        help="one OS process per node, or one container per node (docker compose)",
+    )
     sub.add_parser("deployments", help="list the long-lived deployments: runtime, topology, nodes alive, age")
     des = sub.add_parser("destroy", help="tear a deployment down: processes, containers, networks, state")
     des.add_argument("name", help="the deployment's name")

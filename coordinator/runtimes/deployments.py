@@ -289,11 +289,10 @@ def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") 
     """The ids of the deployment's containers (by compose project label)."""
     if not dep.project or shutil.which("docker") is None:
         return []
-    cmd = ["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={dep.project}"]
+    cmd = ["docker", "ps", "--filter", f"label=com.docker.compose.project={dep.project}"]
+    cmd += ["--format", '{{.ID}} {{.Label "com.docker.compose.service"}}']
     if not running:
         cmd.insert(2, "-a")
-    if service_prefix:
-        cmd += ["--format", '{{.ID}} {{.Label "com.docker.compose.service"}}']
     out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split("\n")
     rows = [ln.split() for ln in out if ln.strip()]
     return [r[0] for r in rows if not service_prefix or (len(r) > 1 and r[1].startswith(service_prefix))]
