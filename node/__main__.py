@@ -6,23 +6,35 @@ speaks the control protocol of :mod:`node.actor` over MQTT and its links over TC
 has an environment variable too, so a compose file sets a node up with its environment alone.
 It logs one line per state change to stderr. Exit status: 0 when the node finished its run
 normally, 1 when it aborted or could not take part, 2 for bad arguments.
+
+With ``--serve`` (``MESHCAST_SERVE=1``: a long-lived deployment, ``meshcast deploy``) the node
+never exits by itself: after each run it waits for that run's coordinator to leave, then for
+the next one, and takes part in run after run on the same link port (a fresh broker
+connection and a fresh :class:`node.actor.Node` per run, so every run's conversation starts
+from the protocol's first phase).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import trio
 
-__all__ = ["add_node_arguments", "main", "node_main", "run_node"]
+__all__ = ["add_node_arguments", "main", "node_main", "run_node", "serve_node"]
 
 PRESENCE_WAIT = 600.0
 """How long a node waits for its coordinator to show up on the broker."""
+SERVE_GONE_WAIT = 24 * 3600.0
+"""Serving: the longest a node waits for a finished run's coordinator to leave before moving on."""
+SERVE_RETRY = 1.0
+"""Serving: seconds before a node reconnects after it lost its broker between runs."""
 
 
 def add_node_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,6 +63,12 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         help="after its run, stay up to this many seconds until the coordinator has left (env"
         " MESHCAST_LINGER; compose sets it, so that no node exits before the coordinator has"
         " written its results: `up --abort-on-container-exit` stops everything at the first exit)",
+    )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        default=env("MESHCAST_SERVE", "") not in ("", "0"),
+        help="serve run after run, never exit by itself (a long-lived deployment; env MESHCAST_SERVE=1)",
     )
 
 
@@ -83,6 +101,93 @@ def _parse(args: argparse.Namespace) -> tuple[str, str, tuple[int, int], str, in
     return args.broker, args.run_id, here, host or "0.0.0.0", int(port_text)
 
 
+async def _one_run(
+    broker: str,
+    run_id: str,
+    here: tuple[int, int],
+    links: Any,
+    log: Callable[[str], None],
+    *,
+    wait: float | None,
+    linger: float,
+) -> int:
+    """Take part in one run over a fresh broker connection; 0 if it finished normally.
+
+    ``wait`` bounds the wait for the coordinator (None: a serving node waits as long as it
+    takes); ``linger`` is how long to stay for the coordinator to leave afterwards.
+    """
+    from node.actor import Node
+    from node.mqtt import open_node_control
+
+    async with open_node_control(
+        broker, run_id, here, connect_timeout=wait or PRESENCE_WAIT, log=log
+    ) as control:
+        log(f"connected to the broker {broker}, run {run_id}; waiting for the coordinator")
+        with trio.move_on_after(math.inf if wait is None else wait) as waited:
+            await control.coordinator_present()
+        if waited.cancelled_caught:
+            log(f"no coordinator for run {run_id} within {wait:g} s")
+            return 1
+        node = Node(here, control, links.open, log=log)
+
+        def report(kind: str, cause: str) -> None:
+            if node.engine is not None:
+                node.engine.error(kind, cause)
+
+        links.report = report
+        try:
+            await node.run()
+        except trio.TooSlowError:
+            log("the coordinator went silent during the handshake")
+            return 1
+        aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
+        if linger > 0:
+            with trio.move_on_after(linger):
+                await control.coordinator_gone()
+        return 1 if aborted else 0
+
+
+async def _listen(host: str, port: int, log: Callable[[str], None]) -> Any:
+    from node.tcp import TcpLinks
+
+    try:
+        links = await TcpLinks.listen(host, port, log=log)
+    except OSError as exc:
+        log(f"cannot listen on {host}:{port}: {exc}")
+        return None
+    log(f"listening on {host}:{links.port} ({socket.gethostname()})")
+    return links
+
+
+def _logger(here: tuple[int, int]) -> Callable[[str], None]:
+    name = f"node {here[0]},{here[1]}"
+
+    def log(text: str) -> None:
+        _log_line(text if text.startswith("node ") else f"{name}: {text}")
+
+    return log
+
+
+async def serve_node(broker: str, run_id: str, here: tuple[int, int], host: str, port: int) -> int:
+    """Serve run after run on one link port until killed (``--serve``); 1 if it cannot listen."""
+    log = _logger(here)
+    links = await _listen(host, port, log)
+    if links is None:
+        return 1
+    try:
+        runs = 0
+        while True:
+            try:
+                status = await _one_run(broker, run_id, here, links, log, wait=None, linger=SERVE_GONE_WAIT)
+                runs += 1
+                log(f"run {runs} ended ({'ok' if status == 0 else 'aborted'}); waiting for the next one")
+            except ConnectionError as exc:
+                log(f"{exc}; retrying in {SERVE_RETRY:g} s")
+                await trio.sleep(SERVE_RETRY)
+    finally:
+        await links.aclose()
+
+
 async def run_node(
     broker: str,
     run_id: str,
@@ -93,46 +198,12 @@ async def run_node(
     linger: float = 0.0,
 ) -> int:
     """Run one node to the end of its run; 0 if it finished normally."""
-    from node.actor import Node
-    from node.mqtt import open_node_control
-    from node.tcp import TcpLinks
-
-    name = f"node {here[0]},{here[1]}"
-
-    def log(text: str) -> None:
-        _log_line(text if text.startswith("node ") else f"{name}: {text}")
-
-    try:
-        links = await TcpLinks.listen(host, port, log=log)
-    except OSError as exc:
-        log(f"cannot listen on {host}:{port}: {exc}")
+    log = _logger(here)
+    links = await _listen(host, port, log)
+    if links is None:
         return 1
-    log(f"listening on {host}:{links.port} ({socket.gethostname()})")
     try:
-        async with open_node_control(broker, run_id, here, connect_timeout=wait, log=log) as control:
-            log(f"connected to the broker {broker}, run {run_id}; waiting for the coordinator")
-            with trio.move_on_after(wait) as waited:
-                await control.coordinator_present()
-            if waited.cancelled_caught:
-                log(f"no coordinator for run {run_id} within {wait:g} s")
-                return 1
-            node = Node(here, control, links.open, log=log)
-
-            def report(kind: str, cause: str) -> None:
-                if node.engine is not None:
-                    node.engine.error(kind, cause)
-
-            links.report = report
-            try:
-                await node.run()
-            except trio.TooSlowError:
-                log("the coordinator went silent during the handshake")
-                return 1
-            aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
-            if linger > 0:
-                with trio.move_on_after(linger):
-                    await control.coordinator_gone()
-            return 1 if aborted else 0
+        return await _one_run(broker, run_id, here, links, log, wait=wait, linger=linger)
     except ConnectionError as exc:
         log(str(exc))
         return 1
@@ -148,6 +219,8 @@ def node_main(args: argparse.Namespace) -> int:
         print(f"node: error: {exc}", file=sys.stderr)
         return 2
     try:
+        if getattr(args, "serve", False):
+            return trio.run(serve_node, broker, run_id, here, host, port)
         return trio.run(run_node, broker, run_id, here, host, port, args.wait, max(0.0, args.linger))
     except KeyboardInterrupt:
         _log_line(f"node {here[0]},{here[1]}: interrupted")

@@ -6,6 +6,8 @@
 * ``meshcast coordinate``: the coordinator of a deployment whose nodes were started by
   someone else (the compose file's ``coordinator`` service): it runs the experiment over the
   broker and writes run.json, the CSVs and raw.json into ``--out``.
+* ``meshcast deploy`` / ``deployments`` / ``destroy``: long-lived deployments that serve run
+  after run (``meshcast run --deployment NAME``; :mod:`coordinator.runtimes.deployments`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,23 @@ def add_command(sub: Any) -> None:
     )
     coord.add_argument("--node-host", default="node-{x}-{y}", help="host name pattern of the nodes")
     coord.add_argument("--node-port", type=int, default=7000, help="TCP port every node listens on")
+    dep = sub.add_parser(
+        "deploy",
+        help="bring up a long-lived deployment (broker and nodes) that serves run after run",
+        description="Start a broker and one serving node per node of TOPOLOGY, detached, and return. "
+        "Then: meshcast run --deployment NAME ...; meshcast deployments; meshcast destroy NAME.",
+    )
+    dep.add_argument("--name", required=True, help="the deployment's name (lower-case letters, digits, - _)")
+    dep.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN")
+    dep.add_argument(
+        "--runtime",
+        choices=("processes", "containers"),
+        default="processes",
+        help="one OS process per node, or one container per node (docker compose)",
+    )
+    sub.add_parser("deployments", help="list the long-lived deployments: runtime, topology, nodes alive, age")
+    des = sub.add_parser("destroy", help="tear a deployment down: processes, containers, networks, state")
+    des.add_argument("name", help="the deployment's name")
 
 
 def _plan(args: argparse.Namespace) -> Plan:
@@ -249,7 +268,58 @@ def cmd_node(args: argparse.Namespace) -> int:
     return node_main(args)
 
 
+def _say(text: str) -> None:
+    print(f"meshcast: {text}", file=sys.stderr)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """``meshcast deploy``: start broker and nodes, detached, record them, return."""
+    from coordinator.cli.options import check_nodes
+    from coordinator.runtimes import deployments
+
+    topo = topology_from(args.topology)
+    check_nodes(topo, args.runtime)
+    deployments.check_name(args.name)
+    if args.runtime == "processes":
+        dep = deployments.deploy_processes(args.name, topo, log=_say)
+    else:
+        dep = deployments.deploy_containers(args.name, topo, log=_say)
+    print(f"{dep.name}: {dep.runtime}, {dep.topology}; run with: meshcast run --deployment {dep.name} ...")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def cmd_deployments(args: argparse.Namespace) -> int:
+    """``meshcast deployments``: one line per deployment."""
+    from coordinator.runtimes import deployments
+
+    rows = [("NAME", "RUNTIME", "TOPOLOGY", "NODES", "AGE")]
+    for d in deployments.list_deployments():
+        alive, total = deployments.nodes_alive(d)
+        rows.append((d.name, d.runtime, d.topology, f"{alive}/{total}", _age(time.time() - d.created)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    """``meshcast destroy NAME``: tear it all down; nothing to do is not an error."""
+    from coordinator.runtimes import deployments
+
+    if not deployments.destroy(args.name, log=_say):
+        _say(f"no deployment {args.name!r}: nothing to destroy")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "deploy": cmd_deploy,
+    "deployments": cmd_deployments,
+    "destroy": cmd_destroy,
     "node": cmd_node,
     "compose": cmd_compose,
     "coordinate": cmd_coordinate,

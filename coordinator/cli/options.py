@@ -191,6 +191,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "(default per algorithm: dp 2, mp 2, cp 4, qg 16, else 0)",
     )
     p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
+    p.add_argument(
+        "--deployment",
+        default=None,
+        metavar="NAME",
+        help="run on the long-lived deployment NAME ('meshcast deploy'; its runtime replaces --runtime)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
     t.add_argument(
@@ -282,6 +288,18 @@ def settings_from(
     With ``probe_broker`` a ``--broker`` of the processes or containers runtime is connected to
     once (3 s) so that an unreachable broker is a usage error before anything starts.
     """
+    deployment = getattr(args, "deployment", None)
+    if deployment is not None:
+        from coordinator.runtimes.deployments import attach_check
+
+        # the deployment's runtime, and a mismatched topology or dead nodes fail here, at once
+        dep = attach_check(deployment, topology) if topology is not None else None
+        if dep is None:
+            from coordinator.runtimes.deployments import load
+
+            dep = load(deployment)
+        args.runtime, args.broker = dep.runtime, None
+        extra = {**extra, "deployment": deployment}
     wormhole = getattr(args, "switching", "store-and-forward") == "wormhole"
     ts = getattr(args, "ts", 33)
     if wormhole and (not math.isfinite(ts) or ts != int(ts)):

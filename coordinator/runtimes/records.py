@@ -41,6 +41,7 @@ class RunSettings:
     ts: int = 33
     prep: int | None = None
     """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
+    deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
 
 
 @dataclass(frozen=True, slots=True)

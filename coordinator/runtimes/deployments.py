@@ -1,0 +1,455 @@
+"""Long-lived deployments: broker and nodes brought up once, then run after run attached to them.
+
+``meshcast deploy`` starts a broker and one serving node (``python -m node --serve``) per node
+of a topology, detached from the terminal (their own session), and records what it started in
+a deployment directory (``$MESHCAST_STATE_DIR/NAME``, else ``$XDG_STATE_HOME/meshcast/
+deployments/NAME``, else ``~/.local/state/meshcast/deployments/NAME``): ``deployment.json``
+(runtime, topology, broker address and credentials, pids or compose project), the broker's
+configuration and password file, and the node logs. A run with ``RunSettings.deployment``
+attaches to it (:func:`run_on_deployment`): it checks the experiment's topology against the
+deployed one before anything else, connects to the deployment's broker and drives the usual
+:class:`~coordinator.runtimes.session.Session`. ``destroy`` stops everything and removes the
+directory; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from coordinator.errors import UsageError
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.runtimes.session import Session
+from coordinator.workloads.plan import Plan
+from node.mqtt import open_coordinator_bus, parse_broker
+from node.tcp import peer_entry
+from node.topology import Coord, Topology
+
+__all__ = [
+    "Deployment",
+    "check_topology",
+    "deploy_processes",
+    "destroy",
+    "list_deployments",
+    "load",
+    "nodes_alive",
+    "run_on_deployment",
+    "state_root",
+]
+
+NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+LOOPBACK: Final = "127.0.0.1"
+STATE_FILE: Final = "deployment.json"
+STOP_GRACE: Final = 5.0
+"""Seconds a stopped process has to exit after SIGTERM before it is killed."""
+
+
+def state_root() -> Path:
+    """Where deployment directories live (``MESHCAST_STATE_DIR`` overrides the XDG default)."""
+    if os.environ.get("MESHCAST_STATE_DIR"):
+        return Path(os.environ["MESHCAST_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "meshcast" / "deployments"
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a usable deployment name (lower-case letters, digits, - and _), else UsageError."""
+    if not NAME_RE.match(name):
+        raise UsageError(f"deployment name {name!r}: use 1-40 lower-case letters, digits, '-' or '_'")
+    return name
+
+
+@dataclass
+class Deployment:
+    """What ``deployment.json`` records about one deployment."""
+
+    name: str
+    runtime: str
+    topology: str
+    run_id: str
+    broker: str  # the URL a coordinator on this host connects to
+    user: str = ""
+    password: str = ""
+    created: float = 0.0
+    broker_pid: int | None = None
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # "x,y" -> {"pid", "port"}
+    project: str = ""  # containers: the compose project name
+    node_port: int = 7000  # containers: every node's link port inside the network
+
+    @property
+    def directory(self) -> Path:
+        return state_root() / self.name
+
+    def save(self) -> None:
+        path = self.directory / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds credentials
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(self), f, indent=1)
+        tmp.replace(path)
+
+    def peers(self, topo: Topology) -> Callable[[Coord], dict[str, Any]]:
+        """Each node's neighbours' link addresses, for the assignments."""
+
+        def address(n: Coord) -> dict[str, Any]:
+            if self.runtime == "processes":
+                return peer_entry(LOOPBACK, int(self.nodes[f"{n[0]},{n[1]}"]["port"]))
+            return peer_entry(f"node-{n[0]}-{n[1]}", self.node_port)
+
+        return lambda node: {p: address(m) for p, m in topo.neighbours(node).items()}
+
+
+def load(name: str) -> Deployment:
+    """The recorded deployment ``name``; UsageError (one line) if there is none."""
+    path = state_root() / check_name(name) / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+        return Deployment(**data)
+    except FileNotFoundError:
+        raise UsageError(
+            f"no deployment {name!r} (see 'meshcast deployments'; state in {state_root()})"
+        ) from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"deployment {name!r}: unreadable {path}: {exc}") from None
+
+
+def list_deployments() -> list[Deployment]:
+    """Every recorded deployment, by name (unreadable directories are skipped)."""
+    root = state_root()
+    found: list[Deployment] = []
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            if (d / STATE_FILE).is_file():
+                with contextlib.suppress(UsageError):
+                    found.append(load(d.name))
+    return found
+
+
+def check_topology(dep: Deployment, topo: Topology) -> None:
+    """UsageError when the experiment's topology is not the deployed one."""
+    deployed = Topology.parse(dep.topology)
+    if deployed.spec != topo.spec:
+        raise UsageError(
+            f"deployment {dep.name!r} runs {deployed.spec} ({deployed.size} nodes); the experiment asks"
+            f" for {topo.spec} ({topo.size} nodes): deploy that topology under another name"
+        )
+
+
+# -- processes --------------------------------------------------------------------------------------
+def _pid_alive(pid: int | None, marker: str) -> bool:
+    """Whether ``pid`` is a live (not zombie) process whose command line contains ``marker``."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[0]
+    return state not in ("Z", "X") and marker in cmdline
+
+
+def nodes_alive(dep: Deployment) -> tuple[int, int]:
+    """(nodes running, nodes deployed)."""
+    total = Topology.parse(dep.topology).size
+    if dep.runtime == "processes":
+        return sum(_pid_alive(n.get("pid"), dep.run_id) for n in dep.nodes.values()), total
+    return len(_container_ids(dep, running=True, service_prefix="node-")), total
+
+
+def _free_ports(n: int) -> list[int]:
+    from coordinator.runtimes.processes import free_ports
+
+    return free_ports(n)
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> int:
+    """Start ``cmd`` in its own session (it outlives the terminal), output to ``log``; its pid."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def _wait_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start_mosquitto(directory: Path, user: str, password: str) -> tuple[int, int]:
+    """A detached mosquitto on a free loopback port with a password file: (pid, port)."""
+    import getpass
+
+    from coordinator.runtimes.processes import _mosquitto
+
+    exe = _mosquitto()
+    if exe is None:
+        raise UsageError("the processes runtime needs mosquitto (apt-get install mosquitto)")
+    passwd = directory / "mosquitto.passwd"
+    passwd.touch(mode=0o600)
+    tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    subprocess.run([tool, "-b", str(passwd), user, password], check=True, capture_output=True)
+    for _attempt in range(5):
+        port = _free_ports(1)[0]
+        conf = directory / "mosquitto.conf"
+        conf.write_text(
+            f"listener {port} {LOOPBACK}\nuser {getpass.getuser()}\npersistence false\nlog_dest stderr\n"
+            f"log_type error\nlog_type warning\nallow_anonymous false\npassword_file {passwd}\n"
+        )
+        pid = _spawn([exe, "-c", str(conf)], directory / "mosquitto.log")
+        if _wait_port(LOOPBACK, port, 10.0):
+            return pid, port
+        _stop_pids([pid], str(conf))
+    raise UsageError(f"mosquitto did not start; see {directory / 'mosquitto.log'}")
+
+
+def deploy_processes(name: str, topo: Topology, *, log: Callable[[str], None] | None = None) -> Deployment:
+    """Start a broker and one serving node process per node of ``topo``, detached; record them."""
+    directory = state_root() / check_name(name)
+    if (directory / STATE_FILE).exists():
+        raise UsageError(f"deployment {name!r} exists already: 'meshcast destroy {name}' first")
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    user, password = "meshcast", secrets.token_urlsafe(16)
+    run_id = f"d-{name}-{secrets.token_hex(3)}"
+    dep = Deployment(name, "processes", topo.spec, run_id, "", user, password, time.time())
+    dep.save()  # from here on, destroy can clean up whatever was started
+    broker_pid, port = _start_mosquitto(directory, user, password)
+    dep.broker_pid, dep.broker = broker_pid, f"mqtt://{LOOPBACK}:{port}"
+    dep.save()
+    env = dict(os.environ, MESHCAST_MQTT_USER=user, MESHCAST_MQTT_PASSWORD=password, PYTHONUNBUFFERED="1")
+    nodes = list(topo.nodes())
+    for n, p in zip(nodes, _free_ports(len(nodes)), strict=True):
+        cmd = [sys.executable, "-m", "node", "--serve", "--broker", dep.broker, "--run-id", run_id,
+               "--node", f"{n[0]},{n[1]}", "--listen", f"{LOOPBACK}:{p}"]  # fmt: skip
+        pid = _spawn(cmd, directory / "logs" / f"node-{n[0]}-{n[1]}.log", env)
+        dep.nodes[f"{n[0]},{n[1]}"] = {"pid": pid, "port": p}
+    dep.save()
+    if log:
+        log(
+            f"deployment {name}: mosquitto on {dep.broker}, {len(nodes)} node processes; state in {directory}"
+        )
+    return dep
+
+
+def _stop_pids(pids: list[int], marker: str) -> None:
+    """SIGTERM every live pid that is still ours, SIGKILL what is left after the grace; reap children."""
+    mine = [p for p in pids if _pid_alive(p, marker)]
+    for p in mine:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    while time.monotonic() < deadline:
+        _reap(mine)
+        if not any(_pid_alive(p, marker) for p in mine):
+            break
+        time.sleep(0.05)
+    for p in mine:
+        if _pid_alive(p, marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+    time.sleep(0.05)
+    _reap(mine)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect those that are this process's own children (a deploy from a test process)."""
+    for p in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(p, os.WNOHANG)
+
+
+# -- containers -------------------------------------------------------------------------------------
+def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") -> list[str]:
+    """The ids of the deployment's containers (by compose project label)."""
+    if not dep.project or shutil.which("docker") is None:
+        return []
+    cmd = ["docker", "ps", "--filter", f"label=com.docker.compose.project={dep.project}"]
+    cmd += ["--format", '{{.ID}} {{.Label "com.docker.compose.service"}}']
+    if not running:
+        cmd.insert(2, "-a")
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split("\n")
+    rows = [ln.split() for ln in out if ln.strip()]
+    return [r[0] for r in rows if not service_prefix or (len(r) > 1 and r[1].startswith(service_prefix))]
+
+
+def _compose_down(dep: Deployment) -> None:
+    """``compose down -v --remove-orphans`` on the deployment's project (containers, networks)."""
+    from coordinator.runtimes.containers import compose_cli
+
+    cli = compose_cli()
+    compose_file = dep.directory / "compose.yaml"
+    if cli is None or not compose_file.exists():
+        return
+    cmd = [*cli, "-p", dep.project, "-f", str(compose_file), "down", "-v", "--remove-orphans", "-t", "2"]
+    subprocess.run(cmd, capture_output=True, check=False, cwd=dep.directory, timeout=120)
+
+
+# -- teardown ---------------------------------------------------------------------------------------
+def destroy(name: str, *, log: Callable[[str], None] | None = None) -> bool:
+    """Stop everything of deployment ``name`` and remove its directory; False if there was none."""
+    directory = state_root() / check_name(name)
+    if not directory.exists():
+        return False
+    try:
+        dep: Deployment | None = load(name)
+    except UsageError:
+        dep = None
+    if dep is not None and dep.runtime == "processes":
+        _stop_pids([int(n["pid"]) for n in dep.nodes.values() if n.get("pid")], dep.run_id)
+        if dep.broker_pid:
+            _stop_pids([dep.broker_pid], str(directory / "mosquitto.conf"))
+    elif dep is not None and dep.runtime == "containers":
+        _compose_down(dep)
+    shutil.rmtree(directory, ignore_errors=True)
+    if log:
+        log(f"deployment {name} destroyed")
+    return True
+
+
+# -- attaching a run --------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _exclusive(dep: Deployment) -> Iterator[None]:
+    """One run at a time on a deployment: a second coordinator would answer the first's nodes."""
+    with (dep.directory / "run.lock").open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"deployment {dep.name!r} is running another experiment; try again after it"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def attach_check(name: str, topo: Topology) -> Deployment:
+    """The deployment ``name`` if an experiment on ``topo`` can run on it now, else UsageError."""
+    dep = load(name)
+    check_topology(dep, topo)
+    alive, total = nodes_alive(dep)
+    if alive < total:
+        raise UsageError(
+            f"deployment {name!r}: only {alive} of {total} nodes are running; "
+            f"'meshcast destroy {name}' and deploy it again"
+        )
+    return dep
+
+
+async def run_on_deployment(
+    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+) -> RawRun:
+    """Run ``plan`` on the nodes of ``settings.deployment``: same session, their broker, their ports."""
+    assert settings.deployment is not None
+    topo = plan.topology
+    dep = attach_check(settings.deployment, topo)
+    address = parse_broker(dep.broker)
+    address = type(address)(address.host, address.port, dep.user or None, dep.password or None)
+    with _exclusive(dep):
+        async with open_coordinator_bus(address, dep.run_id, connect_timeout=10.0) as bus:
+            session = Session(
+                plan, settings, bus.send_to, bus.broadcast, bus.inbox,
+                peers=dep.peers(topo), progress=progress, run_id=dep.run_id,
+            )  # fmt: skip
+            raw = await session.run(set(topo.nodes()))
+            # the nodes' final reports are all in: they now wait for this coordinator to leave
+            await trio.sleep(0)
+            return raw
+
+
+def _image_present(image: str) -> bool:
+    return (
+        subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode
+        == 0
+    )
+
+
+def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] | None = None) -> Deployment:
+    """Write a compose file (broker with a published loopback port, one serving node-X-Y service
+    per node, no coordinator: runs attach from the host) into the deployment directory; ``up -d``."""
+    from coordinator.runtimes.containers import (
+        DEFAULT_BROKER_IMAGE,
+        DEFAULT_IMAGE,
+        compose_cli,
+        compose_document,
+        render_yaml,
+        repo_root,
+    )
+
+    directory = state_root() / check_name(name)
+    cli = compose_cli()
+    if shutil.which("docker") is None or cli is None:
+        raise UsageError("a containers deployment needs Docker and 'docker compose' or 'docker-compose'")
+    image = os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+    if not _image_present(image):
+        raise UsageError(
+            f"image {image} is not built: run deploy/build-offline-image.sh (or docker compose build)"
+        )
+    broker_image = os.environ.get("MESHCAST_BROKER_IMAGE") or (
+        DEFAULT_BROKER_IMAGE if _image_present(DEFAULT_BROKER_IMAGE) else image
+    )
+    if (directory / STATE_FILE).exists():
+        raise UsageError(f"deployment {name!r} exists already: 'meshcast destroy {name}' first")
+    directory.mkdir(parents=True, exist_ok=True)
+    run_id = f"d-{name}-{secrets.token_hex(3)}"
+    port = _free_ports(1)[0]
+    dep = Deployment(name, "containers", topo.spec, run_id, f"mqtt://{LOOPBACK}:{port}", created=time.time(),
+                     project=f"meshcast-d-{name}")  # fmt: skip
+    dep.save()  # from here on, destroy can clean up whatever was started
+    shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", directory / "mosquitto.conf")
+    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()))
+    services = doc["services"]
+    del services["coordinator"]  # runs attach from the host through the published broker port
+    services["broker"]["image"] = broker_image
+    services["broker"]["volumes"] = ["./mosquitto.conf:/mosquitto/config/mosquitto.conf:ro"]
+    services["broker"]["ports"] = [f"{LOOPBACK}:{port}:1883"]  # loopback only: anonymous broker
+    for svc_name, svc in services.items():
+        if svc_name.startswith("node-"):
+            svc["image"] = image
+            env = svc["environment"]
+            env.pop("MESHCAST_LINGER", None)
+            env["MESHCAST_SERVE"] = "1"
+    header = (
+        f"meshcast deployment {name}: broker (published on {LOOPBACK}:{port}) and one serving node per node"
+        f" of {topo.spec}.\nRuns attach from the host: meshcast run --deployment {name} ...\n"
+        f"Inspect: docker-compose -p {dep.project} -f compose.yaml ps | logs node-1-1"
+    )
+    (directory / "compose.yaml").write_text(render_yaml(doc, header))
+    cmd = [*cli, "-p", dep.project, "-f", "compose.yaml", "up", "-d"]
+    with (directory / "compose.log").open("ab") as out:
+        rc = subprocess.run(
+            cmd, cwd=directory, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=600
+        )
+    if rc.returncode != 0 or not _wait_port(LOOPBACK, port, 30.0):
+        raise UsageError(
+            f"compose up failed; see {directory / 'compose.log'} ('meshcast destroy {name}' cleans up)"
+        )
+    if log:
+        log(f"deployment {name}: compose project {dep.project}, broker on {dep.broker}; state in {directory}")
+    return dep

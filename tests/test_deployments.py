@@ -1,0 +1,131 @@
+"""Long-lived deployments: deploy a 3x3 torus once, run several experiments on it, destroy it.
+
+Each runtime (processes; containers when Docker and the image are there) is deployed through
+the real CLI in a child process (so the nodes are detached as a user's would be), three
+different experiments run attached to it with records equal to the in-process runtime's, a
+mismatched topology fails at once with one line, and ``destroy`` leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator.experiments.run import emulate
+from coordinator.runtimes import deployments
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import random_plan
+from node.topology import Topology
+from tests._env import need_broker, need_image
+
+pytestmark = pytest.mark.slow
+
+TOPOLOGY = "torus:3x3"
+_MAIN = "import sys; from coordinator.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def meshcast(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The meshcast CLI in a child process (the environment carries MESHCAST_STATE_DIR)."""
+    return subprocess.run(
+        [sys.executable, "-c", _MAIN, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private state directory; every deployment left in it is destroyed afterwards."""
+    root = tmp_path / "state"
+    monkeypatch.setenv("MESHCAST_STATE_DIR", str(root))
+    yield root
+    for d in deployments.list_deployments():
+        deployments.destroy(d.name)
+
+
+def _processes_of(run_id: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", run_id], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "pgrep" not in ln]
+
+
+def _docker_left(project: str) -> list[str]:
+    ps = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    nets = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return ps + nets
+
+
+@pytest.mark.parametrize("runtime", ["processes", "containers"])
+async def test_deploy_once_run_three_experiments_destroy(runtime: str, state_dir: Path) -> None:
+    if runtime == "processes":
+        need_broker()
+    else:
+        if os.environ.get("MESHCAST_REQUIRE_DOCKER", "") in ("", "0"):
+            # Docker is shared: container tests run on request (CI sets it), under the docker lock
+            pytest.skip("containers deployment: set MESHCAST_REQUIRE_DOCKER=1 (under the docker lock)")
+        need_image(os.environ.get("MESHCAST_IMAGE", "meshcast-local/meshcast:latest"))
+    name = f"t-{runtime}"
+    up = meshcast("deploy", "--name", name, "--topology", TOPOLOGY, "--runtime", runtime)
+    assert up.returncode == 0, up.stderr
+    dep = deployments.load(name)
+    assert (dep.runtime, dep.topology) == (runtime, TOPOLOGY)
+    listing = meshcast("deployments")
+    assert listing.returncode == 0
+    assert any(ln.split()[:4] == [name, runtime, TOPOLOGY, "9/9"] for ln in listing.stdout.splitlines()), (
+        listing.stdout
+    )
+
+    topo = Topology.parse(TOPOLOGY)
+    experiments = [
+        (random_plan(topo, ["vh"], 4, repeat=3, seed=1), "one-port"),
+        (random_plan(topo, ["pair"], 5, repeat=3, seed=2), "all-port"),
+        (random_plan(topo, ["vh", "pair"], 3, repeat=2, seed=3), "one-port"),
+    ]
+    for plan, port_model in experiments:
+        settings = RunSettings(port_model=port_model, wall_budget=120, runtime=runtime, deployment=name)
+        raw = await emulate(plan, settings)
+        ref = await run_inprocess(plan, RunSettings(port_model=port_model))
+        assert not raw.incomplete, raw.incomplete
+        assert raw.logical_arrivals() == ref.logical_arrivals()
+        assert raw.traffic == ref.traffic
+        assert raw.last_step == ref.last_step
+
+    t0 = time.monotonic()
+    bad = meshcast(
+        "run", "--deployment", name, "--topology", "mesh:4x4", "--algorithm", "vh", "--random-dests", "3"
+    )
+    took = time.monotonic() - t0
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and "torus:3x3" in lines[0] and "mesh:4x4" in lines[0], bad.stderr
+    assert took < 5, f"a mismatched topology took {took:.1f} s to fail"
+
+    down = meshcast("destroy", name)
+    assert down.returncode == 0, down.stderr
+    assert not (state_dir / name).exists()
+    assert _processes_of(dep.run_id) == []
+    if runtime == "containers":
+        assert _docker_left(dep.project) == []
+    again = meshcast("destroy", name)
+    assert again.returncode == 0 and "nothing to destroy" in again.stderr
+    assert name not in meshcast("deployments").stdout
+
+
+def test_unknown_deployment_is_one_line(state_dir: Path) -> None:
+    r = meshcast(
+        "run", "--deployment", "nope", "--topology", TOPOLOGY, "--algorithm", "vh", "--random-dests", "2"
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no deployment 'nope'" in r.stderr
