@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import os
 import statistics
 import time
@@ -47,6 +48,7 @@ from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
+    command_line,
     finish,
     lockstep_settings,
     read_report_only,
@@ -93,58 +95,34 @@ HOP_NS = 25.0
 PAPER_TIMING = Timing(model="wormhole", ts=0.0, beta=0.0, flits=1, router=HOP_NS)
 DEFAULT_TS_NS = 1000.0
 
-#: Our colours (report.algorithm_colour maps all four seed-001 names to one colour).
-COLOURS: Mapping[str, str] = {
-    "tasnem": "#000000",
-    "hcm": "#8c564b",
-    "t2w": "#17becf",
-    "uniform": "#bcbd22",
-    "pair": "#ff7f0e",
-    "min": "#2ca02c",
+#: Per algorithm: its name in the report and our plot colour (report.algorithm_colour maps all four
+#: seed-001 names to one colour).
+_STYLE: Mapping[str, tuple[str, str]] = {
+    "tasnem": ("TASNEM", "#000000"),
+    "hcm": ("multipath-HCM", "#8c564b"),
+    "t2w": ("T2W", "#17becf"),
+    "uniform": ("Uniform", "#bcbd22"),
+    "pair": ("PAIR", "#ff7f0e"),
+    "min": ("MIN", "#2ca02c"),
 }
-LABELS: Mapping[str, str] = {
-    "tasnem": "TASNEM",
-    "hcm": "multipath-HCM",
-    "t2w": "T2W",
-    "uniform": "Uniform",
-    "pair": "PAIR",
-    "min": "MIN",
-}
+LABELS: Mapping[str, str] = {a: label for a, (label, _) in _STYLE.items()}
+COLOURS: Mapping[str, str] = {a: colour for a, (_, colour) in _STYLE.items()}
 SWEEPS: Mapping[str, str] = {"dests": "number of destinations", "size": "torus size"}
-METRICS: Mapping[str, str] = {
-    "latency_ns": "network latency (ns, 25 ns per hop)",
-    "traffic": "network traffic (links)",
-    "latency_ts_ns": "latency with start-up cost (ns)",
-    "hops": "longest path (hops)",
-    "time": "lockstep time (steps)",
+#: The paper's two metrics: column → (its word in the report, its axis label).
+MEASURES: Mapping[str, tuple[str, str]] = {
+    "latency_ns": ("latency", "network latency (ns, 25 ns per hop)"),
+    "traffic": ("traffic", "network traffic (links)"),
 }
-TIDY_COLUMNS = (
-    "sweep",
-    "topology",
-    "n",
-    "k",
-    "algorithm",
-    "repetition",
-    "source",
-    "latency_ns",
-    "latency_ts_ns",
-    "hops",
-    "bound_hops",
-    "time",
-    "traffic",
-    "startups",
-    "missing",
-)
+_POINT = ("sweep", "topology", "n", "k", "algorithm")
+_MEASURED = ("latency_ns", "latency_ts_ns", "hops", "bound_hops", "time", "traffic", "startups", "missing")
+TIDY_COLUMNS = (*_POINT, "repetition", "source", *_MEASURED)
 _SUMMARISED = ("latency_ns", "latency_ts_ns", "traffic", "hops", "time")
+_STATS = ("mean", "ci_low", "ci_high")
 SUMMARY_COLUMNS = (
-    "sweep",
-    "topology",
-    "n",
-    "k",
-    "algorithm",
+    *_POINT,
     "reps",
     "complete",
-    *(f"{m}_{s}" for m in _SUMMARISED for s in ("mean", "ci_low", "ci_high")),
+    *(f"{m}_{s}" for m in _SUMMARISED for s in _STATS),
     "bound_hops_mean",
     "startups_max",
 )
@@ -318,26 +296,17 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per sweep × torus × k × algorithm: mean and 95% CI of each metric, the bound, the start-ups."""
     from coordinator.analysis.metrics import ci95
 
-    groups: dict[tuple[str, str, int, int, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["sweep"], r["topology"], r["n"], r["k"], r["algorithm"]), []).append(r)
+        groups.setdefault(tuple(r[c] for c in _POINT), []).append(r)
     out = []
-    for (sweep, topo, n, k, alg), rs in sorted(
-        groups.items(), key=lambda e: (e[0][0], e[0][2], e[0][3], ALGORITHMS.index(e[0][4]))
-    ):
-        row: dict[str, Any] = {
-            "sweep": sweep,
-            "topology": topo,
-            "n": n,
-            "k": k,
-            "algorithm": alg,
-            "reps": len(rs),
-            "complete": sum(1 for r in rs if r["missing"] == 0),
-        }
+    for key in sorted(groups, key=lambda g: (g[0], g[2], g[3], ALGORITHMS.index(g[4]))):
+        rs = groups[key]
+        row = dict(zip(_POINT, key, strict=True))
+        row.update(reps=len(rs), complete=sum(1 for r in rs if r["missing"] == 0))
         for m in _SUMMARISED:
             s = ci95([float(r[m]) for r in rs if r[m] is not None])
-            row[f"{m}_mean"] = s["mean"]
-            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = s["ci95"]
+            row.update(zip((f"{m}_{st}" for st in _STATS), (s["mean"], *s["ci95"]), strict=True))
         row["bound_hops_mean"] = statistics.fmean(r["bound_hops"] for r in rs)
         row["startups_max"] = max(r["startups"] for r in rs)
         out.append(row)
@@ -356,6 +325,8 @@ class Results:
 
     @staticmethod
     def build(rows: Sequence[Mapping[str, Any]], algorithms: Sequence[str], repeat: int) -> Results:
+        """Index the tidy rows and their summaries."""
+
         def x(r: Mapping[str, Any]) -> int:
             return int(r["k"] if r["sweep"] == "dests" else r["n"])
 
@@ -374,19 +345,30 @@ class Results:
 
     def diffs(self, sweep: str, a: str, b: str, x: int, metric: str) -> list[float]:
         """Per destination set at point x: a − b (the same sets, so the differences are paired)."""
-        out = []
-        for rep in range(self.repeat):
-            ra, rb = self.tidy.get((sweep, a, x, rep)), self.tidy.get((sweep, b, x, rep))
-            if ra is not None and rb is not None and ra[metric] is not None and rb[metric] is not None:
-                out.append(float(ra[metric]) - float(rb[metric]))
-        return out
+        pairs = [
+            (self.tidy.get((sweep, a, x, rep)), self.tidy.get((sweep, b, x, rep)))
+            for rep in range(self.repeat)
+        ]
+        return [
+            float(ra[metric]) - float(rb[metric])
+            for ra, rb in pairs
+            if ra is not None and rb is not None and ra[metric] is not None and rb[metric] is not None
+        ]
+
+    def first(self, sweep: str, x: int) -> Mapping[str, Any] | None:
+        """The summary row of the first algorithm run at point x (for the torus, k and bound)."""
+        return next((r for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
 
     def topology(self, sweep: str, x: int) -> str:
-        for alg in self.algorithms:
-            r = self.summary.get((sweep, alg, x))
-            if r is not None:
-                return str(r["topology"])
-        return "?"
+        r = self.first(sweep, x)
+        return "?" if r is None else str(r["topology"])
+
+    def bound(self, sweep: str, x: int, metric: str) -> float | None:
+        """The lower bound at point x: the farthest destination × 25 ns, or k links."""
+        r = self.summary.get((sweep, self.algorithms[0], x))
+        if r is None:
+            return None
+        return r["bound_hops_mean"] * HOP_NS if metric.startswith("latency") else float(r["k"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,62 +393,55 @@ class OrderCheck:
 def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
     """Check the paper's ordering among its four algorithms at every point of a sweep."""
     algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
-    low = low_sig = high = high_sig = 0
-    low_else: list[tuple[int, str]] = []
-    high_else: list[tuple[int, str]] = []
     xs = res.xs[sweep]
-    for x in xs:
-        means = {a: res.mean(sweep, a, x, metric) for a in algs}
-        known = {a: v for a, v in means.items() if v is not None}
-        if len(known) < len(algs):
-            continue
-        others = [a for a in algs if a != "tasnem"]
-        if all(known["tasnem"] < known[a] for a in others):
-            low += 1
-            if all(significance(res.diffs(sweep, "tasnem", a, x, metric)) < 0 for a in others):
-                low_sig += 1
-        else:
-            best = min(known.values())
-            low_else.append((x, " = ".join(LABELS[a] for a in algs if known[a] == best)))
-        others = [a for a in algs if a != "uniform"]
-        if all(known["uniform"] > known[a] for a in others):
-            high += 1
-            if all(significance(res.diffs(sweep, "uniform", a, x, metric)) > 0 for a in others):
-                high_sig += 1
-        else:
-            worst = max(known.values())
-            high_else.append((x, " = ".join(LABELS[a] for a in algs if known[a] == worst)))
-    return OrderCheck(sweep, metric, len(xs), low, low_sig, high, high_sig, tuple(low_else), tuple(high_else))
+    tallies: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
+    for alg, sign, beats, pick in (("tasnem", -1, operator.lt, min), ("uniform", 1, operator.gt, max)):
+        hits = sig = 0
+        elsewhere = []
+        others = [a for a in algs if a != alg]
+        for x in xs:
+            known = {a: v for a in algs if (v := res.mean(sweep, a, x, metric)) is not None}
+            if len(known) < len(algs):
+                continue
+            if all(beats(known[alg], known[a]) for a in others):
+                hits += 1
+                sig += all(significance(res.diffs(sweep, alg, a, x, metric)) == sign for a in others)
+            else:
+                extreme = pick(known.values())
+                elsewhere.append((x, " = ".join(LABELS[a] for a in algs if known[a] == extreme)))
+        tallies.append((hits, sig, tuple(elsewhere)))
+    (low, low_sig, low_else), (high, high_sig, high_else) = tallies
+    return OrderCheck(sweep, metric, len(xs), low, low_sig, high, high_sig, low_else, high_else)
 
 
 def _x_name(sweep: str, x: int) -> str:
     return f"k = {x}" if sweep == "dests" else f"T{x}"
 
 
-def _xs_text(sweep: str, pts: Sequence[tuple[int, str]]) -> str:
-    return ", ".join(f"{_x_name(sweep, x)} ({names})" for x, names in pts)
+def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
+    """``; lowest instead: k = 100 (T2W), …`` (empty when there are no such points)."""
+    return (
+        f"; {which} instead: " + ", ".join(f"{_x_name(sweep, x)} ({names})" for x, names in pts)
+        if pts
+        else ""
+    )
+
+
+def _half(hits: int, points: int) -> str:
+    return "that half holds" if hits == points else f"it fails at {points - hits}"
 
 
 def _order_lines(res: Results) -> tuple[bool, list[str]]:
     """(does the ordering hold everywhere?, one bullet per sweep × metric, then the verdict)."""
-    lines = []
-    checks = [ordering(res, sweep, metric) for sweep in SWEEPS for metric in ("latency_ns", "traffic")]
-    for c in checks:
-        what = "latency" if c.metric == "latency_ns" else "traffic"
-        s = (
-            f"- **{SWEEPS[c.sweep]}, {what}**: TASNEM lowest of the four at {c.tasnem_lowest} of "
-            f"{c.points} points (significantly below each of the other three, paired 95% CI, at "
-            f"{c.tasnem_significant})"
-        )
-        if c.lowest_elsewhere:
-            s += f"; lowest instead: {_xs_text(c.sweep, c.lowest_elsewhere)}"
-        s += (
-            f". Uniform highest at {c.uniform_highest} of {c.points} (significantly above each other at "
-            f"{c.uniform_significant})"
-        )
-        if c.highest_elsewhere:
-            s += f"; highest instead: {_xs_text(c.sweep, c.highest_elsewhere)}"
-        lines.append(s + ".")
+    checks = [ordering(res, sweep, metric) for sweep in SWEEPS for metric in MEASURES]
+    lines = [
+        f"- **{SWEEPS[c.sweep]}, {MEASURES[c.metric][0]}**: TASNEM lowest of the four "
+        f"at {c.tasnem_lowest} of {c.points} points (significantly below each of the other three, paired 95% "
+        f"CI, at {c.tasnem_significant}){_instead(c.sweep, 'lowest', c.lowest_elsewhere)}. Uniform highest "
+        f"at {c.uniform_highest} of {c.points} (significantly above each other at {c.uniform_significant})"
+        f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
+        for c in checks
+    ]
     points = sum(c.points for c in checks)
     low = sum(c.tasnem_lowest for c in checks)
     high = sum(c.uniform_highest for c in checks)
@@ -479,54 +454,34 @@ def _order_lines(res: Results) -> tuple[bool, list[str]]:
     else:
         verdict = (
             f"**Verdict: the paper's ordering does not hold** in our runs. Of the {points} points (both "
-            f"sweeps × latency and traffic), TASNEM has the lowest mean at {low} "
-            f"({'that half holds' if low == points else 'it fails at ' + str(points - low)}) and "
-            f"Uniform the highest at {high} "
-            f"({'that half holds' if high == points else 'it fails at ' + str(points - high)})."
+            f"sweeps × latency and traffic), TASNEM has the lowest mean at {low} ({_half(low, points)}) and "
+            f"Uniform the highest at {high} ({_half(high, points)})."
         )
-    ties = [(c.sweep, x) for c in checks for x, names in c.lowest_elsewhere if "TASNEM" in names.split(" = ")]
+    lowest = [(c.sweep, x, names.split(" = ")) for c in checks for x, names in c.lowest_elsewhere]
+    ties = [_x_name(sweep, x) for sweep, x, names in lowest if "TASNEM" in names]
     if ties:
         verdict += (
-            f" {len(ties)} of the failures {'is a tie' if len(ties) == 1 else 'are ties'} for the lowest ("
-            + ", ".join(_x_name(sw, x) for sw, x in ties)
-            + "; with every other node a destination, every scheme's traffic is the k links of a spanning "
-            "tree)."
+            f" {len(ties)} of the failures {'is a tie' if len(ties) == 1 else 'are ties'} for the lowest "
+            f"({', '.join(ties)}; with every other node a destination, every scheme's traffic is the k links "
+            "of a spanning tree)."
         )
-    beaters = sorted(
-        {
-            n
-            for c in checks
-            for _, names in c.lowest_elsewhere
-            if "TASNEM" not in names
-            for n in names.split(" = ")
-        }
-    )
+    beaters = sorted({n for _, _, names in lowest if "TASNEM" not in names for n in names})
     if beaters:
         verdict += (
             f" Where TASNEM is beaten, the lowest is {' or '.join(beaters)}. HCM, T2W and Uniform "
             "are our reconstructions from the paper's prose, so an exception involving them may be a "
             "difference between our reading and the authors' implementations as much as a property of TASNEM."
         )
-    lines += ["", verdict]
-    return holds, lines
+    return holds, [*lines, "", verdict]
 
 
 def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[float | None, float | None, int, int]:
     """(first mean, last mean, rises, falls) between consecutive points of a sweep."""
-    vals = [res.mean(sweep, alg, x, metric) for x in res.xs[sweep]]
-    known = [v for v in vals if v is not None]
+    known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
     if len(known) < 2:
         return (known[0] if known else None), None, 0, 0
-    rises = sum(1 for a, b in itertools.pairwise(known) if b > a)
-    falls = sum(1 for a, b in itertools.pairwise(known) if b < a)
-    return known[0], known[-1], rises, falls
-
-
-def _trend_text(res: Results, sweep: str, alg: str, metric: str) -> str:
-    """``NAME first → last UNIT (r rises, f falls)``."""
-    f0, f1, r, f = _trend(res, sweep, alg, metric)
-    unit = "ns" if metric.startswith("latency") else "links"
-    return f"{LABELS[alg]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
+    steps = list(itertools.pairwise(known))
+    return known[0], known[-1], sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a)
 
 
 def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> str:
@@ -534,55 +489,65 @@ def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metr
 
     Yes when the last point's mean is above (below) the first's for every algorithm; monotone when
     no step between consecutive points goes the other way."""
-    trends = [_trend(res, sweep, a, metric) for a in algs]
-    ok = all(f0 is not None and f1 is not None and (f1 > f0 if up else f1 < f0) for f0, f1, _, _ in trends)
-    monotone = all((f if up else r) == 0 for _, _, r, f in trends)
+    trends = {a: _trend(res, sweep, a, metric) for a in algs}
+    ok = all(
+        f0 is not None and f1 is not None and (f1 > f0 if up else f1 < f0) for f0, f1, _, _ in trends.values()
+    )
+    monotone = all((f if up else r) == 0 for _, _, r, f in trends.values())
+    unit = "ns" if metric.startswith("latency") else "links"
     xs = res.xs[sweep]
-    span = f"{_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}"
     return (
         f'- *"{quote}"*: **{"yes" if ok else "no"}**'
         + (f" ({'monotonically' if monotone else 'not monotonically'})" if ok else "")
-        + f" — {span}: "
-        + "; ".join(_trend_text(res, sweep, a, metric) for a in algs)
+        + f" — {_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}: "
+        + "; ".join(
+            f"{LABELS[a]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
+            for a, (f0, f1, r, f) in trends.items()
+        )
         + "."
     )
 
 
+#: The paper's statements about how the curves move (§4.1–4.2): (quote, sweep, which, metric, rising),
+#: ``which`` being "tasnem", "others" (the other three) or "all" (the four).
+_CURVE_CLAIMS = (
+    ("The network latency obtained by TASNEM algorithm decreases when the number of destinations nodes "
+     "increases", "dests", "tasnem", "latency_ns", False),
+    ("The network latency obtained by the other algorithms increases when the number of destination nodes "
+     "increases", "dests", "others", "latency_ns", True),
+    ("As the number of destination nodes increases, the network traffic obtained by all algorithms increases",
+     "dests", "all", "traffic", True),
+    ("As the torus size increases, the network latency obtained by all algorithms increases", "size", "all",
+     "latency_ns", True),
+    ("As the torus size increases, the network traffic obtained by all algorithms increases", "size", "all",
+     "traffic", True),
+)  # fmt: skip
+
+
 def _trend_lines(res: Results) -> list[str]:
     """The paper's statements about how the curves move (§4.1–4.2), each checked."""
-    out = []
     algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
-    others = [a for a in algs if a != "tasnem"]
-    if len(res.xs["dests"]) >= 2:
-        claims = (
-            ("The network latency obtained by TASNEM algorithm decreases when the number of destinations "
-             "nodes increases", ["tasnem"], "latency_ns", False),
-            ("The network latency obtained by the other algorithms increases when the number of "
-             "destination nodes increases", others, "latency_ns", True),
-            ("As the number of destination nodes increases, the network traffic obtained by all "
-             "algorithms increases", algs, "traffic", True),
-        )  # fmt: skip
-        for quote, these, metric, up in claims:
-            out.append(_trend_claim(res, quote, "dests", these, metric, up))
+    which = {"tasnem": ["tasnem"], "others": [a for a in algs if a != "tasnem"], "all": algs}
+    out = [
+        _trend_claim(res, quote, sweep, which[these], metric, up)
+        for quote, sweep, these, metric, up in _CURVE_CLAIMS
+        if len(res.xs[sweep]) >= 2
+    ]
     ns = res.xs["size"]
-    if len(ns) >= 2:
-        for metric, what in (("latency_ns", "latency"), ("traffic", "traffic")):
-            quote = f"As the torus size increases, the network {what} obtained by all algorithms increases"
-            out.append(_trend_claim(res, quote, "size", algs, metric, True))
-        growth = {}
-        for a in algs:
-            f0, f1, _, _ = _trend(res, "size", a, "traffic")
-            if f0 and f1 is not None:
-                growth[a] = f1 / f0
-        if "tasnem" in growth and len(growth) > 1:
-            slowest = min(growth, key=lambda a: growth[a])
-            out.append(
-                '- *"The increasing rate of the traffic curve obtained by TASNEM algorithm is very less than '
-                f'[those of] the other algorithms"*: **{"yes" if slowest == "tasnem" else "no"}** — '
-                f"from T{ns[0]} to T{ns[-1]} the traffic grows ×{growth['tasnem']:.1f} with TASNEM, "
-                + ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
-                + "."
-            )
+    growth = {}
+    for a in algs if len(ns) >= 2 else ():
+        f0, f1, _, _ = _trend(res, "size", a, "traffic")
+        if f0 and f1 is not None:
+            growth[a] = f1 / f0
+    if "tasnem" in growth and len(growth) > 1:
+        slowest = min(growth, key=lambda a: growth[a])
+        out.append(
+            '- *"The increasing rate of the traffic curve obtained by TASNEM algorithm is very less than '
+            f'[those of] the other algorithms"*: **{"yes" if slowest == "tasnem" else "no"}** — '
+            f"from T{ns[0]} to T{ns[-1]} the traffic grows ×{growth['tasnem']:.1f} with TASNEM, "
+            + ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
+            + "."
+        )
     return out
 
 
@@ -590,56 +555,66 @@ def _trend_lines(res: Results) -> list[str]:
 class Versus:
     """An algorithm against TASNEM over one sweep and metric, on the same destination sets."""
 
-    points_lower: int
-    points_same: int
-    points_higher: int
-    sets_lower: int
-    sets_equal: int
-    sets_higher: int
+    points: tuple[int, int, int]  # points where it is significantly lower / indistinguishable / higher
+    sets: tuple[int, int, int]  # destination sets where it is lower / equal / higher
     mean_pct: float | None  # mean over the points of (alg − TASNEM) / TASNEM, in %
     pct_range: tuple[float, float] | None
+
+    def row(self, sweep: str, alg: str, metric: str) -> list[str]:
+        """Its line of the table of TASNEM against PAIR and MIN."""
+        pct = "—"
+        if self.mean_pct is not None and self.pct_range is not None:
+            lo, hi = self.pct_range
+            pct = f"{self.mean_pct:+.1f}% on average ({lo:+.1f}% to {hi:+.1f}%)"
+        points, sets = (" / ".join(map(str, t)) for t in (self.points, self.sets))
+        return [SWEEPS[sweep], LABELS[alg], MEASURES[metric][0], points, f"{sets} of {sum(self.sets)}", pct]
 
 
 def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
     """Compare ``alg`` with TASNEM at each point (paired CI) and over every destination set."""
-    pl = ps = ph = sl = se = sh = 0
+    points, sets = [0, 0, 0], [0, 0, 0]
     pcts: list[float] = []
     for x in res.xs[sweep]:
         d = res.diffs(sweep, alg, "tasnem", x, metric)
         sig = significance(d)
-        pl += sig < 0
-        ps += sig == 0 and bool(d)
-        ph += sig > 0
-        lo, eq, hi = sign_counts(d)
-        sl, se, sh = sl + lo, se + eq, sh + hi
+        if sig or d:
+            points[sig + 1] += 1
+        sets = [s + n for s, n in zip(sets, sign_counts(d), strict=True)]
         ma, mt = res.mean(sweep, alg, x, metric), res.mean(sweep, "tasnem", x, metric)
         if ma is not None and mt:
             pcts.append((ma - mt) / mt * 100)
     return Versus(
-        pl, ps, ph, sl, se, sh,
+        (points[0], points[1], points[2]),
+        (sets[0], sets[1], sets[2]),
         statistics.fmean(pcts) if pcts else None,
         (min(pcts), max(pcts)) if pcts else None,
-    )  # fmt: skip
-
-
-def _pct_text(v: Versus) -> str:
-    if v.mean_pct is None or v.pct_range is None:
-        return "—"
-    lo, hi = v.pct_range
-    return f"{v.mean_pct:+.1f}% on average ({lo:+.1f}% to {hi:+.1f}%)"
+    )
 
 
 def _bound_share(res: Results, sweeps: Sequence[str], alg: str) -> tuple[int, int, float]:
     """Of ``alg``'s multicasts: how many reach their farthest destination in the shortest distance,
     how many there are, and by how many hops their longest path exceeds that distance on average."""
-    at = n = 0
-    excess = 0
-    for (s, a, _, _), r in res.tidy.items():
-        if s in sweeps and a == alg and r["hops"] is not None:
-            n += 1
-            at += r["hops"] == r["bound_hops"]
-            excess += r["hops"] - r["bound_hops"]
-    return at, n, excess / n if n else 0.0
+    rs = [r for (s, a, _, _), r in res.tidy.items() if s in sweeps and a == alg and r["hops"] is not None]
+    excess = sum(r["hops"] - r["bound_hops"] for r in rs)
+    return sum(1 for r in rs if r["hops"] == r["bound_hops"]), len(rs), excess / len(rs) if rs else 0.0
+
+
+def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
+    """How ``alg``'s latency or traffic compares with TASNEM's over every point of both sweeps."""
+    pts = sum(sum(v.points) for v in vs)
+    lower, higher = sum(v.points[0] for v in vs), sum(v.points[2] for v in vs)
+    pcts = [v.mean_pct for v in vs if v.mean_pct is not None]
+    avg = f"({statistics.fmean(pcts):+.0f}% on average)" if pcts else "(— on average)"
+    name = f"{LABELS[alg]}'s {what} is significantly"
+    if lower == pts:
+        return f"{name} below TASNEM's at every point {avg}"
+    if higher == pts:
+        return f"{name} above TASNEM's at every point {avg}"
+    same = pts - lower - higher
+    return (
+        f"{name} below TASNEM's at {lower}, above at {higher}"
+        f" and indistinguishable at {same} of {pts} points {avg}"
+    )
 
 
 def _trees_lines(res: Results) -> list[str]:
@@ -647,83 +622,18 @@ def _trees_lines(res: Results) -> list[str]:
     extras = [a for a in EXTRA_ALGORITHMS if a in res.algorithms]
     if not extras or "tasnem" not in res.algorithms:
         return ["(PAIR and MIN were not run: `--no-extras`.)\n"]
-    out = [
-        "PAIR and MIN (seed 000) build the multicast tree at the source, in the four zones of the "
-        "torus around it, from shortest (XY) paths, and carry each branch's subtree in its header; "
-        "TASNEM carries a destination list and decides at every node. Both run here all-port with "
-        "the same timing on the same destination sets. Differences are per destination set "
-        "(alg − TASNEM); a point counts as lower or higher when the paired 95% CI excludes 0.\n"
-    ]
-    rows = []
-    verdicts: dict[tuple[str, str], Versus] = {}
-    for sweep in SWEEPS:
-        if not res.xs[sweep]:
-            continue
-        for alg in extras:
-            for metric in ("latency_ns", "traffic"):
-                v = versus(res, sweep, alg, metric)
-                verdicts[(alg, f"{sweep}:{metric}")] = v
-                n_sets = v.sets_lower + v.sets_equal + v.sets_higher
-                rows.append(
-                    [
-                        SWEEPS[sweep],
-                        LABELS[alg],
-                        "latency" if metric == "latency_ns" else "traffic",
-                        f"{v.points_lower} / {v.points_same} / {v.points_higher}",
-                        f"{v.sets_lower} / {v.sets_equal} / {v.sets_higher} of {n_sets}",
-                        _pct_text(v),
-                    ]
-                )
-    header = [
-        "sweep",
-        "vs TASNEM",
-        "metric",
-        "points lower / same / higher",
-        "sets lower / equal / higher",
-        "mean difference",
-    ]
-    out.append(markdown_table(header, rows, ["l", "l", "l", "r", "r", "r"]))
-    bound_rows = []
-    for sweep in SWEEPS:
-        if not res.xs[sweep]:
-            continue
-        cells = []
-        for a in res.algorithms:
-            at, n, excess = _bound_share(res, [sweep], a)
-            cells.append(f"{at / n * 100:.0f}% (+{excess:.1f})" if n else "—")
-        bound_rows.append([SWEEPS[sweep], *cells])
-    out.append(
-        "Share of multicasts whose longest path equals the distance to the farthest destination "
-        "(the lower bound of any scheme's latency), and in brackets the mean excess of the longest "
-        "path over that distance, in hops:\n"
-    )
+    sweeps = [s for s in SWEEPS if res.xs[s]]
+    verdicts = {(a, s, m): versus(res, s, a, m) for s in sweeps for a in extras for m in MEASURES}
+    header = ["sweep", "vs TASNEM", "metric", "points lower / same / higher", "sets lower / equal / higher"]
+    table = [v.row(s, a, m) for (a, s, m), v in verdicts.items()]
     labels = [LABELS[a] for a in res.algorithms]
-    out.append(markdown_table(["sweep", *labels], bound_rows, ["l"] + ["r"] * len(labels)))
-    sentences = []
-    for alg in extras:
-        for metric, what in (("latency_ns", "latency"), ("traffic", "traffic")):
-            vs = [verdicts[(alg, f"{s}:{metric}")] for s in SWEEPS if (alg, f"{s}:{metric}") in verdicts]
-            pts = sum(v.points_lower + v.points_same + v.points_higher for v in vs)
-            lower = sum(v.points_lower for v in vs)
-            higher = sum(v.points_higher for v in vs)
-            pcts = [v.mean_pct for v in vs if v.mean_pct is not None]
-            avg = f"{statistics.fmean(pcts):+.0f}%" if pcts else "—"
-            name = f"{LABELS[alg]}'s {what}"
-            if lower == pts:
-                sentences.append(f"{name} is significantly below TASNEM's at every point ({avg} on average)")
-            elif higher == pts:
-                sentences.append(f"{name} is significantly above TASNEM's at every point ({avg} on average)")
-            else:
-                sentences.append(
-                    f"{name} is significantly below TASNEM's at {lower}, above at {higher} and "
-                    f"indistinguishable at {pts - lower - higher} of {pts} points ({avg} on average)"
-                )
-    never_slower = all(
-        verdicts[(a, f"{s}:latency_ns")].points_higher == 0
+    bounds = [[SWEEPS[s], *(_share_cell(*_bound_share(res, [s], a)) for a in res.algorithms)] for s in sweeps]
+    sentences = [
+        _tree_sentence(a, what, [verdicts[(a, s, m)] for s in sweeps])
         for a in extras
-        for s in SWEEPS
-        if (a, f"{s}:latency_ns") in verdicts
-    )
+        for m, (what, _) in MEASURES.items()
+    ]
+    slower = any(verdicts[(a, s, "latency_ns")].points[2] for a in extras for s in sweeps)
     stats = {a: _bound_share(res, list(SWEEPS), a) for a in ("tasnem", *extras)}
 
     def share(a: str) -> str:
@@ -731,100 +641,129 @@ def _trees_lines(res: Results) -> list[str]:
         pct = at / n * 100 if n else 0.0
         return f"{LABELS[a]} at the bound in {pct:.0f}% of the sets, {excess:.1f} hops above it on average"
 
-    out.append(
-        "**What it shows.** "
-        + "; ".join(sentences)
-        + ". Why: all-port, a tree's latency is its deepest root-to-destination path, and the seed-000 "
-        "trees are grown from XY paths inside the four zones around the source, so that path is at or "
-        "near the distance to the farthest destination ("
-        + "; ".join(share(a) for a in extras)
-        + "), while TASNEM's reaches a destination only after a main path snaking over the rows of its "
-        f"half ({share('tasnem')})"
-        + (
-            "; neither tree is significantly slower than TASNEM at any point."
-            if never_slower
-            else "; but at some points a seed-000 tree is the slower one (table above)."
-        )
-        + " Their price is at the source (it computes the whole tree) and in the headers (a subtree "
-        "rather than a destination list); like TASNEM they need one start-up per delivery here.\n"
-    )
-    return out
+    return [
+        _TREES_INTRO,
+        markdown_table([*header, "mean difference"], table, ["l", "l", "l", "r", "r", "r"]),
+        _BOUND_INTRO,
+        markdown_table(["sweep", *labels], bounds, ["l"] + ["r"] * len(labels)),
+        _TREES_WHY.format(
+            sentences="; ".join(sentences),
+            extras="; ".join(share(a) for a in extras),
+            tasnem=share("tasnem"),
+            slower=_SOME_SLOWER if slower else _NONE_SLOWER,
+        ),
+    ]
+
+
+def _share_cell(at: int, n: int, excess: float) -> str:
+    return f"{at / n * 100:.0f}% (+{excess:.1f})" if n else "—"
 
 
 # -- report ------------------------------------------------------------------------------------
+def _prose(text: str) -> str:
+    """A paragraph written over several source lines, as one line of markdown."""
+    return " ".join(text.strip().splitlines())
+
+
+_TREES_INTRO = (
+    _prose("""
+PAIR and MIN (seed 000) build the multicast tree at the source, in the four zones of the torus around it,
+from shortest (XY) paths, and carry each branch's subtree in its header; TASNEM carries a destination list
+and decides at every node. Both run here all-port with the same timing on the same destination sets.
+Differences are per destination set (alg − TASNEM); a point counts as lower or higher when the paired 95%
+CI excludes 0.
+""")
+    + "\n"
+)
+_BOUND_INTRO = (
+    _prose("""
+Share of multicasts whose longest path equals the distance to the farthest destination (the lower bound of
+any scheme's latency), and in brackets the mean excess of the longest path over that distance, in hops:
+""")
+    + "\n"
+)
+_TREES_WHY = (
+    _prose("""
+**What it shows.** {sentences}. Why: all-port, a tree's latency is its deepest root-to-destination path,
+and the seed-000 trees are grown from XY paths inside the four zones around the source, so that path is at
+or near the distance to the farthest destination ({extras}), while TASNEM's reaches a destination only
+after a main path snaking over the rows of its half ({tasnem}){slower} Their price is at the source (it
+computes the whole tree) and in the headers (a subtree rather than a destination list); like TASNEM they
+need one start-up per delivery here.
+""")
+    + "\n"
+)
+_NONE_SLOWER = "; neither tree is significantly slower than TASNEM at any point."
+_SOME_SLOWER = "; but at some points a seed-000 tree is the slower one (table above)."
+
+
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
-    algs = list(res.algorithms)
-    rows = []
-    for x in res.xs[sweep]:
-        first = [f"{x}", res.topology(sweep, x)] if sweep == "dests" else [f"T{x}", str(_k_of(res, x))]
-        cells = [fmt_ci(res.mean(sweep, a, x, metric), *res.ci(sweep, a, x, metric), digits) for a in algs]
-        r = res.summary.get((sweep, algs[0], x))
-        b = None
-        if r is not None:
-            b = r["bound_hops_mean"] * HOP_NS if metric.startswith("latency") else float(r["k"])
-        rows.append([*first, *cells, fmt(b, digits)])
+    """Mean [95% CI] of every algorithm and the bound, one row per point of a sweep."""
+    algs = res.algorithms
+    rows = [
+        [
+            *([f"{x}", res.topology(sweep, x)] if sweep == "dests" else [f"T{x}", str(_k_of(res, x))]),
+            *(fmt_ci(res.mean(sweep, a, x, metric), *res.ci(sweep, a, x, metric), digits) for a in algs),
+            fmt(res.bound(sweep, x, metric), digits),
+        ]
+        for x in res.xs[sweep]
+    ]
     head = ["k", "torus"] if sweep == "dests" else ["torus", "k"]
     return markdown_table([*head, *(LABELS[a] for a in algs), "bound"], rows, ["r"] * (len(algs) + 3))
 
 
 def _k_of(res: Results, n: int) -> int:
-    for a in res.algorithms:
-        r = res.summary.get(("size", a, n))
-        if r is not None:
-            return int(r["k"])
-    return 0
+    r = res.first("size", n)
+    return 0 if r is None else int(r["k"])
 
 
 def _consistency_lines(res: Results) -> list[str]:
     """Start-ups per algorithm and whether the lockstep time equals the longest path."""
-    out = []
-    cells = []
-    for a in res.algorithms:
-        ups = [r["startups"] for (_, alg, _, _), r in res.tidy.items() if alg == a]
-        cells.append(f"{LABELS[a]} {max(ups, default=0)}")
-    out.append(
-        "Start-ups (the most any delivery needed): " + ", ".join(cells) + ". TASNEM's two packets (one per "
-        'mesh half: the paper\'s "at most two start-up times") leave the source at once on separate '
-        "injection channels (§3.1), so each delivery is one start-up away."
-    )
-    diff = [
-        (a, r) for (_, a, _, _), r in res.tidy.items() if r["hops"] is not None and r["time"] != r["hops"]
-    ]
+    ups = {
+        a: max((r["startups"] for (_, b, _, _), r in res.tidy.items() if b == a), default=0)
+        for a in res.algorithms
+    }
+    startups = _prose("""
+Start-ups (the most any delivery needed): {ups}. TASNEM's two packets (one per mesh half: the paper's "at
+most two start-up times") leave the source at once on separate injection channels (§3.1), so each delivery
+is one start-up away.
+""").format(ups=", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()))
+    diff = {a for (_, a, _, _), r in res.tidy.items() if r["hops"] is not None and r["time"] != r["hops"]}
+    n_diff = sum(1 for r in res.tidy.values() if r["hops"] is not None and r["time"] != r["hops"])
     total = sum(1 for r in res.tidy.values() if r["hops"] is not None)
     if diff:
-        algs = sorted({a for a, _ in diff}, key=ALGORITHMS.index)
-        out.append(
-            f"Lockstep time ≠ longest path in {len(diff)} of {total} multicasts "
-            f"({', '.join(LABELS[a] for a in algs)}): packets of one multicast queued behind each other "
-            "on a port. The latency above is the paper's (hops, contention-free, as with its two virtual "
-            "channels per link); the steps are in `tidy.csv`."
-        )
-    else:
-        out.append(
-            f"In all {total} multicasts the lockstep time (steps) equals the longest path (hops): no "
-            "multicast's packets ever waited for each other, so the contention-free latency is exact here."
-        )
-    return out
+        return [
+            startups,
+            _prose("""
+Lockstep time ≠ longest path in {n} of {total} multicasts ({algs}): packets of one multicast queued behind
+each other on a port. The latency above is the paper's (hops, contention-free, as with its two virtual
+channels per link); the steps are in `tidy.csv`.
+""").format(n=n_diff, total=total, algs=", ".join(LABELS[a] for a in sorted(diff, key=ALGORITHMS.index))),
+        ]
+    return [
+        startups,
+        _prose(f"""
+In all {total} multicasts the lockstep time (steps) equals the longest path (hops): no multicast's packets
+ever waited for each other, so the contention-free latency is exact here.
+"""),
+    ]
 
 
 def _ts_lines(res: Results, ts_ns: float) -> list[str]:
     """Does the ordering survive a start-up cost?"""
-    out = []
-    for sweep in SWEEPS:
-        if not res.xs[sweep]:
-            continue
-        c = ordering(res, sweep, "latency_ts_ns")
-        out.append(
-            f"- {SWEEPS[sweep]}: TASNEM lowest at {c.tasnem_lowest} of {c.points} points, Uniform highest at "
-            f"{c.uniform_highest}"
-            + (f"; lowest instead: {_xs_text(sweep, c.lowest_elsewhere)}" if c.lowest_elsewhere else "")
-            + (f"; highest instead: {_xs_text(sweep, c.highest_elsewhere)}" if c.highest_elsewhere else "")
-            + "."
-        )
+    checks = [ordering(res, sweep, "latency_ts_ns") for sweep in SWEEPS if res.xs[sweep]]
     return [
-        f"Sensitivity: with a start-up cost Ts = {ts_ns:g} ns (latency = start-ups·Ts + 25 ns·hops; T2W's "
-        "vertical paths need a second start-up, every other scheme one), the latency ordering becomes:\n",
-        *out,
+        _prose(f"""
+Sensitivity: with a start-up cost Ts = {ts_ns:g} ns (latency = start-ups·Ts + 25 ns·hops; T2W's vertical
+paths need a second start-up, every other scheme one), the latency ordering becomes:
+""")
+        + "\n",
+        *(
+            f"- {SWEEPS[c.sweep]}: TASNEM lowest at {c.tasnem_lowest} of {c.points} points, Uniform highest "
+            f"at {c.uniform_highest}{_instead(c.sweep, 'lowest', c.lowest_elsewhere)}"
+            f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
+            for c in checks
+        ),
         "",
     ]
 
@@ -858,36 +797,99 @@ class Config:
             (self.emulate_up_to != DEFAULT_EMULATE_UP_TO, f"--emulate-up-to {self.emulate_up_to}"),
             (self.ts_ns != DEFAULT_TS_NS, f"--ts {self.ts_ns:g}"),
         )
-        return " ".join(
-            [f"meshcast reproduce tasnem --repeat {self.repeat} --seed {self.seed}"]
-            + [o for on, o in opts if on]
-        )
+        return command_line(NAME, self, *(o for on, o in opts if on))
+
+
+def _tori(results: Sequence[JobResult], model: bool) -> str:
+    """``T5, T10, …``: the tori run through the model (or in the emulation)."""
+    sides = {int(r.job.topology.split("x")[1]) for r in results if (r.job.runtime == "model") == model}
+    return ", ".join(f"T{n}" for n in sorted(sides))
 
 
 def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
-    emu = sorted({int(r.job.topology.split("x")[1]) for r in results if r.job.runtime != "model"})
-    mod = sorted({int(r.job.topology.split("x")[1]) for r in results if r.job.runtime == "model"})
-    parts = []
-    if emu:
-        parts.append(
-            f"{', '.join(f'T{n}' for n in emu)} in the emulation ({cfg.runtime}, one emulation per torus)"
-        )
+    """Which tori ran in the emulation and which through the reference model, and why."""
+    emu, mod = _tori(results, False), _tori(results, True)
+    parts = [f"{emu} in the emulation ({cfg.runtime}, one emulation per torus)"] if emu else []
     if mod:
-        parts.append(
-            f"{', '.join(f'T{n}' for n in mod)} through the reference model "
-            "(`coordinator.runtimes.model.run_model`, "
-            "which gives the emulation's records exactly — `tests/test_emulation_vs_model.py`; tori above "
-            f"{cfg.emulate_up_to}×{cfg.emulate_up_to} are too slow for the in-process lockstep emulation "
-            "within this run's budget, a 40×40 size point alone taking about 5 minutes; the model's runs "
-            "of the destinations sweep are split by algorithm over the worker processes)"
-        )
+        parts.append(_MODEL_RUNS.format(tori=mod, up=cfg.emulate_up_to))
     return "; ".join(parts)
+
+
+_MODEL_RUNS = _prose("""
+{tori} through the reference model (`coordinator.runtimes.model.run_model`, which gives the emulation's
+records exactly — `tests/test_emulation_vs_model.py`; tori above {up}×{up} are too slow for the in-process
+lockstep emulation within this run's budget, a 40×40 size point alone taking about 5 minutes; the model's
+runs of the destinations sweep are split by algorithm over the worker processes)
+""")
+
+
+def _run_status(results: Sequence[JobResult]) -> str:
+    """``Run status: …``: complete or not, then every run's steps and times."""
+    runs = sorted(results, key=lambda r: (r.job.sweep, r.job.topology, r.job.subset))
+    status = "complete" if all(r.complete for r in results) else "**INCOMPLETE**"
+    return (
+        f"Run status: {status}. "
+        + "; ".join(
+            f"{r.job.label}: {'ok' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}, "
+            f"{r.steps} steps, {r.wall_s:.1f} s ({r.cpu_s:.1f} s CPU)"
+            + (f", {len(r.errors)} node errors" if r.errors else "")
+            for r in runs
+        )
+        + ".\n"
+    )
 
 
 def _idle_estimate(results: Sequence[JobResult], workers: int) -> float:
     """Seconds the runs would take on idle CPUs: their CPU time shared by the workers, or the longest run."""
     cpu = [r.cpu_s for r in results]
     return max(sum(cpu) / max(1, workers), max(cpu, default=0.0))
+
+
+_GENERATED = _prose("""
+Generated by `{command}` ({date}). {n_mc} multicasts in {n_runs} runs, wall time **{wall_s:.1f} s** with
+{jobs} worker process(es) on {cpus} CPU(s) ({machine}); the runs took {cpu_s:.0f} CPU-seconds, the
+machine's load average was {load0:.1f} at the start and {load1:.1f} at the end (other work on it slows
+the run); on an idle machine the runs need about {idle:.0f} s (their CPU time over the workers, or the
+longest run if that is longer).
+""")
+_SETTING = """\
+- Tori, all-port, isolated contention (every multicast sees an idle network), lockstep clock; the source \
+drawn uniformly for each destination set; {repeat} random destination sets per point (seed {seed}), the \
+same sets for every algorithm: {algorithms}.
+- Destinations sweep (Figs. 8–9): T{dest_torus}, k = {dests}. The paper says "100 to 1600" without naming \
+the torus; T40 is its largest (1600 nodes, so at most 1599 destinations besides the source).
+- Size sweep (Figs. 10–11): {sizes} at {percent:g}% destinations (k = {size_ks}).
+- Runs: {runs}.
+- HCM, T2W and Uniform are reconstructions from the paper's §2 prose (`node/routing/torus_paths.py` says \
+where each choice was made); TASNEM follows its Figs. 2–3 (`node/routing/tasnem.py`)."""
+_TIMING = _prose(f"""
+The paper (§3.4, §4): *"The network latency is equal to the longest message transmission path involved"*
+and *"the network latency time between any two adjacent nodes has been set at 25 ns"*; traffic is *"the
+number of channels used to deliver all messages"*. So a multicast's latency is 25 ns × the hops of its
+longest path (source to the last-reached destination, across re-injections), and its traffic the link
+traversals of all its packets. In `coordinator.analysis.timing.Timing` this is the contention-free
+wormhole model with `Timing(model="wormhole", ts=0, beta=0, flits=1, router={HOP_NS:g})`: Σ start-ups·(Ts
++ L·β) + hops·(β + router) = 25 ns·hops per delivery, maximised over the destinations (`apply_timing`'s
+`latency.max`). The paper gives no start-up time, message length or flit time; its latencies leave them
+out, and so do ours. A sensitivity check with a start-up cost follows the ordering below. The **bound**
+columns are the mean distance to the farthest destination × 25 ns (no scheme can do better) and k links
+(each destination needs a link into it).
+""")
+_ORDER_QUOTE = _prose("""
+*"In all tested cases, the network latency and the network traffic obtained by TASNEM algorithm are less
+than [those of] the other algorithms. Also, [those of] Uniform algorithm are more than [those of] the other
+algorithms."* (§4.2) — among the paper's four, by the means at each point:
+""")
+_PLOTS = _prose("""
+Figs. 8–11 as in the paper (its four algorithms); the `trees_*` plots put TASNEM beside PAIR and MIN. Solid
+lines are ours with the 95% CI shaded; the paper gives its results only as figures (no numbers), so the
+dashed grey line is not the paper's but the lower bound.
+""")
+_FILES = _prose("""
+`tidy.csv`: one row per multicast (latency_ns, latency_ts_ns with the start-up cost, hops of the longest
+path, bound_hops, lockstep time, traffic, start-ups, missing); `summary.csv`: per point mean and 95% CI;
+`run.json`: parameters and run status.
+""")
 
 
 def build_report(
@@ -899,67 +901,52 @@ def build_report(
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
-    complete = all(r.complete for r in results)
-    _, order = _order_lines(res)
-    n_mc = sum(len(r.rows) for r in results)
+    generated = _GENERATED.format(
+        command=cfg.command,
+        n_mc=sum(len(r.rows) for r in results),
+        n_runs=len(results),
+        jobs=cfg.jobs,
+        cpu_s=sum(r.cpu_s for r in results),
+        load0=meta["load"][0],
+        load1=meta["load"][1],
+        idle=_idle_estimate(results, cfg.jobs),
+        **meta,
+    )
+    if "rebuilt" in meta:
+        generated += f" Report rebuilt from the CSVs on {meta['rebuilt']} (`--report-only`)."
+    setting = _SETTING.format(
+        repeat=cfg.repeat,
+        seed=cfg.seed,
+        algorithms=", ".join(LABELS[a] for a in cfg.algorithms),
+        dest_torus=cfg.dest_torus,
+        dests=", ".join(map(str, cfg.dests)),
+        sizes=", ".join(f"T{n}" for n in cfg.sizes),
+        percent=cfg.percent,
+        size_ks=", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes),
+        runs=_runs_text(results, cfg),
+    )
+    tables = [
+        part
+        for sweep in SWEEPS
+        if res.xs[sweep]
+        for metric, digits in (("latency_ns", 0), ("traffic", 1))
+        for part in (
+            f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n",
+            _point_table(res, sweep, metric, digits),
+        )
+    ]
     parts = [
         "# Reproduction of seed 001 (TASNEM): Figs. 8–11, and TASNEM against PAIR and MIN\n",
-        f"Generated by `{cfg.command}` ({meta['date']}). {n_mc} multicasts in {len(results)} runs, wall time "
-        f"**{meta['wall_s']:.1f} s** with {cfg.jobs} worker process(es) on {meta['cpus']} CPU(s) "
-        f"({meta['machine']}); the runs took {sum(r.cpu_s for r in results):.0f} CPU-seconds, the "
-        f"machine's load average was {meta['load'][0]:.1f} at the start and {meta['load'][1]:.1f} at the "
-        "end (other work on it slows the run); on an idle machine the runs need about "
-        f"{_idle_estimate(results, cfg.jobs):.0f} s "
-        "(their CPU time over the workers, or the longest run if that is longer)."
-        + (
-            f" Report rebuilt from the CSVs on {meta['rebuilt']} (`--report-only`)."
-            if "rebuilt" in meta
-            else ""
-        )
-        + "\n",
+        generated + "\n",
         "## Setting\n",
-        f"- Tori, all-port, isolated contention (every multicast sees an idle network), lockstep clock; the "
-        f"source drawn uniformly for each destination set; {cfg.repeat} random destination sets per point "
-        f"(seed {cfg.seed}), the same sets for every algorithm: "
-        + ", ".join(LABELS[a] for a in cfg.algorithms)
-        + ".",
-        f"- Destinations sweep (Figs. 8–9): T{cfg.dest_torus}, k = {', '.join(map(str, cfg.dests))}. "
-        'The paper says "100 to 1600" without naming the torus; T40 is its largest (1600 nodes, so at '
-        "most 1599 destinations besides the source).",
-        f"- Size sweep (Figs. 10–11): {', '.join(f'T{n}' for n in cfg.sizes)} at {cfg.percent:g}% "
-        f"destinations (k = {', '.join(str(size_k(n, cfg.percent)) for n in cfg.sizes)}).",
-        f"- Runs: {_runs_text(results, cfg)}.",
-        "- HCM, T2W and Uniform are reconstructions from the paper's §2 prose (`node/routing/torus_paths.py` "
-        "says where each choice was made); TASNEM follows its Figs. 2–3 (`node/routing/tasnem.py`).",
+        setting,
         "",
-        "Run status: "
-        + ("complete" if complete else "**INCOMPLETE**")
-        + ". "
-        + "; ".join(
-            f"{r.job.label}: {'ok' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}, "
-            f"{r.steps} steps, {r.wall_s:.1f} s ({r.cpu_s:.1f} s CPU)"
-            + (f", {len(r.errors)} node errors" if r.errors else "")
-            for r in sorted(results, key=lambda r: (r.job.sweep, r.job.topology, r.job.subset))
-        )
-        + ".\n",
+        _run_status(results),
         "## Timing model\n",
-        'The paper (§3.4, §4): *"The network latency is equal to the longest message transmission path '
-        'involved"* and *"the network latency time between any two adjacent nodes has been set at 25 ns"*; '
-        'traffic is *"the number of channels used to deliver all messages"*. So a multicast\'s latency is '
-        "25 ns × the hops of its longest path (source to the last-reached destination, across "
-        "re-injections), and its traffic the link traversals of all its packets. In "
-        "`coordinator.analysis.timing.Timing` this is the contention-free wormhole model with "
-        f'`Timing(model="wormhole", ts=0, beta=0, flits=1, router={HOP_NS:g})`: Σ start-ups·(Ts + L·β) + '
-        "hops·(β + router) = 25 ns·hops per delivery, maximised over the destinations "
-        "(`apply_timing`'s `latency.max`). The paper gives no start-up time, message length or flit time; "
-        "its latencies leave them out, and so do ours. A sensitivity check with a start-up cost follows "
-        "the ordering below. The **bound** columns are the mean distance to the farthest destination × "
-        "25 ns (no scheme can do better) and k links (each destination needs a link into it).\n",
+        _TIMING + "\n",
         "## The paper's ordering, checked\n",
-        '*"In all tested cases, the network latency and the network traffic obtained by TASNEM algorithm '
-        "are less than [those of] the other algorithms. Also, [those of] Uniform algorithm are more than "
-        "[those of] the other algorithms.\"* (§4.2) — among the paper's four, by the means at each point:\n",
-        *order,
+        _ORDER_QUOTE + "\n",
+        *_order_lines(res)[1],
         "",
         "The paper's statements about the curves:\n",
         *_trend_lines(res),
@@ -971,27 +958,13 @@ def build_report(
         *_trees_lines(res),
         "## Tables\n",
         "Mean [95% CI] over the destination sets.\n",
+        *tables,
+        "## Plots\n",
+        _PLOTS + "\n",
+        *(f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots),
+        "## Files\n",
+        _FILES + "\n",
     ]
-    for sweep in SWEEPS:
-        if not res.xs[sweep]:
-            continue
-        for metric, digits in (("latency_ns", 0), ("traffic", 1)):
-            parts.append(f"### {METRICS[metric]} vs {SWEEPS[sweep]}\n")
-            parts.append(_point_table(res, sweep, metric, digits))
-    parts.append("## Plots\n")
-    parts.append(
-        "Figs. 8–11 as in the paper (its four algorithms); the `trees_*` plots put TASNEM beside PAIR and "
-        "MIN. Solid lines are ours with the 95% CI shaded; the paper gives its results only as figures "
-        "(no numbers), so the dashed grey line is not the paper's but the lower bound.\n"
-    )
-    for p in plots:
-        parts.append(f"![{p.stem}]({p.relative_to(out).as_posix()})\n")
-    parts.append("## Files\n")
-    parts.append(
-        "`tidy.csv`: one row per multicast (latency_ns, latency_ts_ns with the start-up cost, hops of the "
-        "longest path, bound_hops, lockstep time, traffic, start-ups, missing); `summary.csv`: per point "
-        "mean and 95% CI; `run.json`: parameters and run status.\n"
-    )
     return "\n".join(parts)
 
 
@@ -1003,25 +976,20 @@ def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> li
         algs = [a for a in spec.algorithms if a in res.algorithms]
         if not xs or len(algs) < 2:
             continue
-        series = []
-        for a in algs:
-            cis = [res.ci(spec.sweep, a, x, spec.metric) for x in xs]
-            series.append(
-                Series(
-                    LABELS[a],
-                    xs,
-                    [res.mean(spec.sweep, a, x, spec.metric) for x in xs],
-                    colour=COLOURS[a],
-                    band=([c[0] for c in cis], [c[1] for c in cis]),
-                )
+        cis = {a: [res.ci(spec.sweep, a, x, spec.metric) for x in xs] for a in algs}
+        series = [
+            Series(
+                LABELS[a],
+                xs,
+                [res.mean(spec.sweep, a, x, spec.metric) for x in xs],
+                colour=COLOURS[a],
+                band=([c[0] for c in cis[a]], [c[1] for c in cis[a]]),
             )
-        first = [res.summary.get((spec.sweep, algs[0], x)) for x in xs]
-        if spec.metric == "latency_ns":
-            bound = [None if r is None else r["bound_hops_mean"] * HOP_NS for r in first]
-        else:
-            bound = [None if r is None else float(r["k"]) for r in first]
+            for a in algs
+        ]
+        bound = [res.bound(spec.sweep, x, spec.metric) for x in xs]
         series.append(Series("lower bound", xs, bound, paper=True, colour="#999999"))
-        what = METRICS[spec.metric]
+        what = MEASURES[spec.metric][1]
         fig = f"cf. paper Fig. {spec.paper_figure}" if spec.paper_figure else "TASNEM vs seed-000 trees"
         if spec.sweep == "dests":
             title = f"{what.split(' (')[0].capitalize()} vs destinations, {res.topology('dests', xs[0])}"
