@@ -319,19 +319,15 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
     past = [c for c in cs if c not in at]
     br, br_vals = c_exp("herley-random", "peak_buffer", at), col("herley-random", "peak_buffer", at)
     bt_at, br_past = col("herley-tiles", "peak_buffer", at), col("herley-random", "peak_buffer", past)
-    beyond = ", ".join(f"{fmt(v, 1)} at c = {c}" for c, v in zip(past, br_past, strict=True))
+    reached = ", ".join(f"{fmt(v, 1)} at c = {c}" for c, v in zip(past, br_past, strict=True))
+    beyond = "; beyond that regime (c > n/16, where we use n/16 tiles with larger blocks) it reached "
     add(
         "Theorem 3: `herley-random` needs buffers of O(1) packets (independent of c)",
         br is not None and br <= CONSTANT_BUFFER,
         f"its peak node occupancy went {fmt(br_vals[0], 0)} → {fmt(br_vals[-1], 0)} packets for c = "
         f"{at[0]} → {at[-1]} (the paper's regime c ≤ n/16 where possible): c^{_exp_text(br)} (criterion: "
         f"exponent ≤ {CONSTANT_BUFFER:.2f}); `herley-tiles` went {fmt(bt_at[0], 0)} → {fmt(bt_at[-1], 0)} "
-        "over the same c"
-        + (
-            f"; beyond that regime (c > n/16, where we use n/16 tiles with larger blocks) it reached {beyond}"
-            if past
-            else ""
-        ),
+        "over the same c" + (beyond + reached if past else ""),
     )
     # Independence of d.
     ds = [d for d in s.ds if (s.side, "worst", d, s.d_c, "replicate") in summ]
