@@ -1,16 +1,10 @@
 """Seed 000 (Malani): DIAG, PAIR and MIN on a 20×20 mesh and torus — Tables 1–6, Figs. 27–38.
 
-The paper's setting: 20×20 mesh and torus, source (0,0), one-port store-and-forward, 20, 40, …,
-380 uniformly random destinations, 100 runs per point, the same destination sets for every
-algorithm. VH and DIST run on the same sets as extra columns (``--algorithms`` chooses).
-
-Each topology is one sweep (:mod:`coordinator.experiments.sweep`: isolated contention, dealt into emulations
-of at most ``--chunk`` multicasts); ``--jobs`` worker processes (default: up to two, one per
-core) run those emulations side by side.
-Output in ``--out``: ``report.md`` (the paper's tables, ours, the differences, the comparative
-claims checked against our data), ``plots/*.png`` (ours solid, the paper's dashed), each
-topology's ``tidy.csv`` / ``summary.csv`` / ``sweep.json`` and ``reproduction.json`` (the run's
-facts). ``--report-only`` rebuilds the report and plots from those files without emulating.
+The paper's setting (20×20 mesh and torus, source (0,0), one-port store-and-forward, k = 20, 40, …,
+380 random destinations, 100 runs per point, the same sets for every algorithm), plus VH and DIST as
+extra columns. Each topology is one sweep (:mod:`coordinator.experiments.sweep`) in ``--jobs`` worker
+processes. ``--out`` gets report.md (the paper's tables, ours, the differences, its comparative claims
+checked), plots/*.png, each topology's tidy.csv, summary.csv and sweep.json, and reproduction.json.
 """
 
 from __future__ import annotations
@@ -60,7 +54,6 @@ from coordinator.reproduce.framework import (
     significance,
     write_json,
 )
-from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
 __all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
@@ -132,22 +125,6 @@ FIGURES = tuple(
 )
 
 
-# -- running -----------------------------------------------------------------------------------
-def run_sweeps(
-    algorithms: Sequence[str],
-    repeat: int,
-    seed: int,
-    settings: RunSettings,
-    jobs: int = 2,
-    progress: Callable[[int, int], None] | None = None,
-    chunk: int = DEFAULT_CHUNK,
-) -> dict[str, SweepResult]:
-    """The mesh and the torus sweep; their emulations share a pool of ``jobs`` processes."""
-    specs = [SweepSpec(spec, tuple(algorithms), KS, repeat, seed, SOURCE) for spec in TOPOLOGIES.values()]
-    results = sweep_many(specs, settings, progress, jobs=jobs, chunk=chunk)
-    return dict(zip(TOPOLOGIES, results, strict=True))
-
-
 # -- numbers from the runs -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Ours:
@@ -176,6 +153,12 @@ class Ours:
         vals = [self.mean(kind, alg, k, metric) for k in KS]
         known = [v for v in vals if v is not None]
         return statistics.fmean(known) if len(known) == len(vals) else None
+
+    def points_below(self, alg: str, metric: str, kind: str, other: str) -> int:
+        """At how many points ``alg``'s mean on ``kind`` lies below its mean on ``other``."""
+        return sum(
+            1 for k in KS if (self.mean(kind, alg, k, metric) or 0) < (self.mean(other, alg, k, metric) or 0)
+        )
 
     def diffs(self, kind: str, a: str, b: str, metric: str, ks: Sequence[int] = KS) -> list[float]:
         """a − b per multicast (the same destination sets) at the points ``ks``, where both have one."""
@@ -215,11 +198,6 @@ def index_results(
     return Ours(summary, tidy, _farthest_bounds(repeat, seed), tuple(algorithms), repeat)
 
 
-def paper_tables() -> Tables:
-    """The paper's Tables 1–6 (package data) by (topology, metric)."""
-    return {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
-
-
 def _paper(table: DataTable, k: int, col: str) -> float | None:
     row = table.by("destinations").get(float(k))
     return None if row is None or col not in row else row[col]
@@ -239,6 +217,21 @@ def _signed(v: float, digits: int = 1, unit: str = "%") -> str:
 
 def _upper(algs: Sequence[str], sep: str = "/") -> str:
     return sep.join(a.upper() for a in algs)
+
+
+def _each(algs: Sequence[str], value: Callable[[str], object]) -> str:
+    """``DIAG v, PAIR v, …``: one value per algorithm, as the report lists them."""
+    return ", ".join(f"{a.upper()} {value(a)}" for a in algs)
+
+
+def _paper_gap(tables: Tables, kind: str, metric: str, a: str, b: str) -> float:
+    """The paper's a against b over the sweep, in %."""
+    return _pct(_paper_overall(tables[(kind, metric)], a), _paper_overall(tables[(kind, metric)], b))
+
+
+def _deltas(ours: Ours, paper: DataTable, spec: TableSpec, alg: str) -> list[float]:
+    """Ours − the paper's at every point."""
+    return [(ours.mean(spec.kind, alg, k, spec.metric) or 0) - (_paper(paper, k, alg) or 0) for k in KS]
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -269,8 +262,8 @@ def _table_section(spec: TableSpec, tables: Tables, ours: Ours) -> str:
         mean_row += [f"**{cell}**" for cell in (fmt(p), fmt(m), fmt_delta(m, p))]
     mean_row += [f"**{fmt(ours.overall(kind, a, metric))}**" for a in extras]
     farthest = (
-        " *Farthest* is the mean distance from the source to the farthest destination of the "
-        "point's sets, a lower bound on any multicast time."
+        " *Farthest* is the mean distance from the source to the farthest destination of the point's sets, "
+        "a lower bound on any multicast time."
     )
     return "\n".join(
         [
@@ -314,27 +307,21 @@ def _differences(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str
     return "\n".join(lines) + "\n"
 
 
-def _delta(ours: Ours, paper: DataTable, spec: TableSpec, alg: str, k: int) -> float:
-    """Ours − the paper's at one point."""
-    return (ours.mean(spec.kind, alg, k, spec.metric) or 0) - (_paper(paper, k, alg) or 0)
-
-
 def _time_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str]) -> list[str]:
     """The reasons we know for a time table's differences, with the numbers that support them."""
     kind, paper = spec.kind, tables[(spec.kind, spec.metric)]
     bound = statistics.fmean(ours.bound[kind].values())
-    over_p = ", ".join(f"{a.upper()} {_signed(_paper_overall(paper, a) - bound, 2, '')}" for a in algs)
-    over_o = ", ".join(
-        f"{a.upper()} {_signed((ours.overall(kind, a, 'time') or 0) - bound, 2, '')}" for a in algs
+    over_p = _each(algs, lambda a: _signed(_paper_overall(paper, a) - bound, 2, ""))
+    over_o = _each(algs, lambda a: _signed((ours.overall(kind, a, "time") or 0) - bound, 2, ""))
+    _, wa, wk = max(
+        (abs(d), a, k) for a in algs for k, d in zip(KS, _deltas(ours, paper, spec, a), strict=True)
     )
-    _, wa, wk = max((abs(_delta(ours, paper, spec, a, k)), a, k) for a in algs for k in KS)
     out = [
-        "Our times are one-port store-and-forward times with the optimal send order at every "
-        "branching node (children by non-increasing subtree completion time, ALGORITHMS.md); the "
-        "thesis does not give its send order, and where it gives a worked-example time that "
-        "order matters (ALGORITHMS.md: DIST Example 1 ours 12 vs paper 17, MIN Example 2 ours 17 "
-        "vs paper 20, both *open*). "
-        f"Above the farthest-destination bound ({fmt(bound)} on average) the paper's times lie {over_p}, "
+        "Our times are one-port store-and-forward times with the optimal send order at every branching node "
+        "(children by non-increasing subtree completion time, ALGORITHMS.md); the thesis does not give its "
+        "send order, and where it gives a worked-example time that order matters (ALGORITHMS.md: DIST "
+        "Example 1 ours 12 vs paper 17, MIN Example 2 ours 17 vs paper 20, both *open*). Above "
+        f"the farthest-destination bound ({fmt(bound)} on average) the paper's times lie {over_p}, "
         f"ours {over_o}.",
         f"The largest difference is {wa.upper()} at k = {wk}: bound {fmt(ours.bound[kind][wk])}, ours "
         f"{fmt(ours.mean(kind, wa, wk, 'time'))}, the paper's {fmt(_paper(paper, wk, wa))}.",
@@ -342,15 +329,17 @@ def _time_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[st
     if kind == "torus":
         topo = Topology.parse(TOPOLOGIES[kind])
         above = sum(1 for a in algs for v in paper.column(a) if v > topo.diameter)
-        between = ", ".join(
-            f"{a.upper()} {fmt(ours.overall('torus', a, 'time'))} < {fmt(_paper_overall(paper, a))} "
-            f"< {fmt(ours.overall('mesh', a, 'time'))}"
-            for a in algs
+        between = _each(
+            algs,
+            lambda a: (
+                f"{fmt(ours.overall('torus', a, 'time'))} < {fmt(_paper_overall(paper, a))} "
+                f"< {fmt(ours.overall('mesh', a, 'time'))}"
+            ),
         )
         out.append(
-            f"Table 4 is a known problem (ALGORITHMS.md): {above} of its {len(algs) * len(KS)} "
-            f"means (up to {fmt(max(max(paper.column(a)) for a in algs))}) exceed the {topo.spec} torus's "
-            f"diameter ({topo.diameter}) and the depth of any zone tree (≤ 20), so no shortest-path reading "
+            f"Table 4 is a known problem (ALGORITHMS.md): {above} of its {len(algs) * len(KS)} means (up to "
+            f"{fmt(max(max(paper.column(a)) for a in algs))}) exceed the {topo.spec} torus's diameter "
+            f"({topo.diameter}) and the depth of any zone tree (≤ 20), so no shortest-path reading "
             f"reproduces them. They lie between our torus and our mesh times ({between} on average), as if "
             "the thesis's torus trees used the wrap-around links only in part."
         )
@@ -359,15 +348,14 @@ def _time_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[st
 
 #: Per algorithm, how we read its rule on the mesh; ``{where}`` gets its numbers.
 MESH_TRAFFIC_READINGS = {
-    "diag": "DIAG is a reconstruction (the thesis gives no construction): a diagonal trunk to the "
-    "farthest destination with straight branches (ALGORITHMS.md), the reading that lands on "
-    "the paper's DIAG column, which a nearest-tree-node reading does not ({where}).",
-    "pair": "PAIR ({where}): ALGORITHMS.md lists this as a known problem — Table 2's PAIR traffic "
-    "(91 at k = 20) is far below what the thesis's own rule and traffic formula (Prop. 4) "
-    "give (≈ 120) — so we keep the rule as written.",
-    "min": "MIN ({where}): first the PAIR pair, then alternately min-x / min-y joined from the "
-    "nearest tree node; the ties (nearest node, then smallest (x, y)) are our reading, the "
-    "thesis leaves them open.",
+    "diag": "DIAG is a reconstruction (the thesis gives no construction): a diagonal trunk to the farthest "
+    "destination with straight branches (ALGORITHMS.md), the reading that lands on the paper's DIAG "
+    "column, which a nearest-tree-node reading does not ({where}).",
+    "pair": "PAIR ({where}): ALGORITHMS.md lists this as a known problem — Table 2's PAIR traffic (91 at "
+    "k = 20) is far below what the thesis's own rule and traffic formula (Prop. 4) give (≈ 120) — so we "
+    "keep the rule as written.",
+    "min": "MIN ({where}): first the PAIR pair, then alternately min-x / min-y joined from the nearest "
+    "tree node; the ties (nearest node, then smallest (x, y)) are our reading, the thesis leaves them open.",
 }
 
 
@@ -375,32 +363,29 @@ def _traffic_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence
     """The reasons we know for a (additional) traffic table's differences, with their numbers."""
     kind, metric, paper = spec.kind, spec.metric, tables[(spec.kind, spec.metric)]
     out: list[str] = []
-    if kind == "mesh":
-        for a in algs:
-            mean_d = statistics.fmean(_delta(ours, paper, spec, a, k) for k in KS)
-            where = (
-                f"at k = 20 ours {fmt(ours.mean(kind, a, 20, metric))}, "
-                f"the paper's {fmt(_paper(paper, 20, a))}; over the sweep {_signed(mean_d, 2, '')}"
-            )
-            out.append(MESH_TRAFFIC_READINGS[a].format(where=where))
-    else:
+    for a in algs if kind == "mesh" else ():
+        where = (
+            f"at k = 20 ours {fmt(ours.mean(kind, a, 20, metric))}, the paper's {fmt(_paper(paper, 20, a))}; "
+            f"over the sweep {_signed(statistics.fmean(_deltas(ours, paper, spec, a)), 2, '')}"
+        )
+        out.append(MESH_TRAFFIC_READINGS[a].format(where=where))
+    if kind == "torus":
         out.append(_torus_above_mesh(spec, tables, ours, algs))
         over = [(a, v) for a in algs for v in paper.column(a) if v > SPANNING_TREE_EDGES]
         if metric == "traffic" and over:
             out.append(
                 "Table 5 has a known problem too (ALGORITHMS.md): "
                 + ", ".join(f"{a.upper()} {fmt(v)}" for a, v in over)
-                + f" exceed{'s' if len(over) == 1 else ''} the {SPANNING_TREE_EDGES} edges of any "
-                "spanning tree of 400 nodes, impossible for a multicast tree."
+                + f" exceed{'s' if len(over) == 1 else ''} the {SPANNING_TREE_EDGES} edges of any spanning "
+                "tree of 400 nodes, impossible for a multicast tree."
             )
     if metric == "additional_traffic":
-        traffic = tables[(kind, "traffic")]
+        traffic, n = tables[(kind, "traffic")], spec.number
         gap, gap_alg, gap_k = max(
             (abs((_paper(paper, k, a) or 0) - ((_paper(traffic, k, a) or 0) - k)), a, k)
             for a in algs
             for k in KS
         )
-        n = spec.number
         out.append(
             f"Additional traffic is traffic − k, in the paper as in ours: the paper's Table {n} equals its "
             f"Table {n - 1} minus k to within {fmt(gap)} (largest at {gap_alg.upper()}, k = {gap_k}), so "
@@ -414,39 +399,31 @@ def _torus_above_mesh(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequenc
     """Where the torus needs more (additional) traffic than the mesh, in the paper and in ours."""
     metric, paper, mesh = spec.metric, tables[("torus", spec.metric)], tables[("mesh", spec.metric)]
     higher = sum(1 for a in algs for k in KS if (_paper(paper, k, a) or 0) > (_paper(mesh, k, a) or 0))
-    ours_higher = {
-        a: sum(
-            1 for k in KS if (ours.mean("torus", a, k, metric) or 0) > (ours.mean("mesh", a, k, metric) or 0)
-        )
-        for a in algs
-    }
+    ours_higher = {a: ours.points_below(a, metric, "mesh", "torus") for a in algs}
     shortest = [a for a in algs if a in ("diag", "pair") and ours_higher[a] == 0]
     others = [a for a in algs if ours_higher[a]]
-    deltas = ", ".join(
-        f"{a.upper()} {_signed(statistics.fmean(_delta(ours, paper, spec, a, k) for k in KS), 2, '')}"
-        for a in algs
-    )
+    deltas = _each(algs, lambda a: _signed(statistics.fmean(_deltas(ours, paper, spec, a)), 2, ""))
     word = "traffic" if metric == "traffic" else "additional traffic"
     text = (
-        f"Over the sweep ours differ by {deltas}. In the paper the torus needs more {word} than the "
-        f"mesh at {higher} of {len(algs) * len(KS)} points (algorithm × k), in ours at "
-        f"{sum(ours_higher.values())} ({', '.join(f'{a.upper()} {ours_higher[a]}' for a in algs)}). "
+        f"Over the sweep ours differ by {deltas}. In the paper the torus needs more {word} than the mesh at "
+        f"{higher} of {len(algs) * len(KS)} points (algorithm × k), in ours at {sum(ours_higher.values())} "
+        f"({_each(algs, ours_higher.get)}). "
     )
     if shortest:
         text += (
-            f"Our {_upper(shortest)} zone trees use the wrap-around links, "
-            "so no destination is more than 20 hops away instead of 38 and the trees are smaller. "
+            f"Our {_upper(shortest)} zone trees use the wrap-around links, so no destination is more than 20 "
+            "hops away instead of 38 and the trees are smaller. "
         )
     if others:
         text += (
-            f"{_upper(others)} is the exception in ours, likely because the "
-            "torus splits the destinations over four zone trees grown from four origins "
-            "(ALGORITHMS.md), which share fewer links than one tree on the mesh. "
+            f"{_upper(others)} is the exception in ours, likely because the torus splits the destinations "
+            "over four zone trees grown from four origins (ALGORITHMS.md), which share fewer links than one "
+            "tree on the mesh. "
         )
     return text + (
         "The thesis's torus numbers are above its mesh numbers for every algorithm although every "
-        "destination is at least as near on the torus, which points to its torus runs rather than "
-        "to the rules (the thesis does not say how its torus trees use the wrap-around)."
+        "destination is at least as near on the torus, which points to its torus runs rather than to the "
+        "rules (the thesis does not say how its torus trees use the wrap-around)."
     )
 
 
@@ -466,12 +443,8 @@ def _equal_time(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> 
     """PAIR against DIAG "at equal time": the verdict and how the times compare per multicast."""
     diffs = ours.diffs(kind, "pair", "diag", "time")
     lower, equal, higher = sign_counts(diffs)
-    split = (
-        f"; per multicast PAIR's time is lower in {lower}, equal in {equal} and higher in {higher} "
-        f"of {len(diffs)}"
-        if diffs
-        else ""
-    )
+    split = f"; per multicast PAIR's time is lower in {lower}, equal in {equal} and higher in {higher} of "
+    split = f"{split}{len(diffs)}" if diffs else ""
     if not (below and dt <= EQUAL_TIME_TOLERANCE * 100):
         return "does not hold", split
     return ("holds" if strong else "holds, but by a much smaller margin than the paper's"), split
@@ -480,10 +453,8 @@ def _equal_time(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> 
 def _slightly_higher(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> tuple[str, str]:
     """MIN against PAIR "with slightly higher time": the verdict and how the times compare per point."""
     t_lower, t_same, t_higher = _point_classes(ours, kind, "min", "pair", "time")
-    tail = (
-        f", significantly higher at {t_higher} of {len(KS)} points, indistinguishable at {t_same}, "
-        f"lower at {t_lower}"
-    )
+    tail = f", significantly higher at {t_higher} of {len(KS)} points, indistinguishable at {t_same}, "
+    tail += f"lower at {t_lower}"
     if not below:
         return "does not hold", tail
     if dt <= 0:
@@ -503,53 +474,34 @@ CLAIMS = {
 def _claim(tables: Tables, ours: Ours, kind: str, a: str, b: str) -> str:
     """One comparative claim (``a``'s traffic below ``b``'s, and how the times compare), checked."""
     words, judge = CLAIMS[(a, b)]
-    paper_pct = {
-        m: _pct(_paper_overall(tables[(kind, m)], a), _paper_overall(tables[(kind, m)], b))
-        for m in ("time", "traffic")
-    }
     ta, tb = ours.overall(kind, a, "traffic") or 0, ours.overall(kind, b, "traffic") or 0
-    lower, same, higher = _point_classes(ours, kind, a, b, "traffic")
-    below, pct = ta < tb and higher == 0, _pct(ta, tb)
-    strong = below and abs(pct) >= abs(paper_pct["traffic"]) / 2
     sa, sb = ours.overall(kind, a, "time") or 0, ours.overall(kind, b, "time") or 0
-    verdict, tail = judge(ours, kind, below, strong, _pct(sa, sb))
+    lower, same, higher = _point_classes(ours, kind, a, b, "traffic")
+    below, pct, paper_pct = ta < tb and higher == 0, _pct(ta, tb), _paper_gap(tables, kind, "traffic", a, b)
+    verdict, tail = judge(ours, kind, below, below and abs(pct) >= abs(paper_pct) / 2, _pct(sa, sb))
     A, B = a.upper(), b.upper()
     return (
-        f"* **{A}'s traffic below {B}'s {words}, {kind}: {verdict}.** "
-        f"{A}'s mean traffic over the sweep is {fmt(ta)} vs {B}'s {fmt(tb)} links "
-        f"({_signed(pct)}; paper {_signed(paper_pct['traffic'])}), significantly lower at {lower} of "
-        f"{len(KS)} points, indistinguishable at {same}, higher at {higher}; "
-        f"{A}'s mean time is {fmt(sa)} vs {B}'s {fmt(sb)} steps ({_signed(_pct(sa, sb), 2)}; paper "
-        f"{_signed(paper_pct['time'], 2)}){tail}."
+        f"* **{A}'s traffic below {B}'s {words}, {kind}: {verdict}.** {A}'s mean traffic over the sweep is "
+        f"{fmt(ta)} vs {B}'s {fmt(tb)} links ({_signed(pct)}; paper {_signed(paper_pct)}), significantly "
+        f"lower at {lower} of {len(KS)} points, indistinguishable at {same}, higher at {higher}; {A}'s mean "
+        f"time is {fmt(sa)} vs {B}'s {fmt(sb)} steps ({_signed(_pct(sa, sb), 2)}; paper "
+        f"{_signed(_paper_gap(tables, kind, 'time', a, b), 2)}){tail}."
     )
 
 
 def _claims(tables: Tables, ours: Ours) -> list[str]:
     """The paper's comparative claims, each checked against our data in a sentence or two."""
-    out = [
-        _claim(tables, ours, kind, a, b)
-        for a, b in COMPARISONS
-        if {a, b} <= set(ours.algorithms)
-        for kind in TOPOLOGIES
-    ]
-    algs = ours.algorithms
-    points = len(algs) * len(KS)
-    below = sum(
-        1
-        for a in algs
-        for k in KS
-        if (ours.mean("torus", a, k, "time") or 0) < (ours.mean("mesh", a, k, "time") or 0)
-    )
+    have, algs = set(ours.algorithms), ours.algorithms
+    out = [_claim(tables, ours, kind, a, b) for a, b in COMPARISONS if {a, b} <= have for kind in TOPOLOGIES]
+    points, below = len(algs) * len(KS), sum(ours.points_below(a, "time", "torus", "mesh") for a in algs)
     ratios = [(ours.overall("torus", a, "time") or 0) / (ours.overall("mesh", a, "time") or 1) for a in algs]
-    paper_ratios = [
-        _paper_overall(tables[("torus", "time")], a) / _paper_overall(tables[("mesh", "time")], a)
-        for a in PAPER_ALGORITHMS
-    ]
+    torus, mesh = tables[("torus", "time")], tables[("mesh", "time")]
+    paper_ratios = [_paper_overall(torus, a) / _paper_overall(mesh, a) for a in PAPER_ALGORITHMS]
     out.append(
         f"* **Torus times below mesh times: {'holds' if below == points else 'does not hold'}.** The torus's "
-        f"mean time is below the mesh's at {below} of {points} points (algorithm × k); the "
-        f"torus/mesh ratio of the mean times is {min(ratios):.2f}–{max(ratios):.2f} over the algorithms "
-        f"(paper {min(paper_ratios):.2f}–{max(paper_ratios):.2f}; the diameters are 20 and 38, ratio 0.53)."
+        f"mean time is below the mesh's at {below} of {points} points (algorithm × k); the torus/mesh ratio "
+        f"of the mean times is {min(ratios):.2f}–{max(ratios):.2f} over the algorithms (paper "
+        f"{min(paper_ratios):.2f}–{max(paper_ratios):.2f}; the diameters are 20 and 38, ratio 0.53)."
     )
     return out
 
@@ -561,9 +513,7 @@ def _headline(tables: Tables, ours: Ours) -> str:
             kind,
             f"{a.upper()} vs {b.upper()}",
             METRIC_NAMES[metric],
-            _signed(
-                _pct(_paper_overall(tables[(kind, metric)], a), _paper_overall(tables[(kind, metric)], b))
-            ),
+            _signed(_paper_gap(tables, kind, metric, a, b)),
             _signed(_pct(ours.overall(kind, a, metric) or 0, ours.overall(kind, b, metric) or 0)),
         ]
         for kind, (a, b), metric in product(TOPOLOGIES, COMPARISONS, METRIC_NAMES)
@@ -694,6 +644,10 @@ OPTIONS = (
 )
 
 
+#: What SweepResult takes from sweep.json after its rows, in order, with the value when absent.
+SWEEP_FACTS = {"incomplete": [], "errors": [], "steps": 0, "emulation_wall_s": 0.0, "emulations": 1}
+
+
 def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     """The sweeps and run facts an earlier run wrote into ``out`` (for ``--report-only``)."""
     from coordinator.experiments.sweep import summarise_tidy
@@ -702,15 +656,8 @@ def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
         tidy = read_tidy(out / kind / "tidy.csv")
-        results[kind] = SweepResult(
-            tidy,
-            summarise_tidy(tidy),
-            list(info.get("incomplete", [])),
-            list(info.get("errors", [])),
-            int(info.get("steps", 0)),
-            float(info.get("emulation_wall_s", 0.0)),
-            int(info.get("emulations", 1)),
-        )
+        facts = (info.get(key, default) for key, default in SWEEP_FACTS.items())
+        results[kind] = SweepResult(tidy, summarise_tidy(tidy), *facts)
     return results, json.loads((out / "reproduction.json").read_text())
 
 
@@ -723,7 +670,7 @@ def run(args: Any, ctx: Context) -> int:
         _emulate(args, ctx, out)
     results, meta = read_report_only("malani", out, load_results)
     ours = index_results(results, tuple(meta["algorithms"]), int(meta["repeat"]), int(meta["seed"]))
-    tables = paper_tables()
+    tables = {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
     plots = write_plots(out, tables, ours)
     report = build_report(results, ours, tables, plots, out, meta)
     said = (
@@ -738,7 +685,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     algorithms = names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
     settings = lockstep_settings(args, "one-port")
     watch = Stopwatch()
-    results = run_sweeps(algorithms, args.repeat, args.seed, settings, args.jobs, ctx.progress, args.chunk)
+    specs = [SweepSpec(spec, algorithms, KS, args.repeat, args.seed, SOURCE) for spec in TOPOLOGIES.values()]
+    sweeps = sweep_many(specs, settings, ctx.progress, jobs=args.jobs, chunk=args.chunk)
+    results = dict(zip(TOPOLOGIES, sweeps, strict=True))
     chosen = [] if algorithms == ALL_ALGORITHMS else [f"--algorithms {','.join(algorithms)}"]
     cmd = command_line(NAME, args, *chosen)
     same = {"algorithms": list(algorithms), "repeat": args.repeat, "seed": args.seed}
