@@ -186,18 +186,6 @@ def _farthest_bounds(repeat: int, seed: int) -> dict[str, dict[int, float]]:
     return out
 
 
-def index_results(
-    results: Mapping[str, SweepResult], algorithms: Sequence[str], repeat: int, seed: int
-) -> Ours:
-    """Our sweeps' rows by point (summary) and by multicast (tidy), with the farthest-destination bounds."""
-    summary = {kind: {(r["algorithm"], r["k"]): r for r in res.summary} for kind, res in results.items()}
-    tidy = {
-        kind: {(r["algorithm"], r["k"], r["repetition"]): r for r in res.tidy}
-        for kind, res in results.items()
-    }
-    return Ours(summary, tidy, _farthest_bounds(repeat, seed), tuple(algorithms), repeat)
-
-
 def _paper(table: DataTable, k: int, col: str) -> float | None:
     row = table.by("destinations").get(float(k))
     return None if row is None or col not in row else row[col]
@@ -669,7 +657,13 @@ def run(args: Any, ctx: Context) -> int:
     if not args.report_only:
         _emulate(args, ctx, out)
     results, meta = read_report_only("malani", out, load_results)
-    ours = index_results(results, tuple(meta["algorithms"]), int(meta["repeat"]), int(meta["seed"]))
+    summary = {kind: {(r["algorithm"], r["k"]): r for r in res.summary} for kind, res in results.items()}
+    tidy = {
+        kind: {(r["algorithm"], r["k"], r["repetition"]): r for r in res.tidy}
+        for kind, res in results.items()
+    }
+    repeat, bounds = int(meta["repeat"]), _farthest_bounds(int(meta["repeat"]), int(meta["seed"]))
+    ours = Ours(summary, tidy, bounds, tuple(meta["algorithms"]), repeat)
     tables = {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
     plots = write_plots(out, tables, ours)
     report = build_report(results, ours, tables, plots, out, meta)
