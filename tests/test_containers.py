@@ -142,6 +142,20 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
     assert _project_gone(project) is None, "torn down after the run"
 
 
+def _logs_say(project: str, service: str, text: bytes) -> bool:
+    """Whether the service's container has logged ``text``; False while it is not there (yet or
+    any more: a container removed between the listing and the read is not an error)."""
+    import docker
+
+    for c in _containers(project, service):
+        try:
+            if text in c.logs():  # type: ignore[attr-defined]
+                return True
+        except docker.errors.NotFound:
+            continue
+    return False
+
+
 def _containers(project: str, service: str | None = None) -> list[object]:
     """The project's containers (of one service), listed without inspecting each one.
 
@@ -292,8 +306,8 @@ def test_a_signalled_containers_run_leaves_nothing_behind(engine: None, tmp_path
             time.sleep(0.5)
         assert project, "the run did not start"
         while time.monotonic() < deadline:
-            found = _containers(project, "node-1-1")
-            if found and b"started" in found[0].logs():  # type: ignore[attr-defined]
+            assert proc.poll() is None, proc.communicate()  # the run must still be going
+            if _logs_say(project, "node-1-1", b"started"):
                 break
             time.sleep(0.5)
         else:
