@@ -100,7 +100,7 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
             while not (log.exists() and "started" in log.read_text()):
                 await trio.sleep(0.05)
         await trio.sleep(1.0)
-        pid = _pid_of(f"--node {victim[0]},{victim[1]} ")
+        pid = _pid_of(victim)
         os.kill(pid, signal.SIGKILL)
     raw = result[0]
     from coordinator.runtimes.records import RawRun
@@ -113,22 +113,33 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
     assert raw.node_status[(0, 0)].startswith("link"), raw.node_status
 
 
-def _pid_of(needle: str) -> int:
-    """The pid of *our* node process (a child of this test process) whose command line has ``needle``.
+def _pid_of(node: tuple[int, int]) -> int:
+    """The pid of *our* node process at ``node`` (a descendant of this test process).
 
-    Only our own children: other runs on the machine may have a node at the same coordinates.
+    Only our own: other runs on the machine may have a node at the same coordinates. A forked
+    node is named ``node x,y`` (its comm); an exec'd one has ``--node x,y`` in its command line.
     """
+    parents: dict[int, int] = {}
+    names: dict[int, tuple[str, str]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            names[int(proc.name)] = ((proc / "comm").read_text().strip(), args)
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == os.getpid() and "-m node" in args and needle in args:
-            return int(proc.name)
-    raise AssertionError(f"no node process with {needle!r}")
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier and p not in mine}
+        mine |= frontier
+    x, y = node
+    for pid in sorted(mine):
+        comm, args = names.get(pid, ("", ""))
+        if comm == f"node {x},{y}" or ("-m node" in args and f"--node {x},{y} " in args):
+            return pid
+    raise AssertionError(f"no node process at {node}")
 
 
 async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
