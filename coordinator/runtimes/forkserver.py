@@ -14,7 +14,8 @@ The parent (``python -m coordinator.runtimes.forkserver``) speaks JSON lines on 
 Teardown: when its stdin closes (the coordinator is done, or died however it died) or on
 SIGTERM/SIGINT, the parent terminates its children, kills those still up after a grace period,
 reaps them and exits. Each child also asks the kernel to kill it if the parent dies
-(``PR_SET_PDEATHSIG``), so not even a SIGKILLed fork server leaves a node behind.
+(``PR_SET_PDEATHSIG``), so not even a SIGKILLed fork server leaves a node behind. With
+``MESHCAST_PROFILE_DIR`` set, each node runs under cProfile and leaves ``node-x-y.prof`` there.
 :class:`ForkServer` is the coordinator's side, a trio object.
 """
 
@@ -84,7 +85,19 @@ def _child(argv: list[str], log: str, parent: int, name: str) -> None:
         random.seed()
         from node.__main__ import main
 
-        code = main(argv)
+        profile_dir = os.environ.get("MESHCAST_PROFILE_DIR")
+        if profile_dir:  # cProfile each node: where a node process spends its time
+            import cProfile
+
+            profiler = cProfile.Profile()
+            try:
+                code = profiler.runcall(main, argv)
+            finally:
+                profiler.dump_stats(
+                    os.path.join(profile_dir, name.replace(" ", "-").replace(",", "-") + ".prof")
+                )
+        else:
+            code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:  # a node's own crash: name it in its log, exit 1
