@@ -10,6 +10,7 @@ sans-IO α-synchronizer) with the frames it reads from its links.
 from __future__ import annotations
 
 import math
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -34,7 +35,8 @@ __all__ = ["Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "qu
 REPORT_BATCH = 512
 REPORT_INTERVAL = 0.5
 """Seconds between reports while deliveries are waiting (so a run cut short keeps them)."""
-HANDSHAKE_TIMEOUT = 60.0
+HANDSHAKE_TIMEOUT = float(os.environ.get("MESHCAST_HANDSHAKE_TIMEOUT", "60"))
+"""How long a node waits for each handshake step; a large run's launcher raises it (h11: 1,024 nodes)."""
 
 
 class NodeAborted(Exception):

@@ -121,13 +121,18 @@ def _status(raw: int) -> int:
 class _Server:
     """The fork server's state: its children and where its replies go."""
 
-    out: Any
+    out: int  # the reply pipe's file descriptor
     children: dict[int, int] = field(default_factory=dict)  # pid -> request id
     stopping: bool = False
 
     def say(self, doc: dict[str, Any]) -> None:
-        self.out.write(json.dumps(doc) + "\n")
-        self.out.flush()
+        """One reply line (short: a pipe writes it whole). In teardown, a full pipe drops it."""
+        data = (json.dumps(doc) + "\n").encode()
+        if not self.stopping:
+            os.write(self.out, data)
+            return
+        with contextlib.suppress(OSError):
+            os.write(self.out, data)
 
     def spawn(self, line: str) -> None:
         try:
@@ -160,6 +165,8 @@ class _Server:
 
     def stop(self) -> None:
         """Terminate every child, kill what is left after the grace, reap them all."""
+        self.stopping = True
+        os.set_blocking(self.out, False)  # a full pipe nobody reads must not block the teardown
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -177,14 +184,13 @@ class _Server:
                 break
             rid = self.children.pop(pid, None)
             if rid is not None:
-                with contextlib.suppress(OSError):
-                    self.say({"id": rid, "exit": _status(raw)})
+                self.say({"id": rid, "exit": _status(raw)})
 
 
 def serve() -> int:
     """The fork server's loop: fork on each request line, report exits, tear down at EOF or a signal."""
     _prctl(_PR_SET_NAME, b"meshcast-fork")
-    out = os.fdopen(os.dup(1), "w")
+    out = os.dup(1)
     os.dup2(2, 1)  # a stray print must not corrupt the reply stream
     sys.stdout = sys.stderr
     server = _Server(out)

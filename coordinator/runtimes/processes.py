@@ -369,6 +369,9 @@ async def _run(
     t0 = time.perf_counter()
     ports = dict(zip(nodes, free_ports(len(nodes)), strict=True))
     env = dict(os.environ, **broker_env, PYTHONUNBUFFERED="1")
+    # the coordinator waits for every node before the next step of the handshake: with
+    # hundreds of nodes starting on few cores, the first ones wait longer than a node's default
+    env.setdefault("MESHCAST_HANDSHAKE_TIMEOUT", str(max(60.0, settings.wall_budget)))
     url = f"mqtt://{address.host}:{address.port}"
     early: list[str] = []
     async with open_coordinator_bus(address, run_id) as bus:
