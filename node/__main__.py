@@ -103,7 +103,9 @@ async def run_node(
         _log_line(text if text.startswith("node ") else f"{name}: {text}")
 
     try:
-        links = await TcpLinks.listen(host, port, log=log)
+        # h11: a launcher of many nodes raises this (neighbours may start long after this node)
+        link_wait = max(60.0, float(os.environ.get("MESHCAST_HANDSHAKE_TIMEOUT", "60")))
+        links = await TcpLinks.listen(host, port, log=log, connect_timeout=link_wait)
     except OSError as exc:
         log(f"cannot listen on {host}:{port}: {exc}")
         return 1
