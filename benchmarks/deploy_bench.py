@@ -1,21 +1,26 @@
 """Start-up time and lockstep steps/s of the processes and containers runtimes.
 
     .venv/bin/python benchmarks/deploy_bench.py processes torus:8x8 [steps]
+    MESHCAST_NODE_LAUNCH=exec .venv/bin/python benchmarks/deploy_bench.py processes torus:8x8
     .venv/bin/python benchmarks/deploy_bench.py containers torus:4x4 [steps]
 
 The plan injects one VH multicast (source (0,0), three destinations) every 50 steps, so the
 lockstep run lasts about ``steps`` steps whatever the network's size. Start-up is everything
 before the run's first step (processes or containers started, broker, hello, links, plan);
-steps/s is the lockstep rate of the run itself.
+steps/s is the lockstep rate of the run itself. Memory: for processes, the peak over the run
+of the RSS and of the PSS (shared pages divided among their sharers: what the nodes really
+cost together) summed over the node processes, sampled every half second from /proc; for
+containers, the peak of the node containers' summed cgroup memory (``docker stats``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
-from functools import partial
 
 import trio
 
@@ -27,6 +32,73 @@ from node.topology import Topology
 def plan_for(topo: Topology, steps: int) -> Plan:
     dests = ((topo.cols // 2, topo.rows // 2), (topo.cols - 1, topo.rows - 1), (topo.cols - 1, 0))
     return Plan(topo, tuple(Multicast(i, "vh", (0, 0), dests, i * 50) for i in range(max(1, steps // 50))))
+
+
+def _node_pids() -> list[int]:
+    """The node processes below this one: every descendant but the broker and the fork server."""
+    parents: dict[int, int] = {}
+    comms: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            comms[int(entry)] = stat[stat.index("(") + 1 : stat.rindex(")")]
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier and p not in found}
+        found |= frontier
+    return [p for p in found if not comms[p].startswith(("mosquitto", "meshcast-fork"))]
+
+
+def _memory(pids: list[int]) -> tuple[int, int]:
+    """Summed RSS and PSS of ``pids`` in bytes (from /proc/<pid>/smaps_rollup)."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return rss, pss
+
+
+async def _sample_processes(peak: dict[str, float]) -> None:
+    while True:
+        pids = await trio.to_thread.run_sync(_node_pids)
+        rss, pss = await trio.to_thread.run_sync(_memory, pids)
+        if rss > peak.get("rss", 0):
+            peak.update(rss=rss, pss=max(pss, peak.get("pss", 0)), nodes=len(pids))
+        peak["pss"] = max(pss, peak.get("pss", 0))
+        await trio.sleep(0.5)
+
+
+def _container_memory(project: str) -> int:
+    """Summed memory of this project's node containers now (``docker stats``), in bytes."""
+    out = subprocess.run(
+        ["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    units = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "kB": 1000, "MB": 1000**2, "GB": 1000**3}
+    total = 0
+    for line in out.splitlines():
+        name, _, usage = line.partition(" ")
+        if project not in name or "node" not in name:
+            continue
+        amount = usage.split("/")[0].strip()
+        for unit in sorted(units, key=len, reverse=True):
+            if amount.endswith(unit):
+                total += int(float(amount[: -len(unit)]) * units[unit])
+                break
+    return total
 
 
 def main() -> None:
@@ -42,20 +114,45 @@ def main() -> None:
         from coordinator.runtimes.processes import run_processes
 
         timings: dict[str, float] = {}
-        raw = trio.run(partial(run_processes, timings=timings), plan, settings)
+        peak: dict[str, float] = {}
+
+        async def go_processes() -> RawRun:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_sample_processes, peak)
+                raw = await run_processes(plan, settings, timings=timings)
+                nursery.cancel_scope.cancel()
+            return raw
+
+        raw = trio.run(go_processes)
         total = time.perf_counter() - t0
         startup = timings.get("startup_s", float("nan"))
+        rss_mib, pss_mib = peak.get("rss", 0) / 2**20, peak.get("pss", 0) / 2**20
+        memory = (
+            f", peak memory of {peak.get('nodes', 0):.0f} node processes: RSS {rss_mib:.0f}"
+            f" MiB summed, PSS {pss_mib:.0f} MiB summed ({pss_mib / max(1, topo.size):.1f} MiB a node)"
+        )
     else:
         from coordinator.runtimes.containers import ContainerRun
 
         run = ContainerRun(plan, settings, __import__("pathlib").Path(settings.run_dir or "."))
+
+        cpeak: list[int] = [0]
+
+        async def sample_containers() -> None:
+            while True:
+                used = await trio.to_thread.run_sync(_container_memory, run.project)
+                cpeak[0] = max(cpeak[0], used)
+                await trio.sleep(1.0)
 
         async def go() -> tuple[object, float]:
             run.write()
             await run.build()
             t1 = time.time()
             try:
-                rc = await run.up()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(sample_containers)
+                    rc = await run.up()
+                    nursery.cancel_scope.cancel()
             finally:
                 await run.down()
             doc = json.loads((run.results / "run.json").read_text())
@@ -63,12 +160,13 @@ def main() -> None:
 
         raw, startup = trio.run(go)  # type: ignore[assignment]
         total = time.perf_counter() - t0
+        memory = f", peak memory of the node containers {cpeak[0] / 2**20:.0f} MiB summed (docker stats)"
     r: RawRun = raw
     status = "complete" if not r.incomplete else f"INCOMPLETE {r.incomplete[:2]}"
     rate = r.last_step / max(r.wall_s, 1e-9)
     print(
         f"{runtime} {spec} ({topo.size} nodes): start-up {startup:.1f} s, {r.last_step} steps in"
-        f" {r.wall_s:.1f} s = {rate:.0f} steps/s, total {total:.1f} s, {status}"
+        f" {r.wall_s:.1f} s = {rate:.0f} steps/s, total {total:.1f} s{memory}, {status}"
     )
 
 

@@ -151,7 +151,10 @@ async def _listen(host: str, port: int, log: Callable[[str], None]) -> Any:
     from node.tcp import TcpLinks
 
     try:
-        links = await TcpLinks.listen(host, port, log=log)
+        # a launcher of many nodes raises this (neighbours may start long after this node)
+        from node.actor import handshake_timeout
+
+        links = await TcpLinks.listen(host, port, log=log, connect_timeout=handshake_timeout())
     except OSError as exc:
         log(f"cannot listen on {host}:{port}: {exc}")
         return None

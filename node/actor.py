@@ -12,6 +12,7 @@ mode instead: it wakes only at the steps where it has work and sends only non-em
 from __future__ import annotations
 
 import math
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -37,7 +38,19 @@ __all__ = ["Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "qu
 REPORT_BATCH = 512
 REPORT_INTERVAL = 0.5
 """Seconds between reports while deliveries are waiting (so a run cut short keeps them)."""
-HANDSHAKE_TIMEOUT = 60.0
+
+
+def handshake_timeout(default: float = 60.0) -> float:
+    """Seconds a node waits for each handshake step: ``MESHCAST_HANDSHAKE_TIMEOUT`` (a launcher of
+    hundreds of nodes raises it), never below ``default``; a bad value falls back to ``default``."""
+    try:
+        value = float(os.environ.get("MESHCAST_HANDSHAKE_TIMEOUT", default))
+    except ValueError:
+        return default
+    return max(default, value) if math.isfinite(value) else default
+
+
+HANDSHAKE_TIMEOUT = handshake_timeout()
 
 
 class NodeAborted(Exception):

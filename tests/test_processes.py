@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,7 +102,7 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
             while not (log.exists() and "started" in log.read_text()):
                 await trio.sleep(0.05)
         await trio.sleep(1.0)
-        pid = _pid_of(f"--node {victim[0]},{victim[1]} ")
+        pid = _pid_of(victim)
         os.kill(pid, signal.SIGKILL)
     raw = result[0]
     from coordinator.runtimes.records import RawRun
@@ -113,22 +115,33 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(tmp_path:
     assert raw.node_status[(0, 0)].startswith("link"), raw.node_status
 
 
-def _pid_of(needle: str) -> int:
-    """The pid of *our* node process (a child of this test process) whose command line has ``needle``.
+def _pid_of(node: tuple[int, int]) -> int:
+    """The pid of *our* node process at ``node`` (a descendant of this test process).
 
-    Only our own children: other runs on the machine may have a node at the same coordinates.
+    Only our own: other runs on the machine may have a node at the same coordinates. A forked
+    node is named ``node x,y`` (its comm); an exec'd one has ``--node x,y`` in its command line.
     """
+    parents: dict[int, int] = {}
+    names: dict[int, tuple[str, str]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            names[int(proc.name)] = ((proc / "comm").read_text().strip(), args)
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == os.getpid() and "-m node" in args and needle in args:
-            return int(proc.name)
-    raise AssertionError(f"no node process with {needle!r}")
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier and p not in mine}
+        mine |= frontier
+    x, y = node
+    for pid in sorted(mine):
+        comm, args = names.get(pid, ("", ""))
+        if comm == f"node {x},{y}" or ("-m node" in args and f"--node {x},{y} " in args):
+            return pid
+    raise AssertionError(f"no node process at {node}")
 
 
 async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
@@ -258,3 +271,73 @@ async def test_shared_contention_with_bounded_buffers_matches_the_model(tmp_path
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.link_sends == ref.link_sends
+
+
+async def test_exec_launch_still_matches_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MESHCAST_NODE_LAUNCH=exec``: one ``python -m node`` per node, same records as forked nodes."""
+    need_broker()
+    monkeypatch.setenv("MESHCAST_NODE_LAUNCH", "exec")
+    plan = random_plan(Topology.parse("mesh:2x3"), ["vh"], 3, repeat=3, seed=2)
+    settings = RunSettings(wall_budget=60, runtime="processes", run_dir=str(tmp_path))
+    raw = await run_processes(plan, settings)
+    ref = await run_inprocess(plan, RunSettings(wall_budget=60))
+    assert not raw.incomplete, raw.incomplete
+    assert sorted(a.logical() for a in raw.arrivals) == sorted(a.logical() for a in ref.arrivals)
+    assert not (tmp_path / "forkserver.log").exists()
+
+
+def _forkserver(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """A fork server with one node forked (it waits for a broker that is not there); the node's pid."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.runtimes.forkserver"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    assert "ready" in server.stdout.readline()
+    port = free_ports(1)[0]
+    argv = ["--broker", f"mqtt://127.0.0.1:{port}", "--run-id", "t", "--node", "0,0",
+            "--listen", "127.0.0.1:0", "--wait", "60"]  # fmt: skip
+    server.stdin.write(
+        json.dumps({"id": 7, "argv": argv, "log": str(tmp_path / "n.log"), "name": "node 0,0"})
+    )
+    server.stdin.write("\n")
+    server.stdin.flush()
+    reply = json.loads(server.stdout.readline())
+    assert reply["id"] == 7 and reply["pid"] > 0
+    log, deadline = tmp_path / "n.log", time.monotonic() + 30
+    while not (log.exists() and "listening" in log.read_text()):  # the node is up and running
+        assert time.monotonic() < deadline, "the forked node did not start"
+        time.sleep(0.05)
+    return server, int(reply["pid"])
+
+
+def _gone(pid: int, within: float = 20.0) -> bool:
+    """True once ``pid`` is no longer a live process (waits up to ``within`` seconds)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_fork_server_ends_its_nodes_when_the_coordinator_closes_it(tmp_path: Path) -> None:
+    server, pid = _forkserver(tmp_path)
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "node 0,0"
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.close()  # the coordinator is done (or died)
+    exits = [json.loads(line) for line in server.stdout]
+    assert server.wait(timeout=30) == 0
+    assert exits == [{"id": 7, "exit": -signal.SIGTERM}]
+    assert _gone(pid)
+
+
+def test_a_killed_fork_server_takes_its_nodes_with_it(tmp_path: Path) -> None:
+    server, pid = _forkserver(tmp_path)
+    server.kill()  # no teardown of its own: the kernel's parent-death signal ends the node
+    server.wait(timeout=30)
+    assert _gone(pid)

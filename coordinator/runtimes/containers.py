@@ -408,6 +408,14 @@ class ContainerRun:
             )
         self.timings["build_s"] = time.perf_counter() - t0
 
+    def parallel_env(self) -> None:
+        """Let compose create every node container at once (its default is 64 at a time).
+
+        ``COMPOSE_PARALLEL_LIMIT`` is compose v1's knob (v2 reads it too); a value the user set
+        is kept.
+        """
+        self.env.setdefault("COMPOSE_PARALLEL_LIMIT", str(max(64, self.plan.topology.size + 2)))
+
     async def up(self) -> int:
         """Start everything detached; return the coordinator's exit status once it has finished.
 
@@ -418,6 +426,7 @@ class ContainerRun:
         """
         budget = self.settings.wall_budget + START_MARGIN
         await self.choose_broker()
+        self.parallel_env()
         t0 = time.perf_counter()
         try:
             if await self._run(self.cmd("up", "-d"), "compose.log", budget) != 0:

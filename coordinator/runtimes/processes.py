@@ -1,4 +1,7 @@
-"""The ``processes`` runtime: one OS process per node (``python -m node``), TCP links on loopback.
+"""The ``processes`` runtime: one OS process per node, TCP links on loopback.
+
+Each node is forked from a fork server that imported the node once (:mod:`.forkserver`), or,
+with ``MESHCAST_NODE_LAUNCH=exec``, started as its own ``python -m node``.
 
 Control goes over MQTT: the broker given with ``--broker``, or else a ``mosquitto`` started for
 the run on a free loopback port, with a password generated for the run. Every child runs in
@@ -19,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -29,6 +32,7 @@ from typing import Any, Final
 import trio
 
 from coordinator.errors import Interrupted
+from coordinator.runtimes.forkserver import ForkServer
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
@@ -197,24 +201,78 @@ def _peers(topo: Topology, ports: dict[Coord, int]) -> Callable[[Coord], dict[st
     return peers
 
 
+Launch = Callable[[list[str], Path, str], Awaitable[int]]
+"""Run one node with these ``python -m node`` arguments, its log there, under this name; its status."""
+
+
+def _exec_launch(env: dict[str, str]) -> Launch:
+    """Each node as ``python -m node``: a fresh interpreter per node (``MESHCAST_NODE_LAUNCH=exec``)."""
+
+    async def launch(argv: list[str], logpath: Path, name: str) -> int:
+        with logpath.open("wb") as logf:
+            proc = await trio.run_process(
+                [sys.executable, "-m", "node", *argv], env=env, stdout=logf, stderr=subprocess.STDOUT,
+                check=False,
+            )  # fmt: skip
+        return proc.returncode
+
+    return launch
+
+
+def _fork_launch(server: ForkServer) -> Launch:
+    """Each node forked from the fork server, which imported the node once (the default)."""
+
+    async def launch(argv: list[str], logpath: Path, name: str) -> int:
+        return await server.wait(await server.spawn(argv, str(logpath), name))
+
+    return launch
+
+
+@asynccontextmanager
+async def _launcher(env: dict[str, str], workdir: Path) -> AsyncIterator[Launch]:
+    """How this run starts its nodes: forked from a fork server unless ``MESHCAST_NODE_LAUNCH=exec``.
+
+    The fork server runs in this context's nursery: it is terminated (and it terminates every
+    node it forked) when the context ends, however it ends.
+    """
+    if os.environ.get("MESHCAST_NODE_LAUNCH", "fork") == "exec" or not hasattr(os, "fork"):
+        yield _exec_launch(env)
+        return
+    async with trio.open_nursery() as nursery:
+        with (workdir / "forkserver.log").open("wb") as logf:
+            proc: trio.Process = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [sys.executable, "-m", "coordinator.runtimes.forkserver"],
+                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, check=False,
+                )
+            )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        server = ForkServer(proc.stdin, proc.stdout)
+        nursery.start_soon(server.pump)
+        try:
+            yield _fork_launch(server)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
 async def _child(
     node: Coord,
-    cmd: list[str],
-    env: dict[str, str],
+    argv: list[str],
+    launch: Launch,
     logpath: Path,
     bus: CoordinatorBus,
     on_early_exit: Callable[[Coord, str], None],
 ) -> None:
     """Run one node process; if it dies without a final report, tell the session it is lost."""
-    with logpath.open("wb") as logf:
-        proc = await trio.run_process(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, check=False)
+    returncode = await launch(argv, logpath, f"node {node[0]},{node[1]}")
     # its final report may still be on its way through the broker (a node flushes before it exits)
-    with trio.move_on_after(REPORT_GRACE if proc.returncode == 0 else 2.0):
+    with trio.move_on_after(REPORT_GRACE if returncode == 0 else 2.0):
         while node not in bus.done:
             await trio.sleep(0.05)
     if node not in bus.done:
         tail = _tail(logpath)
-        why = f"its process exited with status {proc.returncode} before its final report" + (
+        why = f"its process exited with status {returncode} before its final report" + (
             f" (last log line: {tail})" if tail else ""
         )
         bus.report_lost(node, why)
@@ -315,6 +373,9 @@ async def _run(
     t0 = time.perf_counter()
     ports = dict(zip(nodes, free_ports(len(nodes)), strict=True))
     env = dict(os.environ, **broker_env, PYTHONUNBUFFERED="1")
+    # the coordinator waits for every node before the next step of the handshake: with
+    # hundreds of nodes starting on few cores, the first ones wait longer than a node's default
+    env.setdefault("MESHCAST_HANDSHAKE_TIMEOUT", str(max(60.0, settings.wall_budget)))
     url = f"mqtt://{address.host}:{address.port}"
     early: list[str] = []
     async with open_coordinator_bus(address, run_id) as bus:
@@ -329,13 +390,13 @@ async def _run(
                 if bus.broadcasts == 0:  # before the plan went out: the run cannot start at all
                     startup_failed.cancel()
 
-            async with trio.open_nursery() as children:
+            async with _launcher(env, workdir) as launch, trio.open_nursery() as children:
                 for n in nodes:
-                    cmd = [sys.executable, "-m", "node", "--broker", url, "--run-id", run_id,
-                           "--node", f"{n[0]},{n[1]}", "--listen", f"{LOOPBACK}:{ports[n]}",
-                           "--wait", str(settings.wall_budget)]  # fmt: skip
+                    argv = ["--broker", url, "--run-id", run_id, "--node", f"{n[0]},{n[1]}",
+                            "--listen", f"{LOOPBACK}:{ports[n]}",
+                            "--wait", str(settings.wall_budget)]  # fmt: skip
                     logpath = workdir / "logs" / f"node-{n[0]}-{n[1]}.log"
-                    children.start_soon(_child, n, cmd, env, logpath, bus, on_early_exit)
+                    children.start_soon(_child, n, argv, launch, logpath, bus, on_early_exit)
                 raw = await session.run(set(nodes))
                 t1 = time.perf_counter()
                 with trio.move_on_after(EXIT_GRACE):
