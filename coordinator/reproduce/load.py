@@ -24,6 +24,7 @@ runs are too slow on the trio runtime for this report.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -114,52 +115,22 @@ def _evenly(first: float, step: float, n: int = 7) -> tuple[float, ...]:
     return tuple(round(first + i * step, 4) for i in range(n))
 
 
-FULL = Setup(
-    "mesh:10x10",
-    (
-        LoadSpec(
-            "multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0, _evenly(0.005, 0.01)
-        ),
-        LoadSpec(
-            "multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0, _evenly(0.0025, 0.005)
-        ),
-        LoadSpec(
-            "mixed-10",
-            "10% multicast to 10 destinations, 90% unicast (Fig. 19)",
-            10,
-            0.9,
-            _evenly(0.03, 0.05),
-        ),
-        LoadSpec(
-            "mixed-20",
-            "10% multicast to 20 destinations, 90% unicast (Fig. 20)",
-            20,
-            0.9,
-            _evenly(0.02, 0.04),
-        ),
+FULL_SWEEPS = (
+    LoadSpec("multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0, _evenly(0.005, 0.01)),
+    LoadSpec("multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0, _evenly(0.0025, 0.005)),
+    LoadSpec(
+        "mixed-10", "10% multicast to 10 destinations, 90% unicast (Fig. 19)", 10, 0.9, _evenly(0.03, 0.05)
     ),
-    500,
-    100,
-    10,
-    ("mesh:16x16", "mesh:32x32"),
-    (20, 40, 60, 80),
-    20,
-    40,
-)
-QUICK = Setup(
-    "mesh:4x4",
-    (
-        LoadSpec("multicast-3", "all multicast, 3 destinations", 3, 0.0, (0.01, 0.2)),
-        LoadSpec("mixed-3", "10% multicast, 90% unicast", 3, 0.9, (0.02, 0.3)),
+    LoadSpec(
+        "mixed-20", "10% multicast to 20 destinations, 90% unicast (Fig. 20)", 20, 0.9, _evenly(0.02, 0.04)
     ),
-    120,
-    30,
-    4,
-    ("mesh:6x6",),
-    (4, 8),
-    6,
-    10,
 )
+QUICK_SWEEPS = (
+    LoadSpec("multicast-3", "all multicast, 3 destinations", 3, 0.0, (0.01, 0.2)),
+    LoadSpec("mixed-3", "10% multicast, 90% unicast", 3, 0.9, (0.02, 0.3)),
+)
+FULL = Setup("mesh:10x10", FULL_SWEEPS, 500, 100, 10, ("mesh:16x16", "mesh:32x32"), (20, 40, 60, 80), 20, 40)
+QUICK = Setup("mesh:4x4", QUICK_SWEEPS, 120, 30, 4, ("mesh:6x6",), (4, 8), 6, 10)
 
 
 def _settings(max_steps: int) -> Any:
@@ -197,13 +168,8 @@ def load_task(mesh: str, spec: LoadSpec, alg: str, rate: float, s: Setup, seed: 
     if reason is None and p.throughput < SATURATION_SHORTFALL * p.offered:
         reason = f"accepted {p.throughput:.3f} of {p.offered:.3f} offered"
     worm = _wormhole_latency(topo, alg, traffic, s.warmup) if rate == min(spec.rates) else None
-    return {
-        "sweep": spec.name,
-        "point": p,
-        "saturated": reason,
-        "wormhole_latency": worm,
-        "wall_s": time.perf_counter() - t0,
-    }
+    wall_s = time.perf_counter() - t0
+    return dict(sweep=spec.name, point=p, saturated=reason, wormhole_latency=worm, wall_s=wall_s)
 
 
 def _wormhole_latency(topo: Topology, alg: str, traffic: Traffic, warmup: int) -> float | None:
@@ -241,26 +207,28 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
     rng = random.Random(seed * 7919 + k)
     nodes = list(topo.nodes())
     duration = s.cv_warmup + math.ceil(s.cv_messages / rate)
+    max_steps = 50 * duration + 20 * topo.size
     t0 = time.perf_counter()
-    cvs: list[float] = []
-    worm: list[float] = []
-    times: list[float] = []
-    sources = []
-    growth = []
-    for i in range(streams):
-        src = rng.choice(nodes)
-        sources.append(src)
-        traffic = Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,))
-        recs = _measured(topo, alg, traffic, 50 * duration + 20 * topo.size, s.cv_warmup)
-        complete = [r for r in recs if not r["missing"]]
-        cvs += [r["cv"] for r in complete if r["cv"] is not None]
-        worm += [r["latency"]["cv"] for r in complete if r["latency"]["cv"] is not None]
-        ts = [float(r["time"]) for r in recs if r["time"] is not None]
-        times += ts
-        third = max(1, len(ts) // 3)
-        if len(ts) >= 3:
-            growth.append(statistics.fmean(ts[-third:]) / max(1e-9, statistics.fmean(ts[:third])))
-    return CvCell(mesh, k, alg, cvs, worm, times, sources, max(growth, default=1.0), time.perf_counter() - t0)
+    sources: list[tuple[int, int]] = [rng.choice(nodes) for _ in range(streams)]  # runs draw nothing from rng
+    runs = [
+        _measured(
+            topo, alg, Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)), max_steps, s.cv_warmup
+        )
+        for i, src in enumerate(sources)
+    ]
+    done = [r for recs in runs for r in recs if not r["missing"]]
+    times = [[float(r["time"]) for r in recs if r["time"] is not None] for recs in runs]
+    growth = [
+        statistics.fmean(ts[-(len(ts) // 3) :]) / max(1e-9, statistics.fmean(ts[: len(ts) // 3]))
+        for ts in times
+        if len(ts) >= 3
+    ]
+    cvs = [r["cv"] for r in done if r["cv"] is not None]
+    worm = [r["latency"]["cv"] for r in done if r["latency"]["cv"] is not None]
+    pooled = [t for ts in times for t in ts]
+    return CvCell(
+        mesh, k, alg, cvs, worm, pooled, sources, max(growth, default=1.0), time.perf_counter() - t0
+    )
 
 
 def paper_cv() -> dict[Key, float]:
@@ -306,18 +274,15 @@ def _listing(values: Mapping[str, float | None], digits: int, order: Sequence[st
     return ", ".join(f"{a.upper()} {fmt(values.get(a), digits)}" for a in order)
 
 
-def _lowest(rows: Rows) -> tuple[float, Rows]:
-    """A sweep's lowest rate and its points there."""
+def _at_lowest(rows: Rows) -> tuple[float, dict[str, float | None], dict[str, float | None]]:
+    """A sweep's lowest rate, and each algorithm's emulated latency and eq. 7 latency there."""
     low = min(r["point"].rate for r in rows)
-    return low, [r for r in rows if r["point"].rate == low]
-
-
-def _latency(rows: Rows) -> dict[str, float | None]:
-    return {r["point"].algorithm: r["point"].latency for r in rows}
-
-
-def _wormhole(rows: Rows) -> dict[str, float | None]:
-    return {r["point"].algorithm: r["wormhole_latency"] for r in rows}
+    at = [r for r in rows if r["point"].rate == low]
+    return (
+        low,
+        {r["point"].algorithm: r["point"].latency for r in at},
+        {r["point"].algorithm: r["wormhole_latency"] for r in at},
+    )
 
 
 def _known(d: Mapping[str, float | None]) -> dict[str, float]:
@@ -350,8 +315,7 @@ def _heavy(rows: Rows, alg: str = "qg") -> tuple[float, dict[str, float]] | None
 
 
 def _low_load(rows: Rows, k: int) -> Claim:
-    low, at = _lowest(rows)
-    lat, worm = _latency(at), _wormhole(at)
+    low, lat, worm = _at_lowest(rows)
 
     def beats(d: Mapping[str, float | None]) -> bool:
         known = _known(d)
@@ -404,8 +368,7 @@ def _qg_best(rows: Rows, claim: str, runner_up: str | None = None) -> Claim:
 
 
 def _light_mixed(rows: Rows, k: int) -> Claim:
-    low, at = _lowest(rows)
-    lat = _latency(at)
+    low, lat, _ = _at_lowest(rows)
     known = _known(lat)
     top = max(known, key=lambda a: known[a]) if known else None
     return Claim(
@@ -416,34 +379,25 @@ def _light_mixed(rows: Rows, k: int) -> Claim:
     )
 
 
+HIGH_TRAFFIC = (
+    "§4.2.3 ({k} destinations): under high traffic QG has the lowest latency and the highest throughput of "
+    "the four (Figs. 15b, 16b show it for 20 destinations; with 10, Fig. 15a)"
+)
+HEAVY_MIXED = (
+    "§4.2.4 ({k} destinations, 90% unicast; Figs. 19–20): under heavy load QG performs best in latency and "
+    "throughput, followed by CP"
+)
+
+
 def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> list[Claim]:
     """The paper's comparative claims about latency and throughput under load, judged on our points."""
     claims: list[Claim] = []
     for spec in sweeps:
-        rows = by_sweep.get(spec.name, [])
-        if not rows:
-            continue
-        if spec.unicast_fraction == 0:
-            claims += [
-                _low_load(rows, spec.k),
-                _sensitivity(rows, spec.k),
-                _qg_best(
-                    rows,
-                    f"§4.2.3 ({spec.k} destinations): under high traffic QG has the lowest latency and the "
-                    "highest throughput of the four (Figs. 15b, 16b show it for 20 destinations; with 10, "
-                    "Fig. 15a)",
-                ),
-            ]
-        else:
-            claims += [
-                _qg_best(
-                    rows,
-                    f"§4.2.4 ({spec.k} destinations, 90% unicast; Figs. 19–20): under heavy load QG performs "
-                    "best in latency and throughput, followed by CP",
-                    runner_up="cp",
-                ),
-                _light_mixed(rows, spec.k),
-            ]
+        rows, k = by_sweep.get(spec.name, []), spec.k
+        if rows and spec.unicast_fraction == 0:
+            claims += [_low_load(rows, k), _sensitivity(rows, k), _qg_best(rows, HIGH_TRAFFIC.format(k=k))]
+        elif rows:
+            claims += [_qg_best(rows, HEAVY_MIXED.format(k=k), runner_up="cp"), _light_mixed(rows, k)]
     return claims
 
 
@@ -523,47 +477,40 @@ def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[C
 
 
 # -- report ---------------------------------------------------------------------------------------
+CV_NOTE = "one source, a multicast every 250 cycles ≈ 3.9 steps"
+
+
+def _as_plotted(r: Mapping[str, Any]) -> LoadPoint:
+    """A load point as plotted: marked saturated (no latency) by our test as well as ``load_point``'s."""
+    p = r["point"]
+    return replace(p, saturated=r["saturated"], latency=None if r["saturated"] else p.latency)
+
+
 def write_plots(
     out: Path, by_sweep: Mapping[str, Rows], s: Setup, cells: Mapping[Key, CvCell], paper: Mapping[Key, float]
 ) -> list[Path]:
     """Latency and throughput against offered load per sweep; per CV mesh, each CV measure against k."""
     plots: list[Path] = []
     for spec in s.sweeps:
-        rows = by_sweep.get(spec.name, [])
-        if rows:
+        if rows := by_sweep.get(spec.name, []):
             plots.append(out / "plots" / f"load_{spec.name}.png")
-            marked = [
-                replace(
-                    r["point"],
-                    saturated=r["saturated"],
-                    latency=None if r["saturated"] else r["point"].latency,
-                )
-                for r in rows
-            ]
-            plot_load(marked, plots[-1], f"{s.load_mesh}, {spec.title}; all-port, shared contention")
+            title = f"{s.load_mesh}, {spec.title}; all-port, shared contention"
+            plot_load([_as_plotted(r) for r in rows], plots[-1], title)
     xs = [float(k) for k in s.cv_ks]
-    for mesh in s.cv_meshes:
-        for attr, _, label in CV_MEASURES:
-            series = []
-            for a in ALGORITHMS:
-                ours = [
-                    _mean(getattr(cells[(mesh, k, a)], attr)) if (mesh, k, a) in cells else None
-                    for k in s.cv_ks
-                ]
-                series.append(Series(f"{a.upper()} (ours)", xs, ours, colour=COLOURS[a]))
-                if any((mesh, k, a) in paper for k in s.cv_ks):
-                    theirs = [paper.get((mesh, k, a)) for k in s.cv_ks]
-                    series.append(Series(f"{a.upper()} (paper)", xs, theirs, paper=True, colour=COLOURS[a]))
-            plots.append(
-                plot_series(
-                    out / "plots" / f"cv_{mesh.split(':')[1]}_{attr.split('_')[1]}.png",
-                    series,
-                    f"{mesh}: CV of the {label}",
-                    "destinations",
-                    "coefficient of variation",
-                    note="one source, a multicast every 250 cycles ≈ 3.9 steps",
-                )
-            )
+    for mesh, (attr, _, label) in itertools.product(s.cv_meshes, CV_MEASURES):
+        series = []
+        for a in ALGORITHMS:
+            got = [cells.get((mesh, k, a)) for k in s.cv_ks]
+            ours = [_mean(getattr(c, attr)) if c else None for c in got]
+            series.append(Series(f"{a.upper()} (ours)", xs, ours, colour=COLOURS[a]))
+            if any((mesh, k, a) in paper for k in s.cv_ks):
+                theirs = [paper.get((mesh, k, a)) for k in s.cv_ks]
+                series.append(Series(f"{a.upper()} (paper)", xs, theirs, paper=True, colour=COLOURS[a]))
+        path = out / "plots" / f"cv_{mesh.split(':')[1]}_{attr.split('_')[1]}.png"
+        title = f"{mesh}: CV of the {label}"
+        plots.append(
+            plot_series(path, series, title, "destinations", "coefficient of variation", note=CV_NOTE)
+        )
     return plots
 
 
@@ -572,8 +519,8 @@ def _drivers(by_sweep: Mapping[str, Rows], s: Setup) -> str:
     spec = next((x for x in s.sweeps if x.unicast_fraction == 0 and by_sweep.get(x.name)), None)
     if spec is None:
         return ""
-    _, at = _lowest(by_sweep[spec.name])
-    steps, worm = _known(_latency(at)), _known(_wormhole(at))
+    _, lat, worm_lat = _at_lowest(by_sweep[spec.name])
+    steps, worm = _known(lat), _known(worm_lat)
     if len(steps) < len(ALGORITHMS) or len(worm) < len(ALGORITHMS):
         return ""
     by_steps = " < ".join(a.upper() for a in sorted(steps, key=lambda a: steps[a]))
