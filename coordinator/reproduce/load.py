@@ -305,13 +305,11 @@ def _sat_offered(rows: Rows, alg: str) -> float | None:
 
 def _heavy(rows: Rows, alg: str = "qg") -> tuple[float, dict[str, float]] | None:
     """The highest rate at which ``alg`` is unsaturated, and the latency there of those unsaturated."""
-    by_rate: dict[float, dict[str, float]] = defaultdict(dict)
-    for r in rows:
-        p = r["point"]
-        if r["saturated"] is None and p.latency is not None:
-            by_rate[p.rate][p.algorithm] = p.latency
-    ok = [rate for rate, d in by_rate.items() if alg in d]
-    return (max(ok), by_rate[max(ok)]) if ok else None
+    ok = [r["point"] for r in rows if r["saturated"] is None and r["point"].latency is not None]
+    rates = [p.rate for p in ok if p.algorithm == alg]
+    if not rates:
+        return None
+    return max(rates), {p.algorithm: p.latency for p in ok if p.rate == max(rates)}
 
 
 def _low_load(rows: Rows, k: int) -> Claim:
@@ -713,12 +711,6 @@ def _undump(text: str) -> tuple[dict[str, list[dict[str, Any]]], dict[Key, CvCel
     return by_sweep, {c.key: c for c in cells}
 
 
-def _setup_from(d: Mapping[str, Any]) -> Setup:
-    """The Setup recorded in reproduction.json (its lists back to tuples)."""
-    sweeps = tuple(LoadSpec(**{**x, "rates": tuple(x["rates"])}) for x in d["sweeps"])
-    return Setup(**{**d, "sweeps": sweeps, "cv_meshes": tuple(d["cv_meshes"]), "cv_ks": tuple(d["cv_ks"])})
-
-
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run every load point and CV cell; write results.json and reproduction.json."""
     s = QUICK if args.quick else FULL
@@ -749,9 +741,13 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     write_json(out / "reproduction.json", {**facts, "jobs": args.jobs, "setup": asdict(s)})
 
 
-def _read(out: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[Key, CvCell]]:
+def _read(out: Path) -> tuple[dict[str, Any], Setup, dict[str, list[dict[str, Any]]], dict[Key, CvCell]]:
+    """reproduction.json (the run facts, the Setup with its lists back to tuples) and results.json."""
     meta = json.loads((out / "reproduction.json").read_text())
-    return (meta, *_undump((out / "results.json").read_text()))
+    d = meta["setup"]
+    sweeps = tuple(LoadSpec(**{**x, "rates": tuple(x["rates"])}) for x in d["sweeps"])
+    s = Setup(**{**d, "sweeps": sweeps, "cv_meshes": tuple(d["cv_meshes"]), "cv_ks": tuple(d["cv_ks"])})
+    return (meta, s, *_undump((out / "results.json").read_text()))
 
 
 def run(args: Any, ctx: Context) -> int:
@@ -761,8 +757,7 @@ def run(args: Any, ctx: Context) -> int:
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    meta, by_sweep, cells = read_report_only("load", out, _read)
-    s = _setup_from(meta["setup"])
+    meta, s, by_sweep, cells = read_report_only("load", out, _read)
     paper = paper_cv()
     claims = load_claims(by_sweep, s.sweeps) + cv_claims(cells, paper)
     load_columns = ["sweep", *HEADER, "saturated_reason", "wormhole_latency_cycles", "wall_s"]
