@@ -692,26 +692,9 @@ def _load_row(r: Mapping[str, Any]) -> list[Any]:
     return [r["sweep"], *r["point"].row(), r["saturated"] or "", r["wormhole_latency"], round(r["wall_s"], 2)]
 
 
-def _dump(by_sweep: Mapping[str, Rows], cells: Mapping[Key, CvCell]) -> str:
-    """Everything the report is built from, as JSON (results.json, for ``--report-only``)."""
-    load = [{**r, "point": asdict(r["point"])} for rows in by_sweep.values() for r in rows]
-    return json.dumps({"load": load, "cv": [asdict(c) for c in cells.values()]})
-
-
-def _undump(text: str) -> tuple[dict[str, list[dict[str, Any]]], dict[Key, CvCell]]:
-    """results.json back: the load points by sweep and the CV cells by key."""
-    data = json.loads(text)
-    by_sweep: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in data["load"]:
-        by_sweep[r["sweep"]].append(
-            {**r, "point": LoadPoint(**{**r["point"], "ci95": tuple(r["point"]["ci95"])})}
-        )
-    cells = [CvCell(**{**c, "sources": [tuple(x) for x in c["sources"]]}) for c in data["cv"]]
-    return by_sweep, {c.key: c for c in cells}
-
-
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
-    """Run every load point and CV cell; write results.json and reproduction.json."""
+    """Run every load point and CV cell; write results.json (what the report is built from) and
+    reproduction.json (the run facts and the Setup), for this run and any later ``--report-only``."""
     s = QUICK if args.quick else FULL
     sweep = [
         ("load", (s.load_mesh, spec, alg, rate, s, args.seed))
@@ -728,25 +711,30 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     ]
     watch = Stopwatch()
     tasks: list[Task] = ([] if args.no_sweep else sweep) + ([] if args.no_cv else cv)
-    by_sweep: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    cells: dict[Key, CvCell] = {}
-    for res in run_pool(_do, tasks, args.jobs, ctx.progress, _cost):
-        if isinstance(res, CvCell):
-            cells[res.key] = res
-        else:
-            by_sweep[res["sweep"]].append(res)
+    results = run_pool(_do, tasks, args.jobs, ctx.progress, _cost)
+    load = [{**r, "point": asdict(r["point"])} for r in results if not isinstance(r, CvCell)]
+    cells = [asdict(c) for c in results if isinstance(c, CvCell)]
     facts = run_facts(command_line(NAME, args), watch, repeat=args.repeat, seed=args.seed)
-    atomic_write(out / "results.json", _dump(by_sweep, cells))
+    atomic_write(out / "results.json", json.dumps({"load": load, "cv": cells}))
     write_json(out / "reproduction.json", {**facts, "jobs": args.jobs, "setup": asdict(s)})
 
 
-def _read(out: Path) -> tuple[dict[str, Any], Setup, dict[str, list[dict[str, Any]]], dict[Key, CvCell]]:
-    """reproduction.json (the run facts, the Setup with its lists back to tuples) and results.json."""
+BySweep = dict[str, list[dict[str, Any]]]
+
+
+def _read(out: Path) -> tuple[dict[str, Any], Setup, BySweep, dict[Key, CvCell]]:
+    """reproduction.json's facts and Setup, and results.json's load points by sweep and CV cells by key."""
     meta = json.loads((out / "reproduction.json").read_text())
     d = meta["setup"]
     sweeps = tuple(LoadSpec(**{**x, "rates": tuple(x["rates"])}) for x in d["sweeps"])
     s = Setup(**{**d, "sweeps": sweeps, "cv_meshes": tuple(d["cv_meshes"]), "cv_ks": tuple(d["cv_ks"])})
-    return (meta, s, *_undump((out / "results.json").read_text()))
+    data = json.loads((out / "results.json").read_text())
+    by_sweep: BySweep = defaultdict(list)
+    for r in data["load"]:
+        point = LoadPoint(**{**r["point"], "ci95": tuple(r["point"]["ci95"])})
+        by_sweep[r["sweep"]].append({**r, "point": point})
+    cells = [CvCell(**{**c, "sources": [tuple(x) for x in c["sources"]]}) for c in data["cv"]]
+    return meta, s, by_sweep, {c.key: c for c in cells}
 
 
 def run(args: Any, ctx: Context) -> int:
