@@ -108,3 +108,13 @@ def test_argparse_and_rich_live_only_in_the_cli() -> None:
                 f"{path.relative_to(ROOT)}: {m}" for m in mods if m.split(".")[0] in ("argparse", "rich")
             ]
     assert offenders == []
+
+
+def test_no_two_coordinator_modules_share_a_name() -> None:
+    """The coordinator's modules are named for what they hold, each name once (CLI commands end
+    in ``_command``); node/routing's family modules may share a paper's name with its reproduction."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "coordinator").rglob("*.py")):
+        if path.name != "__init__.py":
+            names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}

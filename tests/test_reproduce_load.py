@@ -10,7 +10,7 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiments.load import LoadPoint, Traffic, poisson_plan
 from coordinator.reproduce import reproductions
-from coordinator.reproduce.load import (
+from coordinator.reproduce.aldubai_load import (
     ALGORITHMS,
     INTERARRIVAL_CYCLES,
     STEP_CYCLES,

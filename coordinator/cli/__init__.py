@@ -12,9 +12,19 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from coordinator.cli import bench, check, deploy, load, plot, reproduce, run, show, sweep
+from coordinator.cli import (
+    bench_command,
+    check_command,
+    deploy_command,
+    load_command,
+    plot_command,
+    reproduce_command,
+    run_command,
+    show_command,
+    sweep_command,
+)
 from coordinator.cli.options import add_run_options, parse_params, settings_from, timing_from
-from coordinator.cli.run import execute, plan_from, print_summary
+from coordinator.cli.run_command import execute, plan_from, print_summary
 from coordinator.cli.ui import progress_runner
 from coordinator.errors import Interrupted, RunFailed, UsageError
 from node.routing import PlanError
@@ -41,7 +51,17 @@ Every node is a trio actor forwarding msgpack packets; 'meshcast run' injects mu
 and reports time, traffic and arrival variation. 'meshcast algorithms' lists the rules
 and their parameters; 'meshcast COMMAND --help' explains each command."""
 
-_MODULES: tuple[Any, ...] = (run, sweep, show, load, plot, check, reproduce, bench, deploy)
+_MODULES: tuple[Any, ...] = (
+    run_command,
+    sweep_command,
+    show_command,
+    load_command,
+    plot_command,
+    check_command,
+    reproduce_command,
+    bench_command,
+    deploy_command,
+)
 """Each command module: ``add_command(subparsers)`` and ``COMMANDS`` (name -> handler)."""
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}

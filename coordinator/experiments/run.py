@@ -111,6 +111,10 @@ def merge_runs(parts: Sequence[RawRun]) -> RawRun:
 
 
 async def _emulate(plan: Plan, settings: RunSettings, progress: Progress | None) -> RawRun:
+    if settings.deployment is not None:  # attach to a long-lived deployment (meshcast deploy)
+        from coordinator.runtimes.deployments import run_on_deployment
+
+        return await run_on_deployment(plan, settings, progress)
     if settings.runtime == "in-process":
         from coordinator.runtimes.inprocess import run_inprocess
 

@@ -13,7 +13,7 @@ A reproduction is a module of :mod:`coordinator.reproduce` that defines
 Every ``run`` follows one pattern: settings → points run (in :func:`run_pool`, progress reported
 through ``ctx.progress``) → tidy data written first (CSV) → claims, plots and ``report.md`` rebuilt
 from the tidy data alone, which is what ``--report-only`` does from an earlier run's files. The
-command line (argparse, rich) lives in :mod:`coordinator.cli.reproduce`; nothing here knows it.
+command line (argparse, rich) lives in :mod:`coordinator.cli.reproduce_command`; nothing here knows it.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One command-line option as data; :mod:`coordinator.cli.reproduce` turns it into argparse.
+    """One command-line option as data; :mod:`coordinator.cli.reproduce_command` turns it into argparse.
 
     ``flag`` makes it a switch (store_true), ``negatable`` a ``--x/--no-x`` pair with ``default``.
     """

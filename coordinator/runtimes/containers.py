@@ -496,10 +496,6 @@ async def run_containers(
     """
     from coordinator.errors import UsageError
 
-    if settings.deployment is not None:  # attach to a long-lived deployment instead
-        from coordinator.runtimes.deployments import run_on_deployment
-
-        return await run_on_deployment(plan, settings, progress)
     if shutil.which("docker") is None:
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
     if compose_cli() is None:

@@ -300,10 +300,6 @@ async def run_processes(
     ``timings``, if given, receives ``startup_s`` (launch to the first step), ``run_s`` and
     ``teardown_s``.
     """
-    if settings.deployment is not None:  # attach to a long-lived deployment instead
-        from coordinator.runtimes.deployments import run_on_deployment
-
-        return await run_on_deployment(plan, settings, progress)
     topo = plan.topology
     nodes = list(topo.nodes())
     run_id = "p" + secrets.token_hex(4)

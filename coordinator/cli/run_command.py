@@ -25,7 +25,7 @@ from coordinator.cli.options import (
 )
 from coordinator.cli.ui import console, progress
 from coordinator.errors import Interrupted, UsageError
-from coordinator.experiments.mcast import run_document
+from coordinator.experiments.mcast_run import run_document
 from coordinator.experiments.run import emulate, emulate_apart, result_document
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
@@ -211,7 +211,7 @@ def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
         topo = plan.topology
         written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
     if "mcast" not in doc:
-        from coordinator.cli.plot import write_plots
+        from coordinator.cli.plot_command import write_plots
 
         written.extend(write_plots(out))
     return written

@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 from coordinator.cli.options import add_run_options, settings_from, topology_from
-from coordinator.cli.run import plan_from
+from coordinator.cli.run_command import plan_from
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node.topology import Coord

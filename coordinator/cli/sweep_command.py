@@ -18,7 +18,7 @@ from coordinator.cli.options import (
     settings_from,
     topology_from,
 )
-from coordinator.cli.plot import write_plots
+from coordinator.cli.plot_command import write_plots
 from coordinator.cli.ui import console, plain, progress
 from coordinator.errors import UsageError
 from coordinator.experiments import sweep as sweep_mod
