@@ -48,7 +48,7 @@ async def test_a_stopped_node_ends_the_run_once_it_is_declared_lost(tmp_path: Pa
 
     def progress(reached: int, expected: int) -> None:
         if reached >= 3 and not stopped:
-            pid = _pid_of("--node 2,1 ")
+            pid = _pid_of((2, 1))
             os.kill(pid, signal.SIGSTOP)
             stopped.append((pid, time.monotonic()))
 
@@ -58,8 +58,10 @@ async def test_a_stopped_node_ends_the_run_once_it_is_declared_lost(tmp_path: Pa
     text = "; ".join(raw.incomplete)
     assert "node (2,1) lost" in text and "node (2,1) stopped early: lost:" in text, text
     assert not any("budget" in s for s in raw.incomplete), text
-    # detection takes keepalive (7.5 s) + grace (5 s); then stop, final reports, teardown
-    assert elapsed < 120, f"the run went on for {elapsed:.0f} s after the node stopped"
+    # detection takes keepalive (7.5 s) + grace (5 s) = 12.5 s; the run must end (stop, final
+    # reports, teardown) within 10 s of it; a few seconds more for a loaded machine
+    print(f"the run ended {elapsed:.1f} s after the node stopped")
+    assert elapsed < 12.5 + 10 + 5, f"the run went on for {elapsed:.0f} s after the node stopped"
     assert len(raw.arrivals) >= 3, "the arrivals reported before the node stopped are kept"
     assert raw.node_status[(0, 0)] != "ok"  # the others were stopped, and said so
 

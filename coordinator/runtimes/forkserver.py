@@ -170,6 +170,7 @@ class _Server:
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGCONT)  # a stopped (SIGSTOP) node takes its SIGTERM now
         deadline = time.monotonic() + KILL_GRACE
         while self.children and time.monotonic() < deadline:
             self.reap()

@@ -45,6 +45,8 @@ __all__ = ["BrokerNotFound", "LocalBroker", "free_ports", "local_broker", "run_p
 
 EXIT_GRACE: Final = 10.0
 """How long children may take to exit by themselves after the run before they are killed."""
+LOST_EXIT_GRACE: Final = 1.0
+"""The same once a node was declared lost: the run ends at once, the fork server reaps the rest."""
 LOOPBACK: Final = "127.0.0.1"
 REPORT_GRACE: Final = 15.0
 """How long the final report of a node whose process exited normally may take to arrive."""
@@ -395,7 +397,8 @@ async def _run(
                     children.start_soon(_child, n, argv, launch, logpath, bus, on_early_exit)
                 raw = await session.run(set(nodes))
                 t1 = time.perf_counter()
-                with trio.move_on_after(EXIT_GRACE):
+                # a node declared lost may hang (SIGSTOP): its fellows had their stop; end now
+                with trio.move_on_after(LOST_EXIT_GRACE if session.lost else EXIT_GRACE):
                     while not all(n in bus.done for n in nodes):
                         await trio.sleep(0.05)
                     await _children_exited(children)

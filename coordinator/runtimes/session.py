@@ -166,6 +166,11 @@ class Session:
                 if self._watch_lost:
                     raise _NodeLost
 
+    @property
+    def lost(self) -> list[Coord]:
+        """The nodes declared lost during the run (their processes may hang: don't wait for them)."""
+        return list(self._lost)
+
     async def _gather(self, phase: Phase, nodes: set[Coord]) -> None:
         """Wait until every node in ``nodes`` has reached ``phase`` (or is done)."""
         while not all(self._reached(n, phase) for n in nodes):
