@@ -11,6 +11,8 @@
 #   env: MESHCAST_BASE_IMAGE (default meshcast-local/debian-base:bookworm)
 #        MESHCAST_IMAGE      (default meshcast-local/meshcast:latest)
 #        SUITE (default bookworm), PYTHON (default .venv/bin/python or python3)
+#        EXTRA_WHEELS: space-separated plug-in projects or wheels (e.g. examples/meshcast-example-plugin)
+#                      built and installed into the image, so its nodes run third-party algorithms
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +52,12 @@ echo "building wheels into deploy/wheels" >&2
 rm -f "$here"/wheels/*.whl
 mkdir -p "$here/wheels"
 "$PYTHON" -m pip wheel --quiet --wheel-dir "$here/wheels" "$root"
+rm -rf "$here/wheels/extra"
+mkdir -p "$here/wheels/extra"
+for extra in ${EXTRA_WHEELS:-}; do  # plug-ins: their own wheel in extra/, their dependencies beside
+    echo "adding plug-in $extra" >&2
+    "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$here/wheels/extra" "$extra"
+done
 
 echo "building $IMAGE" >&2
 DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --pull=false \

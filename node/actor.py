@@ -208,7 +208,7 @@ class Node:
     # -- main --------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
-        await self._send(protocol.Hello(self.here, self.host))
+        await self._send(protocol.Hello(self.here, self.host, tuple(a.name for a in self.registry)))
         try:
             assign = await self._assignment()
         except NodeAborted as exc:  # stopped before it had a run: say so, and end

@@ -140,6 +140,13 @@ def _seq(item: Check) -> Check:
     return check
 
 
+def _opt(check: Check) -> Check:
+    def opt(v: Any) -> Any:
+        return None if v is None else check(v)
+
+    return opt
+
+
 def _any(v: Any) -> Any:
     return v
 
@@ -185,11 +192,13 @@ class _Event:
 # -- node -> coordinator --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Hello(_Event):
-    """A node is up: its coordinates and host name."""
+    """A node is up: its coordinates, host name and the algorithms it can run (built-in and
+    plug-ins), so a run that needs one it lacks is refused before it starts."""
 
     TYPE: ClassVar[str] = "hello"
     node: Coord = field(metadata={"check": _coord})
     host: str = field(metadata={"check": _str}, default="")
+    algorithms: tuple[str, ...] | None = field(metadata={"check": _opt(_seq(_str))}, default=None)
 
 
 @dataclass(frozen=True, slots=True)

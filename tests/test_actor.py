@@ -12,6 +12,7 @@ import trio
 
 from node.actor import Assignment, Node
 from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
+from node.routing import registry
 from node.wire import Packet, StepFrame, decode_control, decode_link, encode_control, encode_link
 
 MemoryControlTx = trio.MemorySendChannel[bytes]
@@ -137,6 +138,7 @@ async def test_node_reports_an_out_of_order_message_instead_of_dropping_it() -> 
                 "type": "hello",
                 "node": [1, 0],
                 "host": node.host,
+                "algorithms": [a.name for a in registry],  # what it can run, checked before start-up
             }
             to_node_tx.send_nowait(encode_control({"type": "start"}))  # before any assignment
             err = decode_control(await to_coord_rx.receive())

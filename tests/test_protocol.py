@@ -151,3 +151,27 @@ async def test_the_session_records_an_out_of_order_message() -> None:
     assert any("'stop' is not a message for the coordinator" in c for c in causes), causes
     assert [type(e) for e in sent[:1]] == [protocol.Assign]  # (0,0) was assigned all the same
     assert any("budget" in s for s in raw.incomplete)
+
+
+async def test_a_node_lacking_an_algorithm_is_refused_before_start_up() -> None:
+    """A node whose hello does not list the plan's algorithm (a plug-in missing from its image)
+    ends the run before anything is assigned or started, naming the node and the algorithm."""
+    topo = Topology.parse("mesh:2x1")
+    plan = Plan(topo, (Multicast(1, "vh", (0, 0), ((1, 0),)),))
+    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
+    sent: list[protocol.Event] = []
+
+    async def send_to(node: Any, data: bytes) -> None:
+        sent.append(protocol.decode(data))
+
+    async def broadcast(data: bytes) -> None:
+        sent.append(protocol.decode(data))
+
+    session = Session(plan, RunSettings(wall_budget=30), send_to, broadcast, inbox_rx)
+    inbox_tx.send_nowait(protocol.encode(protocol.Hello((0, 0), "h", ("vh", "dp"))))
+    inbox_tx.send_nowait(protocol.encode(protocol.Hello((1, 0), "h", ("dp",))))
+    with trio.fail_after(10):  # refused at once, not at the wall budget
+        raw = await session.run({(0, 0), (1, 0)})
+    assert raw.incomplete[0].startswith("refused before start-up: node (1,0) lacks algorithm(s) vh")
+    assert not any(isinstance(e, (protocol.PlanMessage, protocol.Start)) for e in sent)
+    assert any(isinstance(e, protocol.Stop) for e in sent)

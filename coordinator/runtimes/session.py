@@ -39,6 +39,10 @@ class _NodeLost(Exception):
     """A node was declared lost while the run was going: stop waiting for the rest."""
 
 
+class _Refused(Exception):
+    """A node cannot run this plan (it lacks an algorithm): the run is refused before it starts."""
+
+
 class Session:
     """One run seen from the coordinator."""
 
@@ -69,6 +73,7 @@ class Session:
         self._counters: dict[Coord, tuple[int, int, int]] = {}
         self._probe = 0
         self._lost: list[Coord] = []
+        self._refusals: list[str] = []
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
         self._watch_lost = False
@@ -153,6 +158,13 @@ class Session:
             return
         if isinstance(msg, protocol.Hello):
             self.collector.handle(msg)
+            lacking = self._lacking(msg)
+            if lacking:
+                self._refusals.append(
+                    f"node ({node[0]},{node[1]}) lacks algorithm(s) {', '.join(lacking)}: install the "
+                    "plug-in where the nodes run (the container image: EXTRA_WHEELS, docs/deploy.md)"
+                )
+                raise _Refused
             await self._to(node, self._assign(node))
         elif isinstance(msg, protocol.Counters):
             self._counters[node] = (msg.probe, msg.sent, msg.received)
@@ -165,6 +177,12 @@ class Session:
                 self._lost.append(node)
                 if self._watch_lost:
                     raise _NodeLost
+
+    def _lacking(self, hello: protocol.Hello) -> list[str]:
+        """The plan's algorithms that this node says it cannot run (none if it did not say)."""
+        if hello.algorithms is None:
+            return []
+        return sorted({m.algorithm for m in self.plan.multicasts} - set(hello.algorithms))
 
     @property
     def lost(self) -> list[Coord]:
@@ -199,6 +217,8 @@ class Session:
                     await self._free_until_quiescent(nodes)
             except _NodeLost:
                 lost = True
+            except _Refused:
+                raw.incomplete.append("refused before start-up: " + self._refusals[0])
             finally:
                 self._watch_lost = False
         raw.wall_s = time.perf_counter() - t0
