@@ -11,7 +11,9 @@ What is here:
   latencies, CV, completeness) under a latency model (several models can time one emulation);
 * :func:`summarise_rows` / :func:`paired` — per-point means with 95% confidence intervals, and
   per-point paired comparisons of two algorithms on the very same sets;
-* :func:`write_rows` / :func:`read_rows` — the per-multicast rows as ``tidy.csv`` and back.
+* :func:`write_rows` / :func:`read_rows` — the per-multicast rows as ``tidy.csv`` and back;
+* :class:`Summaries`, :func:`ci_cell`, :func:`ci_series`, :func:`plot_links` — what both reports
+  draw from the per-point summaries: table cells, plot curves with their CI band, plot links.
 
 Nothing here knows a paper's numbers; the reproduction modules do.
 """
@@ -29,8 +31,8 @@ import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
-from coordinator.output.results import write_csv
-from coordinator.reproduce.framework import ProgressFn, read_tidy, significance
+from coordinator.output.report import Series, fmt_ci
+from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
@@ -42,13 +44,15 @@ __all__ = [
     "McRow",
     "Point",
     "Stat",
+    "Summaries",
+    "ci_cell",
+    "ci_series",
     "compare_text",
     "emulate_points",
     "mc_rows",
     "paired",
+    "plot_links",
     "read_rows",
-    "status_doc",
-    "status_from",
     "summarise_rows",
     "write_rows",
 ]
@@ -238,33 +242,26 @@ class Comparison:
 
 def paired(rows: Sequence[McRow], scenario: str, a: str, b: str, metric: str) -> Comparison:
     """Compare ``a`` with ``b`` on ``metric`` point by point over ``scenario``'s sets."""
-    by: dict[tuple[str, int, int], float | None] = {}
-    for r in rows:
-        if r.scenario == scenario and r.algorithm in (a, b):
-            by[(r.algorithm, r.k, r.rep)] = r.get(metric)
-    ks = sorted({k for (_, k, _) in by})
-    lower: list[int] = []
-    same: list[int] = []
-    higher: list[int] = []
+    by = {
+        (r.algorithm, r.k, r.rep): r.get(metric)
+        for r in rows
+        if r.scenario == scenario and r.algorithm in (a, b)
+    }
+    split: tuple[list[int], list[int], list[int]] = ([], [], [])  # lower, same, higher
     rel: list[float] = []
-    for k in ks:
-        reps = sorted({rep for (alg, kk, rep) in by if kk == k and alg == a})
-        diffs: list[float] = []
-        va: list[float] = []
-        vb: list[float] = []
-        for rep in reps:
-            x, y = by.get((a, k, rep)), by.get((b, k, rep))
-            if x is not None and y is not None:
-                diffs.append(x - y)
-                va.append(x)
-                vb.append(y)
-        if not diffs:
+    for k in sorted({k for (_, k, _) in by}):
+        pairs = [
+            (x, y)
+            for (alg, kk, rep), x in sorted(by.items())
+            if alg == a and kk == k and x is not None and (y := by.get((b, k, rep))) is not None
+        ]
+        if not pairs:
             continue
-        (lower, same, higher)[significance(diffs) + 1].append(k)
-        mb = statistics.fmean(vb)
+        split[significance([x - y for x, y in pairs]) + 1].append(k)
+        mb = statistics.fmean(y for _, y in pairs)
         if mb:
-            rel.append((statistics.fmean(va) - mb) / mb * 100)
-    return Comparison(a, b, metric, lower, same, higher, statistics.fmean(rel) if rel else None)
+            rel.append((statistics.fmean(x for x, _ in pairs) - mb) / mb * 100)
+    return Comparison(a, b, metric, *split, statistics.fmean(rel) if rel else None)
 
 
 def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
@@ -283,41 +280,21 @@ def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
 
 
 # -- output -------------------------------------------------------------------------------------
-ROW_COLUMNS = (
-    "scenario",
-    "algorithm",
-    "k",
-    "repetition",
-    "source",
-    "traffic",
-    "distinct_links",
-    "additional_traffic",
-    "steps",
-    "latency_max",
-    "latency_mean",
-    "cv",
-    "queued",
-    "complete",
-    "model",
-    "groups",
-)
-_FIELDS = tuple(f.name for f in fields(McRow))
+ROW_COLUMNS = tuple("repetition" if f.name == "rep" else f.name for f in fields(McRow))
 
 
 def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
     """The per-multicast rows as a CSV (one line per multicast; floats at full precision)."""
-    write_csv(
+    write_tidy(
         path,
         ROW_COLUMNS,
         (
-            [
-                *(getattr(r, f) for f in _FIELDS[:4]),
-                f"{r.source[0]},{r.source[1]}",
-                *("" if getattr(r, f) is None else getattr(r, f) for f in _FIELDS[5:13]),
-                int(r.complete),
-                r.model,
-                "" if r.groups is None else r.groups,
-            ]
+            {
+                **asdict(r),
+                "repetition": r.rep,
+                "source": f"{r.source[0]},{r.source[1]}",
+                "complete": int(r.complete),
+            }
             for r in rows
         ),
     )
@@ -326,7 +303,6 @@ def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
 
 def read_rows(path: Path) -> list[McRow]:
     """:func:`write_rows`' CSV back into rows (for ``--report-only``)."""
-
     out = []
     for r in read_tidy(path):
         x, y = r.pop("source").split(",")
@@ -335,11 +311,55 @@ def read_rows(path: Path) -> list[McRow]:
     return out
 
 
-def status_doc(s: EmulationStatus) -> dict[str, Any]:
-    """An :class:`EmulationStatus` as JSON-ready data."""
-    return asdict(s)
+# -- what both reports draw from the summaries --------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Summaries:
+    """The per-multicast rows and, per (scenario, algorithm, k), a :class:`Stat` of each metric."""
+
+    rows: list[McRow]
+    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
+    ks: tuple[int, ...]
+    repeat: int
+
+    def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
+        """One point's :class:`Stat` of ``metric``, None if the point was not run."""
+        s = self.summary.get((scenario, alg, k))
+        return None if s is None else s[metric]
+
+    def mean(self, scenario: str, alg: str, k: int, metric: str) -> float | None:
+        """One point's mean of ``metric``, None if the point was not run."""
+        s = self.stat(scenario, alg, k, metric)
+        return None if s is None else s.mean
 
 
-def status_from(d: Mapping[str, Any]) -> EmulationStatus:
-    """:func:`status_doc`'s data back."""
-    return EmulationStatus(**d)
+def _scaled(v: float | None, scale: float) -> float | None:
+    return None if v is None else v / scale
+
+
+def ci_cell(s: Stat | None, digits: int, scale: float = 1.0) -> str:
+    """A table cell ``mean [lo, hi]`` (each divided by ``scale``); an em dash for a missing point."""
+    if s is None:
+        return "—"
+    return fmt_ci(_scaled(s.mean, scale), _scaled(s.lo, scale), _scaled(s.hi, scale), digits)
+
+
+def ci_series(
+    label: str,
+    xs: Sequence[int],
+    stats: Sequence[Stat | None],
+    colour: str,
+    scale: float = 1.0,
+    value: str = "mean",
+) -> Series:
+    """A curve of one :class:`Stat` field over ``xs`` (divided by ``scale``); a mean gets its CI band."""
+
+    def ys(name: str) -> list[float | None]:
+        return [None if s is None else _scaled(getattr(s, name), scale) for s in stats]
+
+    band = (ys("lo"), ys("hi")) if value == "mean" else None
+    return Series(label, list(xs), ys(value), False, colour, band)
+
+
+def plot_links(plots: Sequence[Path], out: Path) -> list[str]:
+    """The report's image links, one paragraph each."""
+    return [f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots]

@@ -36,28 +36,30 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
-from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.reproduce._wormhole import (
     Comparison,
     EmulationStatus,
     McRow,
     Point,
-    Stat,
+    Summaries,
+    ci_cell,
+    ci_series,
     compare_text,
     emulate_points,
     mc_rows,
     paired,
+    plot_links,
     read_rows,
-    status_doc,
-    status_from,
     summarise_rows,
     write_rows,
 )
@@ -226,35 +228,28 @@ def _groups_text(groups: Sequence[Sequence[Coord]]) -> str:
     return ", ".join("{" + ",".join(f"({x},{y})" for x, y in sorted(g)) + "}" for g in groups)
 
 
+def _coords(cs: Sequence[Coord]) -> str:
+    return ", ".join(f"({x},{y})" for x, y in cs)
+
+
 def _example_section(ex: Example) -> str:
-    rows = []
-    for a in ALGORITHMS:
-        r = ex.rows[a]
-        rows.append(
-            [
-                LABELS[a],
-                _groups_text(ex.groups[a]) if a != "dp" else "—",
-                ", ".join(f"({x},{y})" for x, y in ex.leaders.get(a, [])) or "—",
-                str(r.traffic),
-                str(EXAMPLE_PAPER_CHANNELS[a]),
-                fmt(None if r.latency_max is None else r.latency_max / 1000, 3),
-            ]
-        )
+    """The worked example's groups, leaders, channels and latency beside the paper's channels."""
+    columns: Sequence[tuple[str, str, Callable[[str], str]]] = (
+        ("algorithm", "l", lambda a: LABELS[a]),
+        ("groups (ours)", "l", lambda a: _groups_text(ex.groups[a]) if a != "dp" else "—"),
+        ("leaders (ours)", "l", lambda a: _coords(ex.leaders.get(a, [])) or "—"),
+        ("channels (ours)", "r", lambda a: str(ex.rows[a].traffic)),
+        ("channels (paper)", "r", lambda a: str(EXAMPLE_PAPER_CHANNELS[a])),
+        ("latency (µs)", "r", lambda a: fmt(_us(ex.rows[a].latency_max), 3)),
+    )
     table = markdown_table(
-        [
-            "algorithm",
-            "groups (ours)",
-            "leaders (ours)",
-            "channels (ours)",
-            "channels (paper)",
-            "latency (µs)",
-        ],
-        rows,
-        ["l", "l", "l", "r", "r", "r"],
+        [c[0] for c in columns],
+        [[cell(a) for *_, cell in columns] for a in ALGORITHMS],
+        [c[1] for c in columns],
     )
     return (
         "## The worked example (§2.2 and §3.1, Figs. 2–3)\n\n"
-        f"8×8 mesh, source (2,5), D = {{{', '.join(f'({x},{y})' for x, y in EXAMPLE)}}}; graph-based "
+        f"8×8 mesh, source (2,5), D = {{{_coords(EXAMPLE)}}}; graph-based "
         "grouping at the example's T = 1/2. The paper's groups are "
         f"{EXAMPLE_PAPER_GROUPS} with leaders {EXAMPLE_PAPER_LEADERS}. Channels = link traversals of all "
         "worms (the paper's \"communication links\"); latency with §4's timing.\n\n"
@@ -267,22 +262,10 @@ def _example_section(ex: Example) -> str:
 
 # -- numbers from the runs --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Ours:
-    """The per-multicast rows, their per-point summaries and the mean number of groups per point."""
+class Ours(Summaries):
+    """The per-multicast rows and per-point summaries, and the mean number of groups per point."""
 
-    rows: list[McRow]
-    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
     groups: Mapping[tuple[str, str, int], float]
-    ks: tuple[int, ...]
-    repeat: int
-
-    def mean(self, scenario: str, alg: str, k: int, metric: str) -> float | None:
-        s = self.summary.get((scenario, alg, k))
-        return None if s is None else s[metric].mean
-
-    def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
-        s = self.summary.get((scenario, alg, k))
-        return None if s is None else s[metric]
 
 
 def _verdict(c: Comparison) -> str:
@@ -355,23 +338,26 @@ def claims(ours: Ours) -> list[str]:
 
 
 def _table(ours: Ours, scenario: str) -> str:
-    head = ["k"]
-    head += [f"latency {LABELS[a]} (µs)" for a in ALGORITHMS]
-    head += [f"links {LABELS[a]}" for a in ALGORITHMS]
-    head += [f"groups {LABELS[g]}" for g in GROUPING]
-    rows = []
-    for k in ours.ks:
-        cells = [str(k)]
-        for a in ALGORITHMS:
-            s = ours.stat(scenario, a, k, "latency_max")
-            cells.append("—" if s is None else fmt_ci(_us(s.mean), _us(s.lo), _us(s.hi), 3))
-        for a in ALGORITHMS:
-            s = ours.stat(scenario, a, k, "traffic")
-            cells.append("—" if s is None else fmt_ci(s.mean, s.lo, s.hi, 1))
-        for g in GROUPING:
-            cells.append(fmt(ours.groups.get((scenario, g, k)), 2))
-        rows.append(cells)
+    """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
+    columns: list[tuple[str, Callable[[int], str]]] = [
+        *(
+            (f"latency {LABELS[a]} (µs)", partial(_ci, ours, scenario, a, "latency_max", 3, 1000.0))
+            for a in ALGORITHMS
+        ),
+        *((f"links {LABELS[a]}", partial(_ci, ours, scenario, a, "traffic", 1, 1.0)) for a in ALGORITHMS),
+        *((f"groups {LABELS[g]}", partial(_groups_cell, ours, scenario, g)) for g in GROUPING),
+    ]
+    head = ["k", *(c[0] for c in columns)]
+    rows = [[str(k), *(cell(k) for _, cell in columns)] for k in ours.ks]
     return markdown_table(head, rows, ["r"] * len(head))
+
+
+def _ci(ours: Ours, scenario: str, alg: str, metric: str, digits: int, scale: float, k: int) -> str:
+    return ci_cell(ours.stat(scenario, alg, k, metric), digits, scale)
+
+
+def _groups_cell(ours: Ours, scenario: str, g: str, k: int) -> str:
+    return fmt(ours.groups.get((scenario, g, k)), 2)
 
 
 def _us(v: float | None) -> float | None:
@@ -382,31 +368,21 @@ def write_plots(out: Path, ours: Ours) -> list[Path]:
     """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
     plots = out / "plots"
     written: list[Path] = []
-    xs = list(ours.ks)
     note = (
         f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; the paper's Figs. 10–11 give no numbers"
     )
     for scenario, title in SCENARIOS.items():
-        for metric in ("latency_max", "traffic"):
-            series = []
-            for a in ALGORITHMS:
-                stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
-                scale = 1000.0 if metric == "latency_max" else 1.0
-
-                def val(s: Stat | None, f: str, scale: float = scale) -> float | None:
-                    v = None if s is None else getattr(s, f)
-                    return None if v is None else v / scale
-
-                series.append(
-                    Series(
-                        LABELS[a],
-                        xs,
-                        [val(s, "mean") for s in stats],
-                        False,
-                        COLOURS[a],
-                        ([val(s, "lo") for s in stats], [val(s, "hi") for s in stats]),
-                    )
+        for metric, scale in (("latency_max", 1000.0), ("traffic", 1.0)):
+            series = [
+                ci_series(
+                    LABELS[a],
+                    ours.ks,
+                    [ours.stat(scenario, a, k, metric) for k in ours.ks],
+                    COLOURS[a],
+                    scale,
                 )
+                for a in ALGORITHMS
+            ]
             written.append(
                 plot_series(
                     plots / f"{scenario}_{metric}.png",
@@ -417,10 +393,10 @@ def write_plots(out: Path, ours: Ours) -> list[Path]:
                     note,
                 )
             )
-        series = [
+        groups = [
             Series(
                 LABELS[g],
-                xs,
+                list(ours.ks),
                 [ours.groups.get((scenario, g, k)) for k in ours.ks],
                 False,
                 COLOURS[g],
@@ -430,7 +406,7 @@ def write_plots(out: Path, ours: Ours) -> list[Path]:
         written.append(
             plot_series(
                 plots / f"{scenario}_groups.png",
-                series,
+                groups,
                 f"number of groups, {title}",
                 "number of destinations",
                 METRIC_NAMES["groups"],
@@ -501,8 +477,7 @@ def build_report(
         parts.append(_table(ours, scenario))
     parts.append("## Plots\n")
     parts.append("Ours only (the paper's figures have no tabulated values); 95% CI shaded.\n")
-    for p in plots:
-        parts.append(f"![{p.stem}]({p.relative_to(out).as_posix()})\n")
+    parts += plot_links(plots, out)
     parts.append(
         "Per-multicast rows (latency in ns, links, CV, completeness) are in `tidy.csv`; `queued` "
         "there is the lockstep steps deliveries waited for a port — with dual-path at every level "
@@ -574,19 +549,21 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         density=args.cluster_density,
         runtime=args.runtime,
         multicasts=len(rows),
-        status=status_doc(em.status),
-        example_status=status_doc(example.status),
+        status=asdict(em.status),
+        example_status=asdict(example.status),
     )
     write_json(out / "reproduction.json", meta)
 
 
 def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
     """Per point and grouping rule, its number of groups (the rules' pure grouping functions)."""
-    out = {}
-    for p in points:
-        out[(p.scenario, "group-graph", p.k, p.rep)] = len(graph_groups(p.destinations, threshold))
-        out[(p.scenario, "group-pattern", p.k, p.rep)] = len(pattern_groups(p.destinations))
-    return out
+    rules: Mapping[str, Callable[[Sequence[Coord]], list[list[Coord]]]] = {
+        "group-graph": lambda d: graph_groups(d, threshold),
+        "group-pattern": pattern_groups,
+    }
+    return {
+        (p.scenario, g, p.k, p.rep): len(rule(p.destinations)) for p in points for g, rule in rules.items()
+    }
 
 
 def _read(out: Path) -> tuple[Ours, Example, EmulationStatus, dict[str, Any]]:
@@ -597,9 +574,10 @@ def _read(out: Path) -> tuple[Ours, Example, EmulationStatus, dict[str, Any]]:
         if r.groups is not None:
             acc.setdefault((r.scenario, r.algorithm, r.k), []).append(r.groups)
     groups = {key: statistics.fmean(v) for key, v in acc.items()}
-    ours = Ours(rows, summarise_rows(rows, METRICS), groups, tuple(meta["ks"]), int(meta["repeat"]))
+    ours = Ours(rows, summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"]), groups)
     ex_rows = {r.algorithm: r for r in read_rows(out / "example.csv")}
-    return ours, _example(ex_rows, status_from(meta["example_status"])), status_from(meta["status"]), meta
+    example = _example(ex_rows, EmulationStatus(**meta["example_status"]))
+    return ours, example, EmulationStatus(**meta["status"]), meta
 
 
 def run(args: Any, ctx: Context) -> int:
