@@ -11,21 +11,9 @@ latencies, per multicast, averaged), compared with the paper's Tables 4–5
 (``coordinator/data/aldubai_cv.csv``) and, for 10 destinations and 32 flits, with its Table 3
 (``coordinator/data/aldubai_table3_latency.csv``).
 
-**Not like for like.** The paper's CV tables come from runs with background load — every node
-generating messages with an interarrival time of 250 cycles — while ours are contention-free
-(each multicast alone on an idle network: isolated contention, one emulation per mesh). The
-loaded version belongs to the load issue.
-
-**Timing** (seed 004 eq. 7, coordinator/analysis/timing.py): a delivery after h hops through s start-ups
-takes s·(Ts + L·β) + h·β, plus two terms the paper's simulation has and eq. 7 leaves out:
-
-* the preparation time at the source, 2, 2, 4 and 16 cycles for DP, MP, CP and QG (§4.2);
-* serialisation at the source (eq. 13's λ): a worm that leaves a source port after j others of
-  its multicast waits j·(Ts + L·β) — each earlier message's start-up and injection. The
-  emulation records it as the lockstep steps a delivery waited (step − hops). Only CP sends
-  more than one worm per source port; a two-level leader's own worm may wait behind the
-  level-1 worm it passes on, but that worm's tail has left before the leader's start-up is over,
-  so waits after the first start-up cost nothing.
+**Not like for like**: the paper's CV tables come from runs with background load (interarrival
+250 cycles), ours are contention-free. Timing: seed 004 eq. 7 plus the source's preparation time
+and serialisation (:func:`latency_model`; the report's "Timing" section says why).
 
 Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast),
 ``tidy_models.csv`` (the same under the comparison models) and ``reproduction.json``.
@@ -417,51 +405,47 @@ def _avg(vals: Sequence[float | None]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
+#: The plots of each mesh: name, metric, which :class:`Stat` field, algorithms, what the note adds.
+PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
+    ("latency_max", "latency_max", "mean", ALGORITHMS, ""),
+    (
+        "latency_max_without_cp",
+        "latency_max",
+        "mean",
+        ("dp", "mp", "qg"),
+        "; CP left out (its scale hides the others)",
+    ),
+    ("latency_max_max", "latency_max", "max", ALGORITHMS, ""),
+    ("additional_traffic", "additional_traffic", "mean", ALGORITHMS, ""),
+    ("cv", "cv", "mean", ALGORITHMS, "; paper: Tables 4–5, with background load (interarrival 250 cycles)"),
+)
+
+
 def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
     """Per mesh: mean latency (also without CP), maximum latency, additional traffic, CV (paper's dashed)."""
-    plots = out / "plots"
-    written: list[Path] = []
     note = f"ours: contention-free, {ours.repeat} sets per point, 95% CI shaded"
-    for mesh in ours.meshes:
-        for metric, value, key, algs in (
-            ("latency_max", "mean", "latency_max", ALGORITHMS),
-            ("latency_max", "mean", "latency_max_without_cp", ("dp", "mp", "qg")),
-            ("latency_max", "max", "latency_max_max", ALGORITHMS),
-            ("additional_traffic", "mean", "additional_traffic", ALGORITHMS),
-            ("cv", "mean", "cv", ALGORITHMS),
-        ):
-            series = []
-            for a in algs:
-                stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
-                series.append(ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value))
-                if metric == "cv":
-                    series.append(
-                        Series(
-                            f"{a.upper()} (paper, loaded)",
-                            list(CV_KS),
-                            [paper.cv.get((mesh, k, a)) for k in CV_KS],
-                            True,
-                            COLOURS[a],
-                        )
-                    )
-            extra = (
-                "; paper: Tables 4–5, with background load (interarrival 250 cycles)"
-                if metric == "cv"
-                else "; CP left out (its scale hides the others)"
-                if len(algs) < len(ALGORITHMS)
-                else ""
-            )
-            written.append(
-                plot_series(
-                    plots / f"{mesh}_{key}.png",
-                    series,
-                    f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
-                    "number of destinations",
-                    METRIC_NAMES[key],
-                    note + extra,
-                )
-            )
-    return written
+
+    def curves(mesh: str, a: str, metric: str, value: str) -> list[Series]:
+        """Ours for one algorithm, then the paper's CVs beside them."""
+        stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
+        mine = ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value)
+        if metric != "cv":
+            return [mine]
+        cvs = [paper.cv.get((mesh, k, a)) for k in CV_KS]
+        return [mine, Series(f"{a.upper()} (paper, loaded)", list(CV_KS), cvs, True, COLOURS[a])]
+
+    return [
+        plot_series(
+            out / "plots" / f"{mesh}_{key}.png",
+            [c for a in algs for c in curves(mesh, a, metric, value)],
+            f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
+            "number of destinations",
+            METRIC_NAMES[key],
+            note + extra,
+        )
+        for mesh in ours.meshes
+        for key, metric, value, algs, extra in PLOTS
+    ]
 
 
 def build_report(

@@ -11,18 +11,9 @@ give its range of destination counts or its number of runs; we use k = 16, 32, �
 sets for every algorithm. Its only numbers are those of the worked example (§2.2, §3.1, Figs.
 2–3): 23 channels by dual-path, 15 with proximity grouping — reproduced here too.
 
-**Timing.** Wormhole, contention-free (coordinator/analysis/timing.py, seed 004 eq. 7): a delivery after h
-hops through s start-ups takes s·(t_s + L·t_l) + h·(t_l + t_r). The header flit pays the router
-delay and the link at every hop; the L flits behind it stream at one link time each, once per
-start-up (a group leader absorbs the whole message before it starts its own). So Timing(wormhole,
-ts = 1000 ns, β = t_l = 5 ns/flit, flits = 100, router = t_r = 20 ns). Ports: all-port (the
-source sends both dual-path worms at once, as the paper's Fig. 2 does); contention isolated (each
-multicast on an idle network) so that all runs share one emulation.
-
-**Destinations with proximity** (the paper does not say how it drew them): :func:`proximity_destinations`
-draws ⌈k / cluster size⌉ cluster centres uniformly, takes the union of the square sub-meshes of
-half-width r around them (r chosen so a box has about cluster size / density nodes; grown
-until the union holds k nodes), and samples the k destinations uniformly from that union.
+Timing: contention-free wormhole (seed 004 eq. 7), s·(t_s + L·t_l) + h·(t_l + t_r) for h hops
+through s start-ups; all-port, isolated contention. The report's "Timing" and "Destinations with
+proximity" sections state the mapping and the proximity sets (:func:`proximity_destinations`).
 
 Output in ``--out``: ``report.md`` (the paper's claims checked against our data, the worked
 example beside the paper's numbers, per-point tables), ``plots/*.png``, ``tidy.csv`` (one row
@@ -364,56 +355,50 @@ def _us(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def write_plots(out: Path, ours: Ours) -> list[Path]:
-    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
-    plots = out / "plots"
-    written: list[Path] = []
+def _plots(ours: Ours, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
+    """One scenario's plots: name, curves, title and note of latency, links used and groups."""
+
+    def curve(a: str, metric: str, scale: float) -> Series:
+        stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
+        return ci_series(LABELS[a], ours.ks, stats, COLOURS[a], scale)
+
+    def groups(g: str) -> Series:
+        return Series(
+            LABELS[g], list(ours.ks), [ours.groups.get((scenario, g, k)) for k in ours.ks], False, COLOURS[g]
+        )
+
     note = (
         f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; the paper's Figs. 10–11 give no numbers"
     )
-    for scenario, title in SCENARIOS.items():
-        for metric, scale in (("latency_max", 1000.0), ("traffic", 1.0)):
-            series = [
-                ci_series(
-                    LABELS[a],
-                    ours.ks,
-                    [ours.stat(scenario, a, k, metric) for k in ours.ks],
-                    COLOURS[a],
-                    scale,
-                )
-                for a in ALGORITHMS
-            ]
-            written.append(
-                plot_series(
-                    plots / f"{scenario}_{metric}.png",
-                    series,
-                    f"{METRIC_NAMES[metric].split(' (')[0]}, {title}, 16×16 mesh",
-                    "number of destinations",
-                    METRIC_NAMES[metric],
-                    note,
-                )
+    groups_note = f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}"
+    return [
+        *(
+            (
+                m,
+                [curve(a, m, scale) for a in ALGORITHMS],
+                f"{METRIC_NAMES[m].split(' (')[0]}, {title}, 16×16 mesh",
+                note,
             )
-        groups = [
-            Series(
-                LABELS[g],
-                list(ours.ks),
-                [ours.groups.get((scenario, g, k)) for k in ours.ks],
-                False,
-                COLOURS[g],
-            )
-            for g in GROUPING
-        ]
-        written.append(
-            plot_series(
-                plots / f"{scenario}_groups.png",
-                groups,
-                f"number of groups, {title}",
-                "number of destinations",
-                METRIC_NAMES["groups"],
-                f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}",
-            )
+            for m, scale in (("latency_max", 1000.0), ("traffic", 1.0))
+        ),
+        ("groups", [groups(g) for g in GROUPING], f"number of groups, {title}", groups_note),
+    ]
+
+
+def write_plots(out: Path, ours: Ours) -> list[Path]:
+    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
+    return [
+        plot_series(
+            out / "plots" / f"{scenario}_{m}.png",
+            series,
+            head,
+            "number of destinations",
+            METRIC_NAMES[m],
+            note,
         )
-    return written
+        for scenario, title in SCENARIOS.items()
+        for m, series, head, note in _plots(ours, scenario, title)
+    ]
 
 
 def build_report(
