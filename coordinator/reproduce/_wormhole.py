@@ -31,13 +31,14 @@ import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
-from coordinator.output.report import Series, fmt_ci
+from coordinator.output.report import Series, fmt, fmt_ci, markdown_table
 from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
 __all__ = [
+    "Column",
     "Comparison",
     "EmulationStatus",
     "LatencyFn",
@@ -50,8 +51,10 @@ __all__ = [
     "compare_text",
     "emulate_points",
     "mc_rows",
+    "mean_cell",
     "paired",
     "plot_links",
+    "point_table",
     "read_rows",
     "summarise_rows",
     "write_rows",
@@ -110,22 +113,6 @@ class EmulationStatus:
     errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _plan(
-    topology: Topology,
-    points: Sequence[Point],
-    algorithms: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-) -> tuple[Plan, list[tuple[Point, str]]]:
-    """One multicast per point × algorithm (ids in that order); the same sets for every algorithm."""
-    mcs: list[Multicast] = []
-    index: list[tuple[Point, str]] = []
-    for p in points:
-        for a in algorithms:
-            mcs.append(Multicast(len(mcs), a, p.source, p.destinations, 0, dict(params.get(a, {}))))
-            index.append((p, a))
-    return Plan(topology, tuple(mcs)), index
-
-
 @dataclass(frozen=True, slots=True)
 class Emulated:
     """One emulation of points × algorithms: which (point, algorithm) each multicast is, its record."""
@@ -143,8 +130,17 @@ def emulate_points(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
 ) -> Emulated:
-    """Emulate every point × algorithm in one plan (the same sets for every algorithm)."""
-    plan, index = _plan(topology, points, algorithms, params or {})
+    """Emulate every point × algorithm in one plan, one multicast each in that order (the same sets
+    for every algorithm)."""
+    params = params or {}
+    index = [(p, a) for p in points for a in algorithms]
+    plan = Plan(
+        topology,
+        tuple(
+            Multicast(i, a, p.source, p.destinations, 0, dict(params.get(a, {})))
+            for i, (p, a) in enumerate(index)
+        ),
+    )
     raw = trio.run(emulate, plan, settings, progress)
     records = multicast_metrics(plan, raw)
     complete = not raw.incomplete and all(
@@ -358,6 +354,22 @@ def ci_series(
 
     band = (ys("lo"), ys("hi")) if value == "mean" else None
     return Series(label, list(xs), ys(value), False, colour, band)
+
+
+def mean_cell(s: Stat | None, digits: int) -> str:
+    """A table cell of a point's mean alone; an em dash for a missing point."""
+    return fmt(None if s is None else s.mean, digits)
+
+
+Column = tuple[str, str, str, Callable[[Stat | None], str]]
+"""One column of a per-point table: header, algorithm, metric, and the cell of that point's Stat."""
+
+
+def point_table(ours: Summaries, scenario: str, columns: Sequence[Column]) -> str:
+    """A markdown table with a row per k and a cell per column of ``scenario``'s points."""
+    head = ["k", *(c[0] for c in columns)]
+    rows = [[str(k), *(cell(ours.stat(scenario, a, k, m)) for _, a, m, cell in columns)] for k in ours.ks]
+    return markdown_table(head, rows, ["r"] * len(head))
 
 
 def plot_links(plots: Sequence[Path], out: Path) -> list[str]:

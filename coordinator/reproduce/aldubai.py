@@ -26,6 +26,7 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from coordinator.analysis.timing import Timing
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce._wormhole import (
+    Column,
     Comparison,
     EmulationStatus,
     LatencyFn,
@@ -45,8 +47,10 @@ from coordinator.reproduce._wormhole import (
     compare_text,
     emulate_points,
     mc_rows,
+    mean_cell,
     paired,
     plot_links,
+    point_table,
     read_rows,
     summarise_rows,
     write_rows,
@@ -337,7 +341,7 @@ def _table3_section(ours: Ours, paper: PaperData) -> str:
 POINT_COLUMNS: tuple[tuple[str, str, Callable[[Stat | None], str]], ...] = (
     ("mean", "latency_max", lambda s: ci_cell(s, 1)),
     ("max", "latency_max", lambda s: fmt(None if s is None else s.max, 0)),
-    ("add. traffic", "additional_traffic", lambda s: fmt(None if s is None else s.mean, 1)),
+    ("add. traffic", "additional_traffic", partial(mean_cell, digits=1)),
 )
 
 
@@ -348,21 +352,12 @@ def _latency_tables(ours: Ours) -> str:
         "over the sets; additional traffic = channels − k. The paper shows these only as curves "
         "(Figs. 10–14), without numbers.\n"
     )
-    head = ["k", *(f"{name} {a.upper()}" for name, _, _ in POINT_COLUMNS for a in ALGORITHMS)]
+    columns: list[Column] = [
+        (f"{name} {a.upper()}", a, metric, cell) for name, metric, cell in POINT_COLUMNS for a in ALGORITHMS
+    ]
     for mesh in ours.meshes:
-        rows = [
-            [
-                str(k),
-                *(
-                    cell(ours.stat(mesh, a, k, metric))
-                    for _, metric, cell in POINT_COLUMNS
-                    for a in ALGORITHMS
-                ),
-            ]
-            for k in ours.ks
-        ]
         parts.append(f"### {mesh.replace('x', '×')} mesh\n")
-        parts.append(markdown_table(head, rows, ["r"] * len(head)))
+        parts.append(point_table(ours, mesh, columns))
     return "\n".join(parts)
 
 

@@ -48,8 +48,10 @@ from coordinator.reproduce._wormhole import (
     compare_text,
     emulate_points,
     mc_rows,
+    mean_cell,
     paired,
     plot_links,
+    point_table,
     read_rows,
     summarise_rows,
     write_rows,
@@ -96,7 +98,7 @@ THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping sche
 TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns
 CLUSTER_SIZE = 8
 CLUSTER_DENSITY = 0.5
-METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv")
+METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv", "groups")
 METRIC_NAMES: Mapping[str, str] = {
     "latency_max": "multicast latency (µs)",
     "traffic": "links used (channel traversals)",
@@ -252,13 +254,6 @@ def _example_section(ex: Example) -> str:
 
 
 # -- numbers from the runs --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Ours(Summaries):
-    """The per-multicast rows and per-point summaries, and the mean number of groups per point."""
-
-    groups: Mapping[tuple[str, str, int], float]
-
-
 def _verdict(c: Comparison) -> str:
     if c.points and len(c.lower) == c.points:
         return "holds"
@@ -269,14 +264,14 @@ def _verdict(c: Comparison) -> str:
     return "does not hold"
 
 
-def drivers(ours: Ours, threshold: float) -> str:
+def drivers(ours: Summaries, threshold: float) -> str:
     """What the numbers come down to: the price of a start-up in hops, and how finely each rule groups."""
     hops = (TIMING.ts + TIMING.flits * TIMING.beta) / (TIMING.beta + TIMING.router)
     k0, k1 = ours.ks[0], ours.ks[-1]
     cells = []
     for scenario in SCENARIOS:
         for g in GROUPING:
-            lo, hi = ours.groups.get((scenario, g, k0)), ours.groups.get((scenario, g, k1))
+            lo, hi = ours.mean(scenario, g, k0, "groups"), ours.mean(scenario, g, k1, "groups")
             cells.append(
                 f"{LABELS[g]}, {scenario}: {fmt(lo, 1)} groups at k = {k0}, {fmt(hi, 1)} at k = {k1}"
             )
@@ -286,8 +281,8 @@ def drivers(ours: Ours, threshold: float) -> str:
         "wins only where its level-1 path plus the longest group path is that much shorter than "
         f"dual-path's longer path. Mean numbers of groups: {'; '.join(cells)}."
     )
-    sparse = ours.groups.get(("random", "group-graph", k0))
-    dense = ours.groups.get(("random", "group-graph", k1))
+    sparse = ours.mean("random", "group-graph", k0, "groups")
+    dense = ours.mean("random", "group-graph", k1, "groups")
     if sparse is not None and sparse >= 0.75 * k0:
         text += (
             f" At T = {threshold:g} the graph-based rule splits sparse random sets almost down to single "
@@ -299,7 +294,7 @@ def drivers(ours: Ours, threshold: float) -> str:
     return text + "\n"
 
 
-def claims(ours: Ours) -> list[str]:
+def claims(ours: Summaries) -> list[str]:
     """The paper's comparative claims, each checked against our data (computed, not written in)."""
     out: list[str] = []
     for metric, what in (("traffic", "links used"), ("latency_max", "multicast latency")):
@@ -328,34 +323,27 @@ def claims(ours: Ours) -> list[str]:
     return out
 
 
-def _table(ours: Ours, scenario: str) -> str:
+def _table(ours: Summaries, scenario: str) -> str:
     """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
-    columns: list[tuple[str, Callable[[int], str]]] = [
-        *(
-            (f"latency {LABELS[a]} (µs)", partial(_ci, ours, scenario, a, "latency_max", 3, 1000.0))
-            for a in ALGORITHMS
-        ),
-        *((f"links {LABELS[a]}", partial(_ci, ours, scenario, a, "traffic", 1, 1.0)) for a in ALGORITHMS),
-        *((f"groups {LABELS[g]}", partial(_groups_cell, ours, scenario, g)) for g in GROUPING),
-    ]
-    head = ["k", *(c[0] for c in columns)]
-    rows = [[str(k), *(cell(k) for _, cell in columns)] for k in ours.ks]
-    return markdown_table(head, rows, ["r"] * len(head))
-
-
-def _ci(ours: Ours, scenario: str, alg: str, metric: str, digits: int, scale: float, k: int) -> str:
-    return ci_cell(ours.stat(scenario, alg, k, metric), digits, scale)
-
-
-def _groups_cell(ours: Ours, scenario: str, g: str, k: int) -> str:
-    return fmt(ours.groups.get((scenario, g, k)), 2)
+    return point_table(
+        ours,
+        scenario,
+        [
+            *(
+                (f"latency {LABELS[a]} (µs)", a, "latency_max", partial(ci_cell, digits=3, scale=1000.0))
+                for a in ALGORITHMS
+            ),
+            *((f"links {LABELS[a]}", a, "traffic", partial(ci_cell, digits=1)) for a in ALGORITHMS),
+            *((f"groups {LABELS[g]}", g, "groups", partial(mean_cell, digits=2)) for g in GROUPING),
+        ],
+    )
 
 
 def _us(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def _plots(ours: Ours, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
+def _plots(ours: Summaries, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
     """One scenario's plots: name, curves, title and note of latency, links used and groups."""
 
     def curve(a: str, metric: str, scale: float) -> Series:
@@ -364,7 +352,11 @@ def _plots(ours: Ours, scenario: str, title: str) -> list[tuple[str, list[Series
 
     def groups(g: str) -> Series:
         return Series(
-            LABELS[g], list(ours.ks), [ours.groups.get((scenario, g, k)) for k in ours.ks], False, COLOURS[g]
+            LABELS[g],
+            list(ours.ks),
+            [ours.mean(scenario, g, k, "groups") for k in ours.ks],
+            False,
+            COLOURS[g],
         )
 
     note = (
@@ -385,7 +377,7 @@ def _plots(ours: Ours, scenario: str, title: str) -> list[tuple[str, list[Series
     ]
 
 
-def write_plots(out: Path, ours: Ours) -> list[Path]:
+def write_plots(out: Path, ours: Summaries) -> list[Path]:
     """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
     return [
         plot_series(
@@ -402,7 +394,7 @@ def write_plots(out: Path, ours: Ours) -> list[Path]:
 
 
 def build_report(
-    ours: Ours,
+    ours: Summaries,
     example: Example,
     status: EmulationStatus,
     plots: Sequence[Path],
@@ -551,15 +543,10 @@ def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, 
     }
 
 
-def _read(out: Path) -> tuple[Ours, Example, EmulationStatus, dict[str, Any]]:
+def _read(out: Path) -> tuple[Summaries, Example, EmulationStatus, dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
     rows = read_rows(out / "tidy.csv")
-    acc: dict[tuple[str, str, int], list[int]] = {}
-    for r in rows:
-        if r.groups is not None:
-            acc.setdefault((r.scenario, r.algorithm, r.k), []).append(r.groups)
-    groups = {key: statistics.fmean(v) for key, v in acc.items()}
-    ours = Ours(rows, summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"]), groups)
+    ours = Summaries(rows, summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"]))
     ex_rows = {r.algorithm: r for r in read_rows(out / "example.csv")}
     example = _example(ex_rows, EmulationStatus(**meta["example_status"]))
     return ours, example, EmulationStatus(**meta["status"]), meta
