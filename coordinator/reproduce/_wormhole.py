@@ -1,21 +1,12 @@
 """Helpers shared by the path-based wormhole reproductions (``chen`` and ``aldubai``).
 
-Both run many multicasts — every destination set × every algorithm — in ONE emulation under
-isolated contention (each multicast sees an idle network, so they do not disturb each other)
-and the all-port model, then turn each delivery's recorded (step, hops, start-ups) into a
-wormhole latency afterwards (coordinator/analysis/timing.py; the timing is reported, never simulated).
-What is here:
-
-* :class:`Point`, :func:`emulate_points` and :func:`mc_rows` — build the plan from destination
-  sets, emulate it once, and turn its records into one :class:`McRow` per multicast (traffic,
-  latencies, CV, completeness) under a latency model (several models can time one emulation);
-* :func:`summarise_rows` / :func:`paired` — per-point means with 95% confidence intervals, and
-  per-point paired comparisons of two algorithms on the very same sets;
-* :func:`write_rows` / :func:`read_rows` — the per-multicast rows as ``tidy.csv`` and back;
-* :class:`Summaries`, :func:`ci_cell`, :func:`ci_series`, :func:`plot_links` — what both reports
-  draw from the per-point summaries: table cells, plot curves with their CI band, plot links.
-
-Nothing here knows a paper's numbers; the reproduction modules do.
+Both run every destination set × algorithm in ONE emulation under isolated contention (each
+multicast on an idle network) and the all-port model, then time each delivery's recorded (step,
+hops, start-ups) afterwards (coordinator/analysis/timing.py: reported, never simulated). Here:
+the plan and its emulation (:func:`emulate_points`), one :class:`McRow` per multicast under a
+latency model (:func:`mc_rows`), per-point summaries and paired comparisons, the rows as
+``tidy.csv`` and back, and the table cells and plot curves both reports draw. Nothing here knows
+a paper's numbers; the reproduction modules do.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16 and 32×32 meshes.
 
-The paper's contention-free setting (§4.2.1) and its node-level metric (§4.2.2): wormhole
-switching, all-port nodes (four injection and four ejection channels), start-up Ts = 33 cycles,
-β = 1 cycle per flit per channel, 64-flit messages, a random source and uniformly random
-destinations, the same sets for every algorithm; k = 10, 20, …, 80 destinations on each mesh.
-Per point: the mean multicast latency (mean over the multicasts of the time to reach the last
-destination), the maximum multicast latency (the largest of those), the additional traffic
-(channels − destinations) and the coefficient of variation (CV = SD / mean of the destinations'
-latencies, per multicast, averaged), compared with the paper's Tables 4–5
-(``coordinator/data/aldubai_cv.csv``) and, for 10 destinations and 32 flits, with its Table 3
-(``coordinator/data/aldubai_table3_latency.csv``).
-
-**Not like for like**: the paper's CV tables come from runs with background load (interarrival
-250 cycles), ours are contention-free. Timing: seed 004 eq. 7 plus the source's preparation time
-and serialisation (:func:`latency_model`; the report's "Timing" section says why).
-
+The paper's contention-free setting (§4.2.1: wormhole, all-port, Ts = 33, β = 1, 64 flits, random
+sets, k = 10…80): mean and maximum multicast latency, additional traffic and CV per point, beside
+its Tables 4–5 (``coordinator/data/aldubai_cv.csv``) and Table 3 (k = 10, 32 flits,
+``coordinator/data/aldubai_table3_latency.csv``). **Not like for like**: its CV tables come from
+runs under background load, ours are contention-free. Timing: eq. 7 plus preparation time and the
+source's serialisation (:func:`latency_model`; the report's "Timing" section says why).
 Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast),
 ``tidy_models.csv`` (the same under the comparison models) and ``reproduction.json``.
 """
@@ -33,28 +24,7 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
-from coordinator.reproduce._wormhole import (
-    Column,
-    Comparison,
-    EmulationStatus,
-    LatencyFn,
-    McRow,
-    Point,
-    Stat,
-    Summaries,
-    ci_cell,
-    ci_series,
-    compare_text,
-    emulate_points,
-    mc_rows,
-    mean_cell,
-    paired,
-    plot_links,
-    point_table,
-    read_rows,
-    summarise_rows,
-    write_rows,
-)
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
     Option,
@@ -99,7 +69,7 @@ METRIC_NAMES: Mapping[str, str] = {
 
 def latency_model(
     timing: Timing, prep: Mapping[str, float] | None = PREP, serialise: bool = True
-) -> LatencyFn:
+) -> wormhole.LatencyFn:
     """The per-delivery latency: eq. 7, plus the preparation time and the source's serialisation.
 
     ``prep`` None or ``serialise`` False drop those terms (eq. 7 alone).
@@ -139,7 +109,9 @@ def paper_data() -> PaperData:
 
 
 # -- runs ---------------------------------------------------------------------------------------
-def draw_points(mesh: str, topology: Topology, ks: Sequence[int], repeat: int, seed: int) -> list[Point]:
+def draw_points(
+    mesh: str, topology: Topology, ks: Sequence[int], repeat: int, seed: int
+) -> list[wormhole.Point]:
     """``repeat`` sets per k: a uniformly random source, then k uniformly random other nodes."""
     rng = random.Random(seed * 1000 + list(MESHES).index(mesh))
     nodes = list(topology.nodes())
@@ -147,17 +119,19 @@ def draw_points(mesh: str, topology: Topology, ks: Sequence[int], repeat: int, s
     for k in ks:
         for rep in range(repeat):
             src = rng.choice(nodes)
-            points.append(Point(mesh, k, rep, src, tuple(rng.sample([n for n in nodes if n != src], k))))
+            points.append(
+                wormhole.Point(mesh, k, rep, src, tuple(rng.sample([n for n in nodes if n != src], k)))
+            )
     return points
 
 
 @dataclass(frozen=True, slots=True)
-class Ours(Summaries):
+class Ours(wormhole.Summaries):
     """Per-multicast rows under the main model, per-point summaries, and the comparison models."""
 
-    eq7: Mapping[tuple[str, str, int], Mapping[str, Stat]]  # eq. 7 alone (no prep, no serialisation)
-    table3: Mapping[str, Stat]  # 16×16, k = 10, 32 flits, the main model
-    table3_eq7: Mapping[str, Stat]  # the same under eq. 7 alone
+    eq7: Mapping[tuple[str, str, int], Mapping[str, wormhole.Stat]]  # eq. 7 alone (no prep, no serialisation)
+    table3: Mapping[str, wormhole.Stat]  # 16×16, k = 10, 32 flits, the main model
+    table3_eq7: Mapping[str, wormhole.Stat]  # the same under eq. 7 alone
     meshes: tuple[str, ...]
 
 
@@ -180,14 +154,16 @@ def _verdict(hits: int, points: int) -> str:
     return "does not hold" if hits == 0 else f"holds in part ({hits} of {points} points)"
 
 
-def _paired(ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str) -> list[Comparison]:
+def _paired(
+    ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str
+) -> list[wormhole.Comparison]:
     """Each (a, b) of ``pairs`` compared on ``metric`` over ``mesh``'s sets."""
-    return [paired(ours.rows, mesh, a, b, metric) for a, b in pairs]
+    return [wormhole.paired(ours.rows, mesh, a, b, metric) for a, b in pairs]
 
 
-def _texts(cs: Iterable[Comparison], what: str) -> str:
-    """The comparisons' sentences (:func:`compare_text`), joined."""
-    return "; ".join(compare_text(c, c.a.upper(), c.b.upper(), what) for c in cs)
+def _texts(cs: Iterable[wormhole.Comparison], what: str) -> str:
+    """The comparisons' sentences (:func:`wormhole.compare_text`), joined."""
+    return "; ".join(wormhole.compare_text(c, c.a.upper(), c.b.upper(), what) for c in cs)
 
 
 def _ks(ks: Sequence[int]) -> str:
@@ -271,7 +247,14 @@ def _cv_row(ours: Ours, paper: PaperData, mesh: str, k: int, a: str) -> list[str
     p, o = paper.cv.get((mesh, k, a)), ours.mean(mesh, a, k, "cv")
     qg_p, qg_o = paper.cv.get((mesh, k, "qg")), ours.mean(mesh, "qg", k, "cv")
     impr = ("—", "—") if a == "qg" else (fmt(_impr(p, qg_p), 1), fmt(_impr(o, qg_o), 1))
-    return [str(k), a.upper(), fmt(p, 3), ci_cell(ours.stat(mesh, a, k, "cv"), 3), fmt_delta(o, p, 3), *impr]
+    return [
+        str(k),
+        a.upper(),
+        fmt(p, 3),
+        wormhole.ci_cell(ours.stat(mesh, a, k, "cv"), 3),
+        fmt_delta(o, p, 3),
+        *impr,
+    ]
 
 
 def _cv_section(ours: Ours, paper: PaperData) -> str:
@@ -312,9 +295,9 @@ def _table3_section(ours: Ours, paper: PaperData) -> str:
         [
             a.upper(),
             "—" if (p := paper.table3.get(a)) is None else fmt_ci(*p, 2),
-            ci_cell(s := ours.table3.get(a), 2),
+            wormhole.ci_cell(s := ours.table3.get(a), 2),
             fmt_delta(None if s is None else s.mean, None if p is None else p[0], 2),
-            ci_cell(ours.table3_eq7.get(a), 2),
+            wormhole.ci_cell(ours.table3_eq7.get(a), 2),
         ]
         for a in ALGORITHMS
     ]
@@ -337,11 +320,11 @@ def _table3_section(ours: Ours, paper: PaperData) -> str:
     )
 
 
-#: The per-point table's column groups: name, metric, and the cell of one point's :class:`Stat`.
-POINT_COLUMNS: tuple[tuple[str, str, Callable[[Stat | None], str]], ...] = (
-    ("mean", "latency_max", lambda s: ci_cell(s, 1)),
+#: The per-point table's column groups: name, metric, and the cell of one point's :class:`wormhole.Stat`.
+POINT_COLUMNS: tuple[tuple[str, str, Callable[[wormhole.Stat | None], str]], ...] = (
+    ("mean", "latency_max", lambda s: wormhole.ci_cell(s, 1)),
     ("max", "latency_max", lambda s: fmt(None if s is None else s.max, 0)),
-    ("add. traffic", "additional_traffic", partial(mean_cell, digits=1)),
+    ("add. traffic", "additional_traffic", partial(wormhole.mean_cell, digits=1)),
 )
 
 
@@ -352,12 +335,12 @@ def _latency_tables(ours: Ours) -> str:
         "over the sets; additional traffic = channels − k. The paper shows these only as curves "
         "(Figs. 10–14), without numbers.\n"
     )
-    columns: list[Column] = [
+    columns: list[wormhole.Column] = [
         (f"{name} {a.upper()}", a, metric, cell) for name, metric, cell in POINT_COLUMNS for a in ALGORITHMS
     ]
     for mesh in ours.meshes:
         parts.append(f"### {mesh.replace('x', '×')} mesh\n")
-        parts.append(point_table(ours, mesh, columns))
+        parts.append(wormhole.point_table(ours, mesh, columns))
     return "\n".join(parts)
 
 
@@ -378,7 +361,9 @@ def _timing_section(ours: Ours) -> str:
         "(mean latency / CV):",
     ]
 
-    def overall(summary: Mapping[tuple[str, str, int], Mapping[str, Stat]], mesh: str, a: str) -> str:
+    def overall(
+        summary: Mapping[tuple[str, str, int], Mapping[str, wormhole.Stat]], mesh: str, a: str
+    ) -> str:
         """Mean latency / CV averaged over the points run."""
         lat, cv = (
             _avg([summary[(mesh, a, k)][m].mean for k in ours.ks if (mesh, a, k) in summary])
@@ -400,7 +385,7 @@ def _avg(vals: Sequence[float | None]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
-#: The plots of each mesh: name, metric, which :class:`Stat` field, algorithms, what the note adds.
+#: The plots of each mesh: name, metric, which :class:`wormhole.Stat` field, algorithms, what the note adds.
 PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
     ("latency_max", "latency_max", "mean", ALGORITHMS, ""),
     (
@@ -423,7 +408,7 @@ def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
     def curves(mesh: str, a: str, metric: str, value: str) -> list[Series]:
         """Ours for one algorithm, then the paper's CVs beside them."""
         stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
-        mine = ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value)
+        mine = wormhole.ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value)
         if metric != "cv":
             return [mine]
         cvs = [paper.cv.get((mesh, k, a)) for k in CV_KS]
@@ -446,14 +431,14 @@ def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
 def build_report(
     ours: Ours,
     paper: PaperData,
-    status: Mapping[str, EmulationStatus],
+    status: Mapping[str, wormhole.EmulationStatus],
     plots: Sequence[Path],
     out: Path,
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
 
-    def one(s: EmulationStatus) -> str:
+    def one(s: wormhole.EmulationStatus) -> str:
         why = "; ".join(s.incomplete) or "missing deliveries"
         state = "complete" if s.complete else f"INCOMPLETE — {why}"
         return f"{state} ({s.steps} lockstep steps, {len(s.errors)} node errors)"
@@ -488,7 +473,7 @@ def build_report(
         "Ours solid (95% CI shaded where it is a mean); the paper's CVs dashed (Tables 4–5, under load). "
         "The paper's latency and traffic figures (Figs. 10–14) have no tabulated values.\n",
     ]
-    parts += plot_links(plots, out)
+    parts += wormhole.plot_links(plots, out)
     parts.append(
         "Per-multicast rows are in `tidy.csv` (latency in cycles under the model above; `queued` = the "
         "lockstep steps its deliveries waited for a port).\n"
@@ -511,7 +496,7 @@ OPTIONS = (
 )
 #: The latency models timing one emulation: the main one, eq. 7 alone, and both at Table 3's 32 flits.
 _T3 = Timing("wormhole", TIMING.ts, TIMING.beta, TABLE3_FLITS, TIMING.router)
-MODELS: Mapping[str, LatencyFn] = {
+MODELS: Mapping[str, wormhole.LatencyFn] = {
     "main": latency_model(TIMING),
     "eq7": latency_model(TIMING, None, serialise=False),
     "t3": latency_model(_T3),
@@ -525,20 +510,20 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     positive(args.wall_budget, "--wall-budget")
     settings = lockstep_settings(args, "all-port")
     watch = Stopwatch()
-    rows: list[McRow] = []
-    others: list[McRow] = []
+    rows: list[wormhole.McRow] = []
+    others: list[wormhole.McRow] = []
     status: dict[str, dict[str, Any]] = {}
     for mesh in meshes:
         topo = Topology.parse(MESHES[mesh])
         points = draw_points(mesh, topo, KS, args.repeat, args.seed)
-        em = emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
+        em = wormhole.emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
         status[mesh] = asdict(em.status)
-        rows += mc_rows(em, MODELS["main"])
-        others += mc_rows(em, MODELS["eq7"], "eq7")
+        rows += wormhole.mc_rows(em, MODELS["main"])
+        others += wormhole.mc_rows(em, MODELS["eq7"], "eq7")
         if mesh == "16x16":
-            others += [r for m in ("t3", "t3_eq7") for r in mc_rows(em, MODELS[m], m) if r.k == 10]
-    write_rows(out / "tidy.csv", rows)
-    write_rows(out / "tidy_models.csv", others)
+            others += [r for m in ("t3", "t3_eq7") for r in wormhole.mc_rows(em, MODELS[m], m) if r.k == 10]
+    wormhole.write_rows(out / "tidy.csv", rows)
+    wormhole.write_rows(out / "tidy_models.csv", others)
     extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]
     meta = run_facts(
         command_line(NAME, args, *extra),
@@ -553,29 +538,31 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     write_json(out / "reproduction.json", meta)
 
 
-def _table3_stats(rows: Sequence[McRow]) -> dict[str, Stat]:
+def _table3_stats(rows: Sequence[wormhole.McRow]) -> dict[str, wormhole.Stat]:
     """Per algorithm, the mean latency at Table 3's point (16×16, k = 10)."""
-    summary = summarise_rows(rows, ("latency_max",))
+    summary = wormhole.summarise_rows(rows, ("latency_max",))
     return {a: summary[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in summary}
 
 
-def _read(out: Path) -> tuple[Ours, dict[str, EmulationStatus], dict[str, Any]]:
+def _read(out: Path) -> tuple[Ours, dict[str, wormhole.EmulationStatus], dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
-    rows = read_rows(out / "tidy.csv")
-    others = read_rows(out / "tidy_models.csv")
-    by: dict[str, list[McRow]] = {m: [r for r in others if r.model == m] for m in ("eq7", "t3", "t3_eq7")}
+    rows = wormhole.read_rows(out / "tidy.csv")
+    others = wormhole.read_rows(out / "tidy_models.csv")
+    by: dict[str, list[wormhole.McRow]] = {
+        m: [r for r in others if r.model == m] for m in ("eq7", "t3", "t3_eq7")
+    }
     t3, t3_eq7 = (_table3_stats(by[m]) for m in ("t3", "t3_eq7"))
     ours = Ours(
         rows,
-        summarise_rows(rows, METRICS),
+        wormhole.summarise_rows(rows, METRICS),
         KS,
         int(meta["repeat"]),
-        eq7=summarise_rows(by["eq7"], METRICS),
+        eq7=wormhole.summarise_rows(by["eq7"], METRICS),
         table3=t3,
         table3_eq7=t3_eq7,
         meshes=tuple(meta["meshes"]),
     )
-    return ours, {m: EmulationStatus(**s) for m, s in meta["status"].items()}, meta
+    return ours, {m: wormhole.EmulationStatus(**s) for m, s in meta["status"].items()}, meta
 
 
 def run(args: Any, ctx: Context) -> int:

@@ -1,24 +1,13 @@
 """Seed 003 (Chen, Chang & Sheu): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
 
-The paper's §4 setting: a 16×16 mesh, multicasts by Hamiltonian dual-path (``dp``, "Ham-Path"),
-graph-based proximity grouping (``group-graph``, threshold T = 4/5) and pattern-based proximity
-grouping (``group-pattern``), both grouping schemes with dual-path routing source → leaders and
-leaders → groups; destinations either uniformly random (Fig. 10) or with proximity relations
-(Fig. 11); message start-up t_s = 1 µs, link propagation t_l = 5 ns, router delay t_r = 20 ns
-per routing flit, 100-flit messages. The paper tabulates no numbers for Figs. 10–11 and does not
-give its range of destination counts or its number of runs; we use k = 16, 32, …, 240 and
-``--repeat`` sets per point (default 50), a uniformly random source per set, and the very same
-sets for every algorithm. Its only numbers are those of the worked example (§2.2, §3.1, Figs.
-2–3): 23 channels by dual-path, 15 with proximity grouping — reproduced here too.
-
-Timing: contention-free wormhole (seed 004 eq. 7), s·(t_s + L·t_l) + h·(t_l + t_r) for h hops
-through s start-ups; all-port, isolated contention. The report's "Timing" and "Destinations with
-proximity" sections state the mapping and the proximity sets (:func:`proximity_destinations`).
-
-Output in ``--out``: ``report.md`` (the paper's claims checked against our data, the worked
-example beside the paper's numbers, per-point tables), ``plots/*.png``, ``tidy.csv`` (one row
-per multicast, with its number of groups), ``example.csv`` (the worked example's rows) and
-``reproduction.json`` (the run's facts and status); ``--report-only`` rebuilds the rest from them.
+The paper's §4 setting (16×16 mesh; ``dp``, ``group-graph`` at T = 4/5 and ``group-pattern``;
+random destinations, Fig. 10, or with proximity, Fig. 11) in one isolated-contention, all-port
+emulation, timed afterwards by the contention-free wormhole model, plus the worked example of
+§2.2/§3.1 (23 channels by dual-path, 15 with grouping). The report states the timing mapping and
+how proximity sets are drawn (:func:`proximity_destinations`); the paper gives no numbers for
+Figs. 10–11, its k range nor its number of runs, so we use k = 16, 32, …, 240 and ``--repeat`` sets.
+Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast, with its
+number of groups), ``example.csv`` and ``reproduction.json``; ``--report-only`` rebuilds from them.
 """
 
 from __future__ import annotations
@@ -37,25 +26,7 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
-from coordinator.reproduce._wormhole import (
-    Comparison,
-    EmulationStatus,
-    McRow,
-    Point,
-    Summaries,
-    ci_cell,
-    ci_series,
-    compare_text,
-    emulate_points,
-    mc_rows,
-    mean_cell,
-    paired,
-    plot_links,
-    point_table,
-    read_rows,
-    summarise_rows,
-    write_rows,
-)
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
     Option,
@@ -152,14 +123,14 @@ def draw_points(
     seed: int,
     cluster_size: int = CLUSTER_SIZE,
     density: float = CLUSTER_DENSITY,
-) -> list[Point]:
+) -> list[wormhole.Point]:
     """``repeat`` sets per k and scenario: a uniform source, then uniform or clustered destinations.
 
     One generator per scenario (seeded from ``seed``), so adding a scenario or a k does not move
     the other scenario's sets.
     """
     nodes = list(topology.nodes())
-    points: list[Point] = []
+    points: list[wormhole.Point] = []
     for i, scenario in enumerate(SCENARIOS):
         rng = random.Random(seed * 1000 + i)
         for k in ks:
@@ -169,7 +140,7 @@ def draw_points(
                     dests = tuple(rng.sample([n for n in nodes if n != src], k))
                 else:
                     dests = proximity_destinations(topology, src, k, rng, cluster_size, density)
-                points.append(Point(scenario, k, rep, src, dests))
+                points.append(wormhole.Point(scenario, k, rep, src, dests))
     return points
 
 
@@ -191,21 +162,21 @@ EXAMPLE_PAPER_LEADERS = "(2,6), (2,3), (5,2)"
 class Example:
     """The worked example through the emulation: per algorithm its row and its groups."""
 
-    rows: Mapping[str, McRow]
+    rows: Mapping[str, wormhole.McRow]
     groups: Mapping[str, list[list[Coord]]]
     leaders: Mapping[str, list[Coord]]
-    status: EmulationStatus
+    status: wormhole.EmulationStatus
 
 
 def run_example(settings: RunSettings) -> Example:
     """Emulate the paper's 8×8 example by DP and both groupings (graph-based at the example's T = 1/2)."""
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
-    point = Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
-    em = emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
-    return _example({r.algorithm: r for r in mc_rows(em, latency_ns)}, em.status)
+    point = wormhole.Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
+    em = wormhole.emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
+    return _example({r.algorithm: r for r in wormhole.mc_rows(em, latency_ns)}, em.status)
 
 
-def _example(rows: Mapping[str, McRow], status: EmulationStatus) -> Example:
+def _example(rows: Mapping[str, wormhole.McRow], status: wormhole.EmulationStatus) -> Example:
     """The example's rows with its groups and leaders (pure functions of the example)."""
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
     groups = {
@@ -254,7 +225,7 @@ def _example_section(ex: Example) -> str:
 
 
 # -- numbers from the runs --------------------------------------------------------------------------
-def _verdict(c: Comparison) -> str:
+def _verdict(c: wormhole.Comparison) -> str:
     if c.points and len(c.lower) == c.points:
         return "holds"
     if c.lower and not c.higher:
@@ -264,7 +235,7 @@ def _verdict(c: Comparison) -> str:
     return "does not hold"
 
 
-def drivers(ours: Summaries, threshold: float) -> str:
+def drivers(ours: wormhole.Summaries, threshold: float) -> str:
     """What the numbers come down to: the price of a start-up in hops, and how finely each rule groups."""
     hops = (TIMING.ts + TIMING.flits * TIMING.beta) / (TIMING.beta + TIMING.router)
     k0, k1 = ours.ks[0], ours.ks[-1]
@@ -294,16 +265,16 @@ def drivers(ours: Summaries, threshold: float) -> str:
     return text + "\n"
 
 
-def claims(ours: Summaries) -> list[str]:
+def claims(ours: wormhole.Summaries) -> list[str]:
     """The paper's comparative claims, each checked against our data (computed, not written in)."""
     out: list[str] = []
     for metric, what in (("traffic", "links used"), ("latency_max", "multicast latency")):
         for scenario in SCENARIOS:
             for g in GROUPING:
-                c = paired(ours.rows, scenario, g, "dp", metric)
+                c = wormhole.paired(ours.rows, scenario, g, "dp", metric)
                 out.append(
                     f"* **{LABELS[g]} beats dual-path on {what}, {SCENARIOS[scenario]}: {_verdict(c)}.** "
-                    f"{compare_text(c, LABELS[g], 'DP', what)}."
+                    f"{wormhole.compare_text(c, LABELS[g], 'DP', what)}."
                 )
     # Fig. 11 vs Fig. 10: proximity lowers the latency of the grouping schemes
     for g in ALGORITHMS:
@@ -323,18 +294,23 @@ def claims(ours: Summaries) -> list[str]:
     return out
 
 
-def _table(ours: Summaries, scenario: str) -> str:
+def _table(ours: wormhole.Summaries, scenario: str) -> str:
     """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
-    return point_table(
+    return wormhole.point_table(
         ours,
         scenario,
         [
             *(
-                (f"latency {LABELS[a]} (µs)", a, "latency_max", partial(ci_cell, digits=3, scale=1000.0))
+                (
+                    f"latency {LABELS[a]} (µs)",
+                    a,
+                    "latency_max",
+                    partial(wormhole.ci_cell, digits=3, scale=1000.0),
+                )
                 for a in ALGORITHMS
             ),
-            *((f"links {LABELS[a]}", a, "traffic", partial(ci_cell, digits=1)) for a in ALGORITHMS),
-            *((f"groups {LABELS[g]}", g, "groups", partial(mean_cell, digits=2)) for g in GROUPING),
+            *((f"links {LABELS[a]}", a, "traffic", partial(wormhole.ci_cell, digits=1)) for a in ALGORITHMS),
+            *((f"groups {LABELS[g]}", g, "groups", partial(wormhole.mean_cell, digits=2)) for g in GROUPING),
         ],
     )
 
@@ -343,12 +319,12 @@ def _us(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def _plots(ours: Summaries, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
+def _plots(ours: wormhole.Summaries, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
     """One scenario's plots: name, curves, title and note of latency, links used and groups."""
 
     def curve(a: str, metric: str, scale: float) -> Series:
         stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
-        return ci_series(LABELS[a], ours.ks, stats, COLOURS[a], scale)
+        return wormhole.ci_series(LABELS[a], ours.ks, stats, COLOURS[a], scale)
 
     def groups(g: str) -> Series:
         return Series(
@@ -377,7 +353,7 @@ def _plots(ours: Summaries, scenario: str, title: str) -> list[tuple[str, list[S
     ]
 
 
-def write_plots(out: Path, ours: Summaries) -> list[Path]:
+def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
     """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
     return [
         plot_series(
@@ -394,9 +370,9 @@ def write_plots(out: Path, ours: Summaries) -> list[Path]:
 
 
 def build_report(
-    ours: Summaries,
+    ours: wormhole.Summaries,
     example: Example,
-    status: EmulationStatus,
+    status: wormhole.EmulationStatus,
     plots: Sequence[Path],
     out: Path,
     meta: Mapping[str, Any],
@@ -454,7 +430,7 @@ def build_report(
         parts.append(_table(ours, scenario))
     parts.append("## Plots\n")
     parts.append("Ours only (the paper's figures have no tabulated values); 95% CI shaded.\n")
-    parts += plot_links(plots, out)
+    parts += wormhole.plot_links(plots, out)
     parts.append(
         "Per-multicast rows (latency in ns, links, CV, completeness) are in `tidy.csv`; `queued` "
         "there is the lockstep steps deliveries waited for a port — with dual-path at every level "
@@ -505,16 +481,17 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     topo = Topology.parse(TOPOLOGY)
     settings = lockstep_settings(args, "all-port")
     points = draw_points(topo, ks, args.repeat, args.seed, args.cluster_size, args.cluster_density)
-    em = emulate_points(
+    em = wormhole.emulate_points(
         topo, points, ALGORITHMS, settings, {"group-graph": {"T": args.threshold}}, ctx.progress
     )
     example = run_example(settings)
     groups = _group_counts(points, args.threshold)
     rows = [
-        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep))) for r in mc_rows(em, latency_ns)
+        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep)))
+        for r in wormhole.mc_rows(em, latency_ns)
     ]
-    write_rows(out / "tidy.csv", rows)
-    write_rows(out / "example.csv", example.rows.values())
+    wormhole.write_rows(out / "tidy.csv", rows)
+    wormhole.write_rows(out / "example.csv", example.rows.values())
     meta = run_facts(
         command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
         watch,
@@ -532,7 +509,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     write_json(out / "reproduction.json", meta)
 
 
-def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
+def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
     """Per point and grouping rule, its number of groups (the rules' pure grouping functions)."""
     rules: Mapping[str, Callable[[Sequence[Coord]], list[list[Coord]]]] = {
         "group-graph": lambda d: graph_groups(d, threshold),
@@ -543,13 +520,15 @@ def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, 
     }
 
 
-def _read(out: Path) -> tuple[Summaries, Example, EmulationStatus, dict[str, Any]]:
+def _read(out: Path) -> tuple[wormhole.Summaries, Example, wormhole.EmulationStatus, dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
-    rows = read_rows(out / "tidy.csv")
-    ours = Summaries(rows, summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"]))
-    ex_rows = {r.algorithm: r for r in read_rows(out / "example.csv")}
-    example = _example(ex_rows, EmulationStatus(**meta["example_status"]))
-    return ours, example, EmulationStatus(**meta["status"]), meta
+    rows = wormhole.read_rows(out / "tidy.csv")
+    ours = wormhole.Summaries(
+        rows, wormhole.summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"])
+    )
+    ex_rows = {r.algorithm: r for r in wormhole.read_rows(out / "example.csv")}
+    example = _example(ex_rows, wormhole.EmulationStatus(**meta["example_status"]))
+    return ours, example, wormhole.EmulationStatus(**meta["status"]), meta
 
 
 def run(args: Any, ctx: Context) -> int:
