@@ -103,6 +103,15 @@ class EmulationStatus:
     wall_s: float
     errors: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def state(self) -> str:
+        """``complete``, or ``INCOMPLETE — why``."""
+        return (
+            "complete"
+            if self.complete
+            else "INCOMPLETE — " + ("; ".join(self.incomplete) or "missing deliveries")
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Emulated:
