@@ -143,11 +143,14 @@ def emulate_points(
     )
     raw = trio.run(emulate, plan, settings, progress)
     records = multicast_metrics(plan, raw)
-    complete = not raw.incomplete and all(
-        not r["missing"] and not r["duplicates"] and not r["stray"] for r in records
-    )
+    complete = not raw.incomplete and all(_delivered(r) for r in records)
     status = EmulationStatus(complete, list(raw.incomplete), raw.last_step, raw.wall_s, list(raw.errors))
     return Emulated(index, records, status)
+
+
+def _delivered(record: Mapping[str, Any]) -> bool:
+    """Did a multicast reach every destination exactly once and no other node?"""
+    return not record["missing"] and not record["duplicates"] and not record["stray"]
 
 
 def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list[McRow]:
@@ -162,7 +165,7 @@ def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list
     rows: list[McRow] = []
     for (p, alg), rec in zip(emulated.index, emulated.records, strict=True):
         lats = [latency(alg, a["step"], a["hops"], a["startups"]) for a in rec["arrivals"]]
-        complete = not rec["missing"] and not rec["duplicates"] and not rec["stray"]
+        complete = _delivered(rec)
         mean = statistics.fmean(lats) if lats else None
         rows.append(
             McRow(
