@@ -1,19 +1,12 @@
 """Helpers shared by the path-based wormhole reproductions (``chen`` and ``aldubai``).
 
-Both run many multicasts — every destination set × every algorithm — in ONE emulation under
-isolated contention (each multicast sees an idle network, so they do not disturb each other)
-and the all-port model, then turn each delivery's recorded (step, hops, start-ups) into a
-wormhole latency afterwards (coordinator/analysis/timing.py; the timing is reported, never simulated).
-What is here:
-
-* :class:`Point`, :func:`emulate_points` and :func:`mc_rows` — build the plan from destination
-  sets, emulate it once, and turn its records into one :class:`McRow` per multicast (traffic,
-  latencies, CV, completeness) under a latency model (several models can time one emulation);
-* :func:`summarise_rows` / :func:`paired` — per-point means with 95% confidence intervals, and
-  per-point paired comparisons of two algorithms on the very same sets;
-* :func:`write_rows` / :func:`read_rows` — the per-multicast rows as ``tidy.csv`` and back.
-
-Nothing here knows a paper's numbers; the reproduction modules do.
+Both run every destination set × algorithm in ONE emulation under isolated contention (each
+multicast on an idle network) and the all-port model, then time each delivery's recorded (step,
+hops, start-ups) afterwards (coordinator/analysis/timing.py: reported, never simulated). Here:
+the plan and its emulation (:func:`emulate_points`), one :class:`McRow` per multicast under a
+latency model (:func:`mc_rows`), per-point summaries and paired comparisons, the rows as
+``tidy.csv`` and back, and the table cells and plot curves both reports draw. Nothing here knows
+a paper's numbers; the reproduction modules do.
 """
 
 from __future__ import annotations
@@ -29,26 +22,31 @@ import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
-from coordinator.output.results import write_csv
-from coordinator.reproduce.framework import ProgressFn, read_tidy, significance
+from coordinator.output.report import Series, fmt, fmt_ci, markdown_table
+from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Coord, Topology
 
 __all__ = [
+    "Column",
     "Comparison",
     "EmulationStatus",
     "LatencyFn",
     "McRow",
     "Point",
     "Stat",
+    "Summaries",
+    "ci_cell",
+    "ci_series",
     "compare_text",
     "emulate_points",
     "mc_rows",
+    "mean_cell",
     "paired",
+    "plot_links",
+    "point_table",
     "read_rows",
-    "status_doc",
-    "status_from",
     "summarise_rows",
     "write_rows",
 ]
@@ -105,21 +103,14 @@ class EmulationStatus:
     wall_s: float
     errors: list[dict[str, Any]] = field(default_factory=list)
 
-
-def _plan(
-    topology: Topology,
-    points: Sequence[Point],
-    algorithms: Sequence[str],
-    params: Mapping[str, Mapping[str, Any]],
-) -> tuple[Plan, list[tuple[Point, str]]]:
-    """One multicast per point × algorithm (ids in that order); the same sets for every algorithm."""
-    mcs: list[Multicast] = []
-    index: list[tuple[Point, str]] = []
-    for p in points:
-        for a in algorithms:
-            mcs.append(Multicast(len(mcs), a, p.source, p.destinations, 0, dict(params.get(a, {}))))
-            index.append((p, a))
-    return Plan(topology, tuple(mcs)), index
+    @property
+    def state(self) -> str:
+        """``complete``, or ``INCOMPLETE — why``."""
+        return (
+            "complete"
+            if self.complete
+            else "INCOMPLETE — " + ("; ".join(self.incomplete) or "missing deliveries")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +130,27 @@ def emulate_points(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
 ) -> Emulated:
-    """Emulate every point × algorithm in one plan (the same sets for every algorithm)."""
-    plan, index = _plan(topology, points, algorithms, params or {})
+    """Emulate every point × algorithm in one plan, one multicast each in that order (the same sets
+    for every algorithm)."""
+    params = params or {}
+    index = [(p, a) for p in points for a in algorithms]
+    plan = Plan(
+        topology,
+        tuple(
+            Multicast(i, a, p.source, p.destinations, 0, dict(params.get(a, {})))
+            for i, (p, a) in enumerate(index)
+        ),
+    )
     raw = trio.run(emulate, plan, settings, progress)
     records = multicast_metrics(plan, raw)
-    complete = not raw.incomplete and all(
-        not r["missing"] and not r["duplicates"] and not r["stray"] for r in records
-    )
+    complete = not raw.incomplete and all(_delivered(r) for r in records)
     status = EmulationStatus(complete, list(raw.incomplete), raw.last_step, raw.wall_s, list(raw.errors))
     return Emulated(index, records, status)
+
+
+def _delivered(record: Mapping[str, Any]) -> bool:
+    """Did a multicast reach every destination exactly once and no other node?"""
+    return not record["missing"] and not record["duplicates"] and not record["stray"]
 
 
 def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list[McRow]:
@@ -162,7 +165,7 @@ def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list
     rows: list[McRow] = []
     for (p, alg), rec in zip(emulated.index, emulated.records, strict=True):
         lats = [latency(alg, a["step"], a["hops"], a["startups"]) for a in rec["arrivals"]]
-        complete = not rec["missing"] and not rec["duplicates"] and not rec["stray"]
+        complete = _delivered(rec)
         mean = statistics.fmean(lats) if lats else None
         rows.append(
             McRow(
@@ -238,33 +241,26 @@ class Comparison:
 
 def paired(rows: Sequence[McRow], scenario: str, a: str, b: str, metric: str) -> Comparison:
     """Compare ``a`` with ``b`` on ``metric`` point by point over ``scenario``'s sets."""
-    by: dict[tuple[str, int, int], float | None] = {}
-    for r in rows:
-        if r.scenario == scenario and r.algorithm in (a, b):
-            by[(r.algorithm, r.k, r.rep)] = r.get(metric)
-    ks = sorted({k for (_, k, _) in by})
-    lower: list[int] = []
-    same: list[int] = []
-    higher: list[int] = []
+    by = {
+        (r.algorithm, r.k, r.rep): r.get(metric)
+        for r in rows
+        if r.scenario == scenario and r.algorithm in (a, b)
+    }
+    split: tuple[list[int], list[int], list[int]] = ([], [], [])  # lower, same, higher
     rel: list[float] = []
-    for k in ks:
-        reps = sorted({rep for (alg, kk, rep) in by if kk == k and alg == a})
-        diffs: list[float] = []
-        va: list[float] = []
-        vb: list[float] = []
-        for rep in reps:
-            x, y = by.get((a, k, rep)), by.get((b, k, rep))
-            if x is not None and y is not None:
-                diffs.append(x - y)
-                va.append(x)
-                vb.append(y)
-        if not diffs:
+    for k in sorted({k for (_, k, _) in by}):
+        pairs = [
+            (x, y)
+            for (alg, kk, rep), x in sorted(by.items())
+            if alg == a and kk == k and x is not None and (y := by.get((b, k, rep))) is not None
+        ]
+        if not pairs:
             continue
-        (lower, same, higher)[significance(diffs) + 1].append(k)
-        mb = statistics.fmean(vb)
+        split[significance([x - y for x, y in pairs]) + 1].append(k)
+        mb = statistics.fmean(y for _, y in pairs)
         if mb:
-            rel.append((statistics.fmean(va) - mb) / mb * 100)
-    return Comparison(a, b, metric, lower, same, higher, statistics.fmean(rel) if rel else None)
+            rel.append((statistics.fmean(x for x, _ in pairs) - mb) / mb * 100)
+    return Comparison(a, b, metric, *split, statistics.fmean(rel) if rel else None)
 
 
 def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
@@ -283,41 +279,21 @@ def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
 
 
 # -- output -------------------------------------------------------------------------------------
-ROW_COLUMNS = (
-    "scenario",
-    "algorithm",
-    "k",
-    "repetition",
-    "source",
-    "traffic",
-    "distinct_links",
-    "additional_traffic",
-    "steps",
-    "latency_max",
-    "latency_mean",
-    "cv",
-    "queued",
-    "complete",
-    "model",
-    "groups",
-)
-_FIELDS = tuple(f.name for f in fields(McRow))
+ROW_COLUMNS = tuple("repetition" if f.name == "rep" else f.name for f in fields(McRow))
 
 
 def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
     """The per-multicast rows as a CSV (one line per multicast; floats at full precision)."""
-    write_csv(
+    write_tidy(
         path,
         ROW_COLUMNS,
         (
-            [
-                *(getattr(r, f) for f in _FIELDS[:4]),
-                f"{r.source[0]},{r.source[1]}",
-                *("" if getattr(r, f) is None else getattr(r, f) for f in _FIELDS[5:13]),
-                int(r.complete),
-                r.model,
-                "" if r.groups is None else r.groups,
-            ]
+            {
+                **asdict(r),
+                "repetition": r.rep,
+                "source": f"{r.source[0]},{r.source[1]}",
+                "complete": int(r.complete),
+            }
             for r in rows
         ),
     )
@@ -326,7 +302,6 @@ def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
 
 def read_rows(path: Path) -> list[McRow]:
     """:func:`write_rows`' CSV back into rows (for ``--report-only``)."""
-
     out = []
     for r in read_tidy(path):
         x, y = r.pop("source").split(",")
@@ -335,11 +310,71 @@ def read_rows(path: Path) -> list[McRow]:
     return out
 
 
-def status_doc(s: EmulationStatus) -> dict[str, Any]:
-    """An :class:`EmulationStatus` as JSON-ready data."""
-    return asdict(s)
+# -- what both reports draw from the summaries --------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Summaries:
+    """The per-multicast rows and, per (scenario, algorithm, k), a :class:`Stat` of each metric."""
+
+    rows: list[McRow]
+    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
+    ks: tuple[int, ...]
+    repeat: int
+
+    def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
+        """One point's :class:`Stat` of ``metric``, None if the point was not run."""
+        s = self.summary.get((scenario, alg, k))
+        return None if s is None else s[metric]
+
+    def mean(self, scenario: str, alg: str, k: int, metric: str) -> float | None:
+        """One point's mean of ``metric``, None if the point was not run."""
+        s = self.stat(scenario, alg, k, metric)
+        return None if s is None else s.mean
 
 
-def status_from(d: Mapping[str, Any]) -> EmulationStatus:
-    """:func:`status_doc`'s data back."""
-    return EmulationStatus(**d)
+def _scaled(v: float | None, scale: float) -> float | None:
+    return None if v is None else v / scale
+
+
+def ci_cell(s: Stat | None, digits: int, scale: float = 1.0) -> str:
+    """A table cell ``mean [lo, hi]`` (each divided by ``scale``); an em dash for a missing point."""
+    if s is None:
+        return "—"
+    return fmt_ci(_scaled(s.mean, scale), _scaled(s.lo, scale), _scaled(s.hi, scale), digits)
+
+
+def ci_series(
+    label: str,
+    xs: Sequence[int],
+    stats: Sequence[Stat | None],
+    colour: str,
+    scale: float = 1.0,
+    value: str = "mean",
+) -> Series:
+    """A curve of one :class:`Stat` field over ``xs`` (divided by ``scale``); a mean gets its CI band."""
+
+    def ys(name: str) -> list[float | None]:
+        return [None if s is None else _scaled(getattr(s, name), scale) for s in stats]
+
+    band = (ys("lo"), ys("hi")) if value == "mean" else None
+    return Series(label, list(xs), ys(value), False, colour, band)
+
+
+def mean_cell(s: Stat | None, digits: int) -> str:
+    """A table cell of a point's mean alone; an em dash for a missing point."""
+    return fmt(None if s is None else s.mean, digits)
+
+
+Column = tuple[str, str, str, Callable[[Stat | None], str]]
+"""One column of a per-point table: header, algorithm, metric, and the cell of that point's Stat."""
+
+
+def point_table(ours: Summaries, scenario: str, columns: Sequence[Column]) -> str:
+    """A markdown table with a row per k and a cell per column of ``scenario``'s points."""
+    head = ["k", *(c[0] for c in columns)]
+    rows = [[str(k), *(cell(ours.stat(scenario, a, k, m)) for _, a, m, cell in columns)] for k in ours.ks]
+    return markdown_table(head, rows, ["r"] * len(head))
+
+
+def plot_links(plots: Sequence[Path], out: Path) -> list[str]:
+    """The report's image links, one paragraph each."""
+    return [f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots]

@@ -1,32 +1,11 @@
 """Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16 and 32×32 meshes.
 
-The paper's contention-free setting (§4.2.1) and its node-level metric (§4.2.2): wormhole
-switching, all-port nodes (four injection and four ejection channels), start-up Ts = 33 cycles,
-β = 1 cycle per flit per channel, 64-flit messages, a random source and uniformly random
-destinations, the same sets for every algorithm; k = 10, 20, …, 80 destinations on each mesh.
-Per point: the mean multicast latency (mean over the multicasts of the time to reach the last
-destination), the maximum multicast latency (the largest of those), the additional traffic
-(channels − destinations) and the coefficient of variation (CV = SD / mean of the destinations'
-latencies, per multicast, averaged), compared with the paper's Tables 4–5
-(``coordinator/data/aldubai_cv.csv``) and, for 10 destinations and 32 flits, with its Table 3
-(``coordinator/data/aldubai_table3_latency.csv``).
-
-**Not like for like.** The paper's CV tables come from runs with background load — every node
-generating messages with an interarrival time of 250 cycles — while ours are contention-free
-(each multicast alone on an idle network: isolated contention, one emulation per mesh). The
-loaded version belongs to the load issue.
-
-**Timing** (seed 004 eq. 7, coordinator/analysis/timing.py): a delivery after h hops through s start-ups
-takes s·(Ts + L·β) + h·β, plus two terms the paper's simulation has and eq. 7 leaves out:
-
-* the preparation time at the source, 2, 2, 4 and 16 cycles for DP, MP, CP and QG (§4.2);
-* serialisation at the source (eq. 13's λ): a worm that leaves a source port after j others of
-  its multicast waits j·(Ts + L·β) — each earlier message's start-up and injection. The
-  emulation records it as the lockstep steps a delivery waited (step − hops). Only CP sends
-  more than one worm per source port; a two-level leader's own worm may wait behind the
-  level-1 worm it passes on, but that worm's tail has left before the leader's start-up is over,
-  so waits after the first start-up cost nothing.
-
+The paper's contention-free setting (§4.2.1: wormhole, all-port, Ts = 33, β = 1, 64 flits, random
+sets, k = 10…80): mean and maximum multicast latency, additional traffic and CV per point, beside
+its Tables 4–5 (``coordinator/data/aldubai_cv.csv``) and Table 3 (k = 10, 32 flits,
+``coordinator/data/aldubai_table3_latency.csv``). **Not like for like**: its CV tables come from
+runs under background load, ours are contention-free. Timing: eq. 7 plus preparation time and the
+source's serialisation (:func:`latency_model`; the report's "Timing" section says why).
 Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast),
 ``tidy_models.csv`` (the same under the comparison models) and ``reproduction.json``.
 """
@@ -36,30 +15,16 @@ from __future__ import annotations
 import json
 import random
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
-from coordinator.reproduce._wormhole import (
-    EmulationStatus,
-    LatencyFn,
-    McRow,
-    Point,
-    Stat,
-    compare_text,
-    emulate_points,
-    mc_rows,
-    paired,
-    read_rows,
-    status_doc,
-    status_from,
-    summarise_rows,
-    write_rows,
-)
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
     Option,
@@ -104,7 +69,7 @@ METRIC_NAMES: Mapping[str, str] = {
 
 def latency_model(
     timing: Timing, prep: Mapping[str, float] | None = PREP, serialise: bool = True
-) -> LatencyFn:
+) -> wormhole.LatencyFn:
     """The per-delivery latency: eq. 7, plus the preparation time and the source's serialisation.
 
     ``prep`` None or ``serialise`` False drop those terms (eq. 7 alone).
@@ -144,7 +109,9 @@ def paper_data() -> PaperData:
 
 
 # -- runs ---------------------------------------------------------------------------------------
-def draw_points(mesh: str, topology: Topology, ks: Sequence[int], repeat: int, seed: int) -> list[Point]:
+def draw_points(
+    mesh: str, topology: Topology, ks: Sequence[int], repeat: int, seed: int
+) -> list[wormhole.Point]:
     """``repeat`` sets per k: a uniformly random source, then k uniformly random other nodes."""
     rng = random.Random(seed * 1000 + list(MESHES).index(mesh))
     nodes = list(topology.nodes())
@@ -152,37 +119,32 @@ def draw_points(mesh: str, topology: Topology, ks: Sequence[int], repeat: int, s
     for k in ks:
         for rep in range(repeat):
             src = rng.choice(nodes)
-            points.append(Point(mesh, k, rep, src, tuple(rng.sample([n for n in nodes if n != src], k))))
+            points.append(
+                wormhole.Point(mesh, k, rep, src, tuple(rng.sample([n for n in nodes if n != src], k)))
+            )
     return points
 
 
 @dataclass(frozen=True, slots=True)
-class Ours:
+class Ours(wormhole.Summaries):
     """Per-multicast rows under the main model, per-point summaries, and the comparison models."""
 
-    rows: list[McRow]
-    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
-    eq7: Mapping[tuple[str, str, int], Mapping[str, Stat]]  # eq. 7 alone (no prep, no serialisation)
-    table3: Mapping[str, Stat]  # 16×16, k = 10, 32 flits, the main model
-    table3_eq7: Mapping[str, Stat]  # the same under eq. 7 alone
+    eq7: Mapping[tuple[str, str, int], Mapping[str, wormhole.Stat]]  # eq. 7 alone (no prep, no serialisation)
+    table3: Mapping[str, wormhole.Stat]  # 16×16, k = 10, 32 flits, the main model
+    table3_eq7: Mapping[str, wormhole.Stat]  # the same under eq. 7 alone
     meshes: tuple[str, ...]
-    ks: tuple[int, ...]
-    repeat: int
-
-    def stat(self, mesh: str, alg: str, k: int, metric: str) -> Stat | None:
-        s = self.summary.get((mesh, alg, k))
-        return None if s is None else s[metric]
-
-    def mean(self, mesh: str, alg: str, k: int, metric: str) -> float | None:
-        s = self.stat(mesh, alg, k, metric)
-        return None if s is None else s.mean
 
 
 # -- claims -------------------------------------------------------------------------------------
-def _lowest(ours: Ours, mesh: str, k: int, metric: str) -> str | None:
-    vals = {a: ours.mean(mesh, a, k, metric) for a in ALGORITHMS}
-    known = {a: v for a, v in vals.items() if v is not None}
-    return min(known, key=lambda a: known[a]) if known else None
+def _extreme(ours: Ours, mesh: str, k: int, metric: str, pick: Callable[..., str] = min) -> str | None:
+    """The algorithm with the lowest (``pick`` min) or highest (max) mean ``metric`` at a point."""
+    known = {a: v for a in ALGORITHMS if (v := ours.mean(mesh, a, k, metric)) is not None}
+    return pick(known, key=lambda a: known[a]) if known else None
+
+
+def _least(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
 
 
 def _verdict(hits: int, points: int) -> str:
@@ -192,83 +154,82 @@ def _verdict(hits: int, points: int) -> str:
     return "does not hold" if hits == 0 else f"holds in part ({hits} of {points} points)"
 
 
+def _paired(
+    ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str
+) -> list[wormhole.Comparison]:
+    """Each (a, b) of ``pairs`` compared on ``metric`` over ``mesh``'s sets."""
+    return [wormhole.paired(ours.rows, mesh, a, b, metric) for a, b in pairs]
+
+
+def _texts(cs: Iterable[wormhole.Comparison], what: str) -> str:
+    """The comparisons' sentences (:func:`wormhole.compare_text`), joined."""
+    return "; ".join(wormhole.compare_text(c, c.a.upper(), c.b.upper(), what) for c in cs)
+
+
+def _ks(ks: Sequence[int]) -> str:
+    """`` (k = 10, 20)`` naming the points, nothing when there are none."""
+    return f" (k = {', '.join(map(str, ks))})" if ks else ""
+
+
 def claims(ours: Ours) -> list[str]:
     """The paper's comparative claims, each checked against our contention-free data."""
     out: list[str] = []
+    against_qg = [("qg", a) for a in ALGORITHMS if a != "qg"]
     # 1. QG has the lowest CV (Tables 4-5)
     for mesh in ours.meshes:
-        ks = [k for k in ours.ks if k in CV_KS]
-        lowest = [k for k in ks if _lowest(ours, mesh, k, "cv") == "qg"]
-        cv_cs = [paired(ours.rows, mesh, "qg", a, "cv") for a in ALGORITHMS if a != "qg"]
-        detail = "; ".join(compare_text(c, "QG", c.b.upper(), "CV") for c in cv_cs)
-        verdict = _verdict(len(lowest), len(ks))
-        winners = ", ".join(f"k={k}: {(_lowest(ours, mesh, k, 'cv') or '—').upper()}" for k in ks)
+        winner = {k: _extreme(ours, mesh, k, "cv") for k in ours.ks if k in CV_KS}
+        lowest = [k for k, a in winner.items() if a == "qg"]
+        winners = ", ".join(f"k={k}: {(a or '—').upper()}" for k, a in winner.items())
         out.append(
-            f"* **QG has the lowest CV, {mesh} (Tables 4–5): {verdict} (contention-free).** QG's mean CV is "
-            f"the lowest of the four at {len(lowest)} of {len(ks)} of the tables' points ({winners}). Over "
-            f"all {len(ours.ks)} points: {detail}."
+            f"* **QG has the lowest CV, {mesh} (Tables 4–5): {_verdict(len(lowest), len(winner))} "
+            f"(contention-free).** QG's mean CV is the lowest of the four at {len(lowest)} of {len(winner)} "
+            f"of the tables' points ({winners}). Over all {len(ours.ks)} points: "
+            f"{_texts(_paired(ours, mesh, against_qg, 'cv'), 'CV')}."
         )
     # 2. DP and MP beat QG (and CP) at light load on the small mesh
-    small = "16x16" if "16x16" in ours.meshes else None
-    if small is not None:
-        light = [k for k in ours.ks if k <= 20]
-        parts = []
-        win_pts = 0
-        for k in light:
-            lat = {a: ours.mean(small, a, k, "latency_max") for a in ALGORITHMS}
-            dpmp = [v for a in ("dp", "mp") if (v := lat[a]) is not None]
-            others = [v for a in ("qg", "cp") if (v := lat[a]) is not None]
-            win_pts += bool(dpmp and others and min(dpmp) < min(others))
-            parts.append(
-                f"k={k}: " + ", ".join(f"{a.upper()} {fmt(lat[a], 1)}" for a in ALGORITHMS) + " cycles"
-            )
-        light_cs = [paired(ours.rows, small, a, "qg", "latency_max") for a in ("dp", "mp")]
-        sig = "; ".join(compare_text(c, c.a.upper(), "QG", "mean latency") for c in light_cs)
-        verdict = _verdict(win_pts, len(light))
+    if "16x16" in ours.meshes:
+        small, light = "16x16", [k for k in ours.ks if k <= 20]
+        lat = {k: {a: ours.mean(small, a, k, "latency_max") for a in ALGORITHMS} for k in light}
+        best = [
+            (_least(lat[k][a] for a in ("dp", "mp")), _least(lat[k][a] for a in ("qg", "cp"))) for k in light
+        ]
+        win_pts = sum(1 for x, y in best if x is not None and y is not None and x < y)
+        parts = "; ".join(
+            f"k={k}: " + ", ".join(f"{a.upper()} {fmt(v, 1)}" for a, v in lat[k].items()) + " cycles"
+            for k in light
+        )
+        sig = _texts(_paired(ours, small, [("dp", "qg"), ("mp", "qg")], "latency_max"), "mean latency")
         out.append(
             f"* **DP and MP win at light load on the small mesh ({small}, few destinations; §4.2.1, §5): "
-            f"{verdict}.** The better of DP and MP has a lower mean latency than both QG and CP at {win_pts} "
-            f"of {len(light)} light points ({'; '.join(parts)}). Over all points: {sig}."
+            f"{_verdict(win_pts, len(light))}.** The better of DP and MP has a lower mean latency than both "
+            f"QG and CP at {win_pts} of {len(light)} light points ({parts}). Over all points: {sig}."
         )
     # 3. QG's advantage over DP and MP on the large mesh
     if "32x32" in ours.meshes:
         large = "32x32"
-        large_cs = [paired(ours.rows, large, "qg", a, "latency_max") for a in ("dp", "mp")]
-        beats = [set(c.lower) for c in large_cs]
-        both = sorted(beats[0] & beats[1])
-        verdict = _verdict(len(both), len(ours.ks))
+        large_cs = _paired(ours, large, [("qg", "dp"), ("qg", "mp")], "latency_max")
+        both = sorted(set(large_cs[0].lower) & set(large_cs[1].lower))
         out.append(
-            f"* **QG beats DP and MP on the larger mesh ({large}; §4.2.1, Figs. 12–13): {verdict}.** "
-            f"QG's mean latency is significantly below both DP's and MP's at {len(both)} of "
-            f"{len(ours.ks)} points"
-            f"{' (k = ' + ', '.join(map(str, both)) + ')' if both else ''}; "
-            + "; ".join(compare_text(c, "QG", c.b.upper(), "mean latency") for c in large_cs)
-            + "."
+            f"* **QG beats DP and MP on the larger mesh ({large}; §4.2.1, Figs. 12–13): "
+            f"{_verdict(len(both), len(ours.ks))}.** QG's mean latency is significantly below both DP's "
+            f"and MP's at {len(both)} of {len(ours.ks)} points{_ks(both)}; "
+            f"{_texts(large_cs, 'mean latency')}."
         )
     # 4. QG needs the fewest channels (Fig. 14)
     for mesh in ours.meshes:
-        tr_cs = [paired(ours.rows, mesh, "qg", a, "additional_traffic") for a in ALGORITHMS if a != "qg"]
-        lowest = [k for k in ours.ks if _lowest(ours, mesh, k, "additional_traffic") == "qg"]
-        verdict = _verdict(len(lowest), len(ours.ks))
+        lowest = [k for k in ours.ks if _extreme(ours, mesh, k, "additional_traffic") == "qg"]
         out.append(
-            f"* **QG generates the least additional traffic, {mesh} (Fig. 14): {verdict}.** QG's mean is the "
-            f"lowest of the four at {len(lowest)} of {len(ours.ks)} points; "
-            + "; ".join(compare_text(c, "QG", c.b.upper(), "additional traffic") for c in tr_cs)
-            + "."
+            f"* **QG generates the least additional traffic, {mesh} (Fig. 14): "
+            f"{_verdict(len(lowest), len(ours.ks))}.** QG's mean is the lowest of the four at {len(lowest)} "
+            f"of {len(ours.ks)} points; "
+            f"{_texts(_paired(ours, mesh, against_qg, 'additional_traffic'), 'additional traffic')}."
         )
     # 5. CP performs poorly (many start-ups)
     for mesh in ours.meshes:
-        worst = []
-        for k in ours.ks:
-            lat = {a: ours.mean(mesh, a, k, "latency_max") for a in ALGORITHMS}
-            known = {a: v for a, v in lat.items() if v is not None}
-            if known and max(known, key=lambda a: known[a]) == "cp":
-                worst.append(k)
-        verdict = _verdict(len(worst), len(ours.ks))
+        worst = [k for k in ours.ks if _extreme(ours, mesh, k, "latency_max", max) == "cp"]
         out.append(
-            f"* **CP has the highest latency, {mesh} (§4.2.1): {verdict}.** CP's mean latency is the highest "
-            f"of the four at {len(worst)} of {len(ours.ks)} points"
-            f"{' (k = ' + ', '.join(map(str, worst)) + ')' if worst else ''}."
+            f"* **CP has the highest latency, {mesh} (§4.2.1): {_verdict(len(worst), len(ours.ks))}.** CP's "
+            f"mean latency is the highest of the four at {len(worst)} of {len(ours.ks)} points{_ks(worst)}."
         )
     return out
 
@@ -279,6 +240,21 @@ def _impr(cv: float | None, qg: float | None) -> float | None:
     if cv is None or qg is None or not qg:
         return None
     return (cv - qg) / qg * 100
+
+
+def _cv_row(ours: Ours, paper: PaperData, mesh: str, k: int, a: str) -> list[str]:
+    """One row of Table 4 or 5: the paper's CV and QG_IMPR% beside ours."""
+    p, o = paper.cv.get((mesh, k, a)), ours.mean(mesh, a, k, "cv")
+    qg_p, qg_o = paper.cv.get((mesh, k, "qg")), ours.mean(mesh, "qg", k, "cv")
+    impr = ("—", "—") if a == "qg" else (fmt(_impr(p, qg_p), 1), fmt(_impr(o, qg_o), 1))
+    return [
+        str(k),
+        a.upper(),
+        fmt(p, 3),
+        wormhole.ci_cell(ours.stat(mesh, a, k, "cv"), 3),
+        fmt_delta(o, p, 3),
+        *impr,
+    ]
 
 
 def _cv_section(ours: Ours, paper: PaperData) -> str:
@@ -294,26 +270,7 @@ def _cv_section(ours: Ours, paper: PaperData) -> str:
     for number, mesh in ((4, "16x16"), (5, "32x32")):
         if mesh not in ours.meshes:
             continue
-        rows = []
-        for k in CV_KS:
-            if k not in ours.ks:
-                continue
-            qg_p, qg_o = paper.cv.get((mesh, k, "qg")), ours.mean(mesh, "qg", k, "cv")
-            for a in ALGORITHMS:
-                p = paper.cv.get((mesh, k, a))
-                s = ours.stat(mesh, a, k, "cv")
-                o = None if s is None else s.mean
-                rows.append(
-                    [
-                        str(k),
-                        a.upper(),
-                        fmt(p, 3),
-                        "—" if s is None else fmt_ci(s.mean, s.lo, s.hi, 3),
-                        fmt_delta(o, p, 3),
-                        "—" if a == "qg" else fmt(_impr(p, qg_p), 1),
-                        "—" if a == "qg" else fmt(_impr(o, qg_o), 1),
-                    ]
-                )
+        rows = [_cv_row(ours, paper, mesh, k, a) for k in CV_KS if k in ours.ks for a in ALGORITHMS]
         parts.append(f"### Table {number}: {mesh.replace('x', '×')} mesh\n")
         parts.append(
             markdown_table(
@@ -334,20 +291,16 @@ def _cv_section(ours: Ours, paper: PaperData) -> str:
 
 
 def _table3_section(ours: Ours, paper: PaperData) -> str:
-    rows = []
-    for a in ALGORITHMS:
-        p = paper.table3.get(a)
-        s = ours.table3.get(a)
-        e = ours.table3_eq7.get(a)
-        rows.append(
-            [
-                a.upper(),
-                "—" if p is None else fmt_ci(p[0], p[1], p[2], 2),
-                "—" if s is None else fmt_ci(s.mean, s.lo, s.hi, 2),
-                fmt_delta(None if s is None else s.mean, None if p is None else p[0], 2),
-                "—" if e is None else fmt_ci(e.mean, e.lo, e.hi, 2),
-            ]
-        )
+    rows = [
+        [
+            a.upper(),
+            "—" if (p := paper.table3.get(a)) is None else fmt_ci(*p, 2),
+            wormhole.ci_cell(s := ours.table3.get(a), 2),
+            fmt_delta(None if s is None else s.mean, None if p is None else p[0], 2),
+            wormhole.ci_cell(ours.table3_eq7.get(a), 2),
+        ]
+        for a in ALGORITHMS
+    ]
     floor = 2 * (TIMING.ts + TABLE3_FLITS * TIMING.beta)
     return (
         "## Table 3: the paper's only tabulated latencies\n\n"
@@ -367,6 +320,14 @@ def _table3_section(ours: Ours, paper: PaperData) -> str:
     )
 
 
+#: The per-point table's column groups: name, metric, and the cell of one point's :class:`wormhole.Stat`.
+POINT_COLUMNS: tuple[tuple[str, str, Callable[[wormhole.Stat | None], str]], ...] = (
+    ("mean", "latency_max", lambda s: wormhole.ci_cell(s, 1)),
+    ("max", "latency_max", lambda s: fmt(None if s is None else s.max, 0)),
+    ("add. traffic", "additional_traffic", partial(wormhole.mean_cell, digits=1)),
+)
+
+
 def _latency_tables(ours: Ours) -> str:
     parts = ["## Latency and traffic per point\n"]
     parts.append(
@@ -374,26 +335,12 @@ def _latency_tables(ours: Ours) -> str:
         "over the sets; additional traffic = channels − k. The paper shows these only as curves "
         "(Figs. 10–14), without numbers.\n"
     )
+    columns: list[wormhole.Column] = [
+        (f"{name} {a.upper()}", a, metric, cell) for name, metric, cell in POINT_COLUMNS for a in ALGORITHMS
+    ]
     for mesh in ours.meshes:
-        head = ["k"]
-        head += [f"mean {a.upper()}" for a in ALGORITHMS]
-        head += [f"max {a.upper()}" for a in ALGORITHMS]
-        head += [f"add. traffic {a.upper()}" for a in ALGORITHMS]
-        rows = []
-        for k in ours.ks:
-            cells = [str(k)]
-            for a in ALGORITHMS:
-                s = ours.stat(mesh, a, k, "latency_max")
-                cells.append("—" if s is None else fmt_ci(s.mean, s.lo, s.hi, 1))
-            for a in ALGORITHMS:
-                s = ours.stat(mesh, a, k, "latency_max")
-                cells.append("—" if s is None else fmt(s.max, 0))
-            for a in ALGORITHMS:
-                s = ours.stat(mesh, a, k, "additional_traffic")
-                cells.append("—" if s is None else fmt(s.mean, 1))
-            rows.append(cells)
         parts.append(f"### {mesh.replace('x', '×')} mesh\n")
-        parts.append(markdown_table(head, rows, ["r"] * len(head)))
+        parts.append(wormhole.point_table(ours, mesh, columns))
     return "\n".join(parts)
 
 
@@ -413,17 +360,22 @@ def _timing_section(ours: Ours) -> str:
         "Eq. 7 alone (no preparation, no serialisation) would give, averaged over all points "
         "(mean latency / CV):",
     ]
-    cells = []
-    for mesh in ours.meshes:
-        for a in ALGORITHMS:
-            main = [ours.mean(mesh, a, k, "latency_max") for k in ours.ks]
-            alt = [ours.eq7[(mesh, a, k)]["latency_max"].mean for k in ours.ks if (mesh, a, k) in ours.eq7]
-            cv_main = [ours.mean(mesh, a, k, "cv") for k in ours.ks]
-            cv_alt = [ours.eq7[(mesh, a, k)]["cv"].mean for k in ours.ks if (mesh, a, k) in ours.eq7]
-            cells.append(
-                f"{mesh} {a.upper()} {fmt(_avg(alt), 1)} / {fmt(_avg(cv_alt), 3)} "
-                f"(ours {fmt(_avg(main), 1)} / {fmt(_avg(cv_main), 3)})"
-            )
+
+    def overall(
+        summary: Mapping[tuple[str, str, int], Mapping[str, wormhole.Stat]], mesh: str, a: str
+    ) -> str:
+        """Mean latency / CV averaged over the points run."""
+        lat, cv = (
+            _avg([summary[(mesh, a, k)][m].mean for k in ours.ks if (mesh, a, k) in summary])
+            for m in ("latency_max", "cv")
+        )
+        return f"{fmt(lat, 1)} / {fmt(cv, 3)}"
+
+    cells = [
+        f"{mesh} {a.upper()} {overall(ours.eq7, mesh, a)} (ours {overall(ours.summary, mesh, a)})"
+        for mesh in ours.meshes
+        for a in ALGORITHMS
+    ]
     lines.append("; ".join(cells) + ".\n")
     return "\n".join(lines)
 
@@ -433,85 +385,62 @@ def _avg(vals: Sequence[float | None]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
+#: The plots of each mesh: name, metric, which :class:`wormhole.Stat` field, algorithms, what the note adds.
+PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
+    ("latency_max", "latency_max", "mean", ALGORITHMS, ""),
+    (
+        "latency_max_without_cp",
+        "latency_max",
+        "mean",
+        ("dp", "mp", "qg"),
+        "; CP left out (its scale hides the others)",
+    ),
+    ("latency_max_max", "latency_max", "max", ALGORITHMS, ""),
+    ("additional_traffic", "additional_traffic", "mean", ALGORITHMS, ""),
+    ("cv", "cv", "mean", ALGORITHMS, "; paper: Tables 4–5, with background load (interarrival 250 cycles)"),
+)
+
+
 def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
     """Per mesh: mean latency (also without CP), maximum latency, additional traffic, CV (paper's dashed)."""
-    plots = out / "plots"
-    written: list[Path] = []
-    xs = list(ours.ks)
     note = f"ours: contention-free, {ours.repeat} sets per point, 95% CI shaded"
-    for mesh in ours.meshes:
-        for metric, field_, key, algs in (
-            ("latency_max", "mean", "latency_max", ALGORITHMS),
-            ("latency_max", "mean", "latency_max_without_cp", ("dp", "mp", "qg")),
-            ("latency_max", "max", "latency_max_max", ALGORITHMS),
-            ("additional_traffic", "mean", "additional_traffic", ALGORITHMS),
-            ("cv", "mean", "cv", ALGORITHMS),
-        ):
-            series = []
-            for a in algs:
-                stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
-                band = None
-                if field_ == "mean":
-                    band = (
-                        [None if s is None else s.lo for s in stats],
-                        [None if s is None else s.hi for s in stats],
-                    )
-                series.append(
-                    Series(
-                        f"{a.upper()} (ours)",
-                        xs,
-                        [None if s is None else getattr(s, field_) for s in stats],
-                        False,
-                        COLOURS[a],
-                        band,
-                    )
-                )
-                if metric == "cv":
-                    series.append(
-                        Series(
-                            f"{a.upper()} (paper, loaded)",
-                            list(CV_KS),
-                            [paper.cv.get((mesh, k, a)) for k in CV_KS],
-                            True,
-                            COLOURS[a],
-                        )
-                    )
-            extra = (
-                "; paper: Tables 4–5, with background load (interarrival 250 cycles)"
-                if metric == "cv"
-                else "; CP left out (its scale hides the others)"
-                if len(algs) < len(ALGORITHMS)
-                else ""
-            )
-            written.append(
-                plot_series(
-                    plots / f"{mesh}_{key}.png",
-                    series,
-                    f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
-                    "number of destinations",
-                    METRIC_NAMES[key],
-                    note + extra,
-                )
-            )
-    return written
+
+    def curves(mesh: str, a: str, metric: str, value: str) -> list[Series]:
+        """Ours for one algorithm, then the paper's CVs beside them."""
+        stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
+        mine = wormhole.ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value)
+        if metric != "cv":
+            return [mine]
+        cvs = [paper.cv.get((mesh, k, a)) for k in CV_KS]
+        return [mine, Series(f"{a.upper()} (paper, loaded)", list(CV_KS), cvs, True, COLOURS[a])]
+
+    return [
+        plot_series(
+            out / "plots" / f"{mesh}_{key}.png",
+            [c for a in algs for c in curves(mesh, a, metric, value)],
+            f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
+            "number of destinations",
+            METRIC_NAMES[key],
+            note + extra,
+        )
+        for mesh in ours.meshes
+        for key, metric, value, algs, extra in PLOTS
+    ]
 
 
 def build_report(
     ours: Ours,
     paper: PaperData,
-    status: Mapping[str, EmulationStatus],
+    status: Mapping[str, wormhole.EmulationStatus],
     plots: Sequence[Path],
     out: Path,
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
 
-    def one(s: EmulationStatus) -> str:
-        why = "; ".join(s.incomplete) or "missing deliveries"
-        state = "complete" if s.complete else f"INCOMPLETE — {why}"
-        return f"{state} ({s.steps} lockstep steps, {len(s.errors)} node errors)"
-
-    run_status = "; ".join(f"{m}: {one(s)}" for m, s in status.items())
+    run_status = "; ".join(
+        f"{m}: {s.state} ({s.steps} lockstep steps, {len(s.errors)} node errors)" for m, s in status.items()
+    )
     parts = [
         "# Reproduction of seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG\n",
         f"Generated by `{meta['command']}` ({meta['date']}). Setting: "
@@ -541,8 +470,7 @@ def build_report(
         "Ours solid (95% CI shaded where it is a mean); the paper's CVs dashed (Tables 4–5, under load). "
         "The paper's latency and traffic figures (Figs. 10–14) have no tabulated values.\n",
     ]
-    for p in plots:
-        parts.append(f"![{p.stem}]({p.relative_to(out).as_posix()})\n")
+    parts += wormhole.plot_links(plots, out)
     parts.append(
         "Per-multicast rows are in `tidy.csv` (latency in cycles under the model above; `queued` = the "
         "lockstep steps its deliveries waited for a port).\n"
@@ -565,7 +493,7 @@ OPTIONS = (
 )
 #: The latency models timing one emulation: the main one, eq. 7 alone, and both at Table 3's 32 flits.
 _T3 = Timing("wormhole", TIMING.ts, TIMING.beta, TABLE3_FLITS, TIMING.router)
-MODELS: Mapping[str, LatencyFn] = {
+MODELS: Mapping[str, wormhole.LatencyFn] = {
     "main": latency_model(TIMING),
     "eq7": latency_model(TIMING, None, serialise=False),
     "t3": latency_model(_T3),
@@ -579,20 +507,20 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     positive(args.wall_budget, "--wall-budget")
     settings = lockstep_settings(args, "all-port")
     watch = Stopwatch()
-    rows: list[McRow] = []
-    others: list[McRow] = []
+    rows: list[wormhole.McRow] = []
+    others: list[wormhole.McRow] = []
     status: dict[str, dict[str, Any]] = {}
     for mesh in meshes:
         topo = Topology.parse(MESHES[mesh])
         points = draw_points(mesh, topo, KS, args.repeat, args.seed)
-        em = emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
-        status[mesh] = status_doc(em.status)
-        rows += mc_rows(em, MODELS["main"])
-        others += mc_rows(em, MODELS["eq7"], "eq7")
+        em = wormhole.emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
+        status[mesh] = asdict(em.status)
+        rows += wormhole.mc_rows(em, MODELS["main"])
+        others += wormhole.mc_rows(em, MODELS["eq7"], "eq7")
         if mesh == "16x16":
-            others += [r for m in ("t3", "t3_eq7") for r in mc_rows(em, MODELS[m], m) if r.k == 10]
-    write_rows(out / "tidy.csv", rows)
-    write_rows(out / "tidy_models.csv", others)
+            others += [r for m in ("t3", "t3_eq7") for r in wormhole.mc_rows(em, MODELS[m], m) if r.k == 10]
+    wormhole.write_rows(out / "tidy.csv", rows)
+    wormhole.write_rows(out / "tidy_models.csv", others)
     extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]
     meta = run_facts(
         command_line(NAME, args, *extra),
@@ -607,23 +535,31 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     write_json(out / "reproduction.json", meta)
 
 
-def _read(out: Path) -> tuple[Ours, dict[str, EmulationStatus], dict[str, Any]]:
+def _table3_stats(rows: Sequence[wormhole.McRow]) -> dict[str, wormhole.Stat]:
+    """Per algorithm, the mean latency at Table 3's point (16×16, k = 10)."""
+    summary = wormhole.summarise_rows(rows, ("latency_max",))
+    return {a: summary[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in summary}
+
+
+def _read(out: Path) -> tuple[Ours, dict[str, wormhole.EmulationStatus], dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
-    rows = read_rows(out / "tidy.csv")
-    others = read_rows(out / "tidy_models.csv")
-    by: dict[str, list[McRow]] = {m: [r for r in others if r.model == m] for m in ("eq7", "t3", "t3_eq7")}
-    t3, t3_eq7 = (summarise_rows(by[m], ("latency_max",)) for m in ("t3", "t3_eq7"))
+    rows = wormhole.read_rows(out / "tidy.csv")
+    others = wormhole.read_rows(out / "tidy_models.csv")
+    by: dict[str, list[wormhole.McRow]] = {
+        m: [r for r in others if r.model == m] for m in ("eq7", "t3", "t3_eq7")
+    }
+    t3, t3_eq7 = (_table3_stats(by[m]) for m in ("t3", "t3_eq7"))
     ours = Ours(
         rows,
-        summarise_rows(rows, METRICS),
-        summarise_rows(by["eq7"], METRICS),
-        {a: t3[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in t3},
-        {a: t3_eq7[("16x16", a, 10)]["latency_max"] for a in ALGORITHMS if ("16x16", a, 10) in t3_eq7},
-        tuple(meta["meshes"]),
+        wormhole.summarise_rows(rows, METRICS),
         KS,
         int(meta["repeat"]),
+        eq7=wormhole.summarise_rows(by["eq7"], METRICS),
+        table3=t3,
+        table3_eq7=t3_eq7,
+        meshes=tuple(meta["meshes"]),
     )
-    return ours, {m: status_from(s) for m, s in meta["status"].items()}, meta
+    return ours, {m: wormhole.EmulationStatus(**s) for m, s in meta["status"].items()}, meta
 
 
 def run(args: Any, ctx: Context) -> int:

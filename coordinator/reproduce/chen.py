@@ -1,33 +1,13 @@
 """Seed 003 (Chen, Chang & Sheu): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
 
-The paper's §4 setting: a 16×16 mesh, multicasts by Hamiltonian dual-path (``dp``, "Ham-Path"),
-graph-based proximity grouping (``group-graph``, threshold T = 4/5) and pattern-based proximity
-grouping (``group-pattern``), both grouping schemes with dual-path routing source → leaders and
-leaders → groups; destinations either uniformly random (Fig. 10) or with proximity relations
-(Fig. 11); message start-up t_s = 1 µs, link propagation t_l = 5 ns, router delay t_r = 20 ns
-per routing flit, 100-flit messages. The paper tabulates no numbers for Figs. 10–11 and does not
-give its range of destination counts or its number of runs; we use k = 16, 32, …, 240 and
-``--repeat`` sets per point (default 50), a uniformly random source per set, and the very same
-sets for every algorithm. Its only numbers are those of the worked example (§2.2, §3.1, Figs.
-2–3): 23 channels by dual-path, 15 with proximity grouping — reproduced here too.
-
-**Timing.** Wormhole, contention-free (coordinator/analysis/timing.py, seed 004 eq. 7): a delivery after h
-hops through s start-ups takes s·(t_s + L·t_l) + h·(t_l + t_r). The header flit pays the router
-delay and the link at every hop; the L flits behind it stream at one link time each, once per
-start-up (a group leader absorbs the whole message before it starts its own). So Timing(wormhole,
-ts = 1000 ns, β = t_l = 5 ns/flit, flits = 100, router = t_r = 20 ns). Ports: all-port (the
-source sends both dual-path worms at once, as the paper's Fig. 2 does); contention isolated (each
-multicast on an idle network) so that all runs share one emulation.
-
-**Destinations with proximity** (the paper does not say how it drew them): :func:`proximity_destinations`
-draws ⌈k / cluster size⌉ cluster centres uniformly, takes the union of the square sub-meshes of
-half-width r around them (r chosen so a box has about cluster size / density nodes; grown
-until the union holds k nodes), and samples the k destinations uniformly from that union.
-
-Output in ``--out``: ``report.md`` (the paper's claims checked against our data, the worked
-example beside the paper's numbers, per-point tables), ``plots/*.png``, ``tidy.csv`` (one row
-per multicast, with its number of groups), ``example.csv`` (the worked example's rows) and
-``reproduction.json`` (the run's facts and status); ``--report-only`` rebuilds the rest from them.
+The paper's §4 setting (16×16 mesh; ``dp``, ``group-graph`` at T = 4/5 and ``group-pattern``;
+random destinations, Fig. 10, or with proximity, Fig. 11) in one isolated-contention, all-port
+emulation, timed afterwards by the contention-free wormhole model, plus the worked example of
+§2.2/§3.1 (23 channels by dual-path, 15 with grouping). The report states the timing mapping and
+how proximity sets are drawn (:func:`proximity_destinations`); the paper gives no numbers for
+Figs. 10–11, its k range nor its number of runs, so we use k = 16, 32, …, 240 and ``--repeat`` sets.
+Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast, with its
+number of groups), ``example.csv`` and ``reproduction.json``; ``--report-only`` rebuilds from them.
 """
 
 from __future__ import annotations
@@ -36,31 +16,17 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
-from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.reproduce._wormhole import (
-    Comparison,
-    EmulationStatus,
-    McRow,
-    Point,
-    Stat,
-    compare_text,
-    emulate_points,
-    mc_rows,
-    paired,
-    read_rows,
-    status_doc,
-    status_from,
-    summarise_rows,
-    write_rows,
-)
+from coordinator.output.report import Series, fmt, markdown_table, plot_series
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
     Option,
@@ -103,7 +69,7 @@ THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping sche
 TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns
 CLUSTER_SIZE = 8
 CLUSTER_DENSITY = 0.5
-METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv")
+METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv", "groups")
 METRIC_NAMES: Mapping[str, str] = {
     "latency_max": "multicast latency (µs)",
     "traffic": "links used (channel traversals)",
@@ -157,14 +123,14 @@ def draw_points(
     seed: int,
     cluster_size: int = CLUSTER_SIZE,
     density: float = CLUSTER_DENSITY,
-) -> list[Point]:
+) -> list[wormhole.Point]:
     """``repeat`` sets per k and scenario: a uniform source, then uniform or clustered destinations.
 
     One generator per scenario (seeded from ``seed``), so adding a scenario or a k does not move
     the other scenario's sets.
     """
     nodes = list(topology.nodes())
-    points: list[Point] = []
+    points: list[wormhole.Point] = []
     for i, scenario in enumerate(SCENARIOS):
         rng = random.Random(seed * 1000 + i)
         for k in ks:
@@ -174,7 +140,7 @@ def draw_points(
                     dests = tuple(rng.sample([n for n in nodes if n != src], k))
                 else:
                     dests = proximity_destinations(topology, src, k, rng, cluster_size, density)
-                points.append(Point(scenario, k, rep, src, dests))
+                points.append(wormhole.Point(scenario, k, rep, src, dests))
     return points
 
 
@@ -196,21 +162,21 @@ EXAMPLE_PAPER_LEADERS = "(2,6), (2,3), (5,2)"
 class Example:
     """The worked example through the emulation: per algorithm its row and its groups."""
 
-    rows: Mapping[str, McRow]
+    rows: Mapping[str, wormhole.McRow]
     groups: Mapping[str, list[list[Coord]]]
     leaders: Mapping[str, list[Coord]]
-    status: EmulationStatus
+    status: wormhole.EmulationStatus
 
 
 def run_example(settings: RunSettings) -> Example:
     """Emulate the paper's 8×8 example by DP and both groupings (graph-based at the example's T = 1/2)."""
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
-    point = Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
-    em = emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
-    return _example({r.algorithm: r for r in mc_rows(em, latency_ns)}, em.status)
+    point = wormhole.Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
+    em = wormhole.emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
+    return _example({r.algorithm: r for r in wormhole.mc_rows(em, latency_ns)}, em.status)
 
 
-def _example(rows: Mapping[str, McRow], status: EmulationStatus) -> Example:
+def _example(rows: Mapping[str, wormhole.McRow], status: wormhole.EmulationStatus) -> Example:
     """The example's rows with its groups and leaders (pure functions of the example)."""
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
     groups = {
@@ -226,35 +192,28 @@ def _groups_text(groups: Sequence[Sequence[Coord]]) -> str:
     return ", ".join("{" + ",".join(f"({x},{y})" for x, y in sorted(g)) + "}" for g in groups)
 
 
+def _coords(cs: Sequence[Coord]) -> str:
+    return ", ".join(f"({x},{y})" for x, y in cs)
+
+
 def _example_section(ex: Example) -> str:
-    rows = []
-    for a in ALGORITHMS:
-        r = ex.rows[a]
-        rows.append(
-            [
-                LABELS[a],
-                _groups_text(ex.groups[a]) if a != "dp" else "—",
-                ", ".join(f"({x},{y})" for x, y in ex.leaders.get(a, [])) or "—",
-                str(r.traffic),
-                str(EXAMPLE_PAPER_CHANNELS[a]),
-                fmt(None if r.latency_max is None else r.latency_max / 1000, 3),
-            ]
-        )
+    """The worked example's groups, leaders, channels and latency beside the paper's channels."""
+    columns: Sequence[tuple[str, str, Callable[[str], str]]] = (
+        ("algorithm", "l", lambda a: LABELS[a]),
+        ("groups (ours)", "l", lambda a: _groups_text(ex.groups[a]) if a != "dp" else "—"),
+        ("leaders (ours)", "l", lambda a: _coords(ex.leaders.get(a, [])) or "—"),
+        ("channels (ours)", "r", lambda a: str(ex.rows[a].traffic)),
+        ("channels (paper)", "r", lambda a: str(EXAMPLE_PAPER_CHANNELS[a])),
+        ("latency (µs)", "r", lambda a: fmt(_us(ex.rows[a].latency_max), 3)),
+    )
     table = markdown_table(
-        [
-            "algorithm",
-            "groups (ours)",
-            "leaders (ours)",
-            "channels (ours)",
-            "channels (paper)",
-            "latency (µs)",
-        ],
-        rows,
-        ["l", "l", "l", "r", "r", "r"],
+        [c[0] for c in columns],
+        [[cell(a) for *_, cell in columns] for a in ALGORITHMS],
+        [c[1] for c in columns],
     )
     return (
         "## The worked example (§2.2 and §3.1, Figs. 2–3)\n\n"
-        f"8×8 mesh, source (2,5), D = {{{', '.join(f'({x},{y})' for x, y in EXAMPLE)}}}; graph-based "
+        f"8×8 mesh, source (2,5), D = {{{_coords(EXAMPLE)}}}; graph-based "
         "grouping at the example's T = 1/2. The paper's groups are "
         f"{EXAMPLE_PAPER_GROUPS} with leaders {EXAMPLE_PAPER_LEADERS}. Channels = link traversals of all "
         "worms (the paper's \"communication links\"); latency with §4's timing.\n\n"
@@ -266,26 +225,7 @@ def _example_section(ex: Example) -> str:
 
 
 # -- numbers from the runs --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Ours:
-    """The per-multicast rows, their per-point summaries and the mean number of groups per point."""
-
-    rows: list[McRow]
-    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
-    groups: Mapping[tuple[str, str, int], float]
-    ks: tuple[int, ...]
-    repeat: int
-
-    def mean(self, scenario: str, alg: str, k: int, metric: str) -> float | None:
-        s = self.summary.get((scenario, alg, k))
-        return None if s is None else s[metric].mean
-
-    def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
-        s = self.summary.get((scenario, alg, k))
-        return None if s is None else s[metric]
-
-
-def _verdict(c: Comparison) -> str:
+def _verdict(c: wormhole.Comparison) -> str:
     if c.points and len(c.lower) == c.points:
         return "holds"
     if c.lower and not c.higher:
@@ -295,25 +235,24 @@ def _verdict(c: Comparison) -> str:
     return "does not hold"
 
 
-def drivers(ours: Ours, threshold: float) -> str:
+def drivers(ours: wormhole.Summaries, threshold: float) -> str:
     """What the numbers come down to: the price of a start-up in hops, and how finely each rule groups."""
     hops = (TIMING.ts + TIMING.flits * TIMING.beta) / (TIMING.beta + TIMING.router)
     k0, k1 = ours.ks[0], ours.ks[-1]
-    cells = []
-    for scenario in SCENARIOS:
-        for g in GROUPING:
-            lo, hi = ours.groups.get((scenario, g, k0)), ours.groups.get((scenario, g, k1))
-            cells.append(
-                f"{LABELS[g]}, {scenario}: {fmt(lo, 1)} groups at k = {k0}, {fmt(hi, 1)} at k = {k1}"
-            )
+    cells = [
+        f"{LABELS[g]}, {scenario}: {fmt(ours.mean(scenario, g, k0, 'groups'), 1)} groups at k = {k0}, "
+        f"{fmt(ours.mean(scenario, g, k1, 'groups'), 1)} at k = {k1}"
+        for scenario in SCENARIOS
+        for g in GROUPING
+    ]
     text = (
         f"What drives these results: a second start-up costs (t_s + L·t_l) = "
         f"{TIMING.ts + TIMING.flits * TIMING.beta:g} ns, as much as {hops:.0f} hops, so a two-level scheme "
         "wins only where its level-1 path plus the longest group path is that much shorter than "
         f"dual-path's longer path. Mean numbers of groups: {'; '.join(cells)}."
     )
-    sparse = ours.groups.get(("random", "group-graph", k0))
-    dense = ours.groups.get(("random", "group-graph", k1))
+    sparse = ours.mean("random", "group-graph", k0, "groups")
+    dense = ours.mean("random", "group-graph", k1, "groups")
     if sparse is not None and sparse >= 0.75 * k0:
         text += (
             f" At T = {threshold:g} the graph-based rule splits sparse random sets almost down to single "
@@ -325,16 +264,16 @@ def drivers(ours: Ours, threshold: float) -> str:
     return text + "\n"
 
 
-def claims(ours: Ours) -> list[str]:
+def claims(ours: wormhole.Summaries) -> list[str]:
     """The paper's comparative claims, each checked against our data (computed, not written in)."""
     out: list[str] = []
     for metric, what in (("traffic", "links used"), ("latency_max", "multicast latency")):
         for scenario in SCENARIOS:
             for g in GROUPING:
-                c = paired(ours.rows, scenario, g, "dp", metric)
+                c = wormhole.paired(ours.rows, scenario, g, "dp", metric)
                 out.append(
                     f"* **{LABELS[g]} beats dual-path on {what}, {SCENARIOS[scenario]}: {_verdict(c)}.** "
-                    f"{compare_text(c, LABELS[g], 'DP', what)}."
+                    f"{wormhole.compare_text(c, LABELS[g], 'DP', what)}."
                 )
     # Fig. 11 vs Fig. 10: proximity lowers the latency of the grouping schemes
     for g in ALGORITHMS:
@@ -354,106 +293,90 @@ def claims(ours: Ours) -> list[str]:
     return out
 
 
-def _table(ours: Ours, scenario: str) -> str:
-    head = ["k"]
-    head += [f"latency {LABELS[a]} (µs)" for a in ALGORITHMS]
-    head += [f"links {LABELS[a]}" for a in ALGORITHMS]
-    head += [f"groups {LABELS[g]}" for g in GROUPING]
-    rows = []
-    for k in ours.ks:
-        cells = [str(k)]
-        for a in ALGORITHMS:
-            s = ours.stat(scenario, a, k, "latency_max")
-            cells.append("—" if s is None else fmt_ci(_us(s.mean), _us(s.lo), _us(s.hi), 3))
-        for a in ALGORITHMS:
-            s = ours.stat(scenario, a, k, "traffic")
-            cells.append("—" if s is None else fmt_ci(s.mean, s.lo, s.hi, 1))
-        for g in GROUPING:
-            cells.append(fmt(ours.groups.get((scenario, g, k)), 2))
-        rows.append(cells)
-    return markdown_table(head, rows, ["r"] * len(head))
+def _table(ours: wormhole.Summaries, scenario: str) -> str:
+    """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
+    return wormhole.point_table(
+        ours,
+        scenario,
+        [
+            *(
+                (
+                    f"latency {LABELS[a]} (µs)",
+                    a,
+                    "latency_max",
+                    partial(wormhole.ci_cell, digits=3, scale=1000.0),
+                )
+                for a in ALGORITHMS
+            ),
+            *((f"links {LABELS[a]}", a, "traffic", partial(wormhole.ci_cell, digits=1)) for a in ALGORITHMS),
+            *((f"groups {LABELS[g]}", g, "groups", partial(wormhole.mean_cell, digits=2)) for g in GROUPING),
+        ],
+    )
 
 
 def _us(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def write_plots(out: Path, ours: Ours) -> list[Path]:
-    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
-    plots = out / "plots"
-    written: list[Path] = []
-    xs = list(ours.ks)
+def _plots(ours: wormhole.Summaries, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
+    """One scenario's plots: name, curves, title and note of latency, links used and groups."""
+
+    def curve(a: str, metric: str, scale: float) -> Series:
+        stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
+        return wormhole.ci_series(LABELS[a], ours.ks, stats, COLOURS[a], scale)
+
+    def groups(g: str) -> Series:
+        return Series(
+            LABELS[g],
+            list(ours.ks),
+            [ours.mean(scenario, g, k, "groups") for k in ours.ks],
+            False,
+            COLOURS[g],
+        )
+
     note = (
         f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; the paper's Figs. 10–11 give no numbers"
     )
-    for scenario, title in SCENARIOS.items():
-        for metric in ("latency_max", "traffic"):
-            series = []
-            for a in ALGORITHMS:
-                stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
-                scale = 1000.0 if metric == "latency_max" else 1.0
+    groups_note = f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}"
+    return [
+        *(
+            (
+                m,
+                [curve(a, m, scale) for a in ALGORITHMS],
+                f"{METRIC_NAMES[m].split(' (')[0]}, {title}, 16×16 mesh",
+                note,
+            )
+            for m, scale in (("latency_max", 1000.0), ("traffic", 1.0))
+        ),
+        ("groups", [groups(g) for g in GROUPING], f"number of groups, {title}", groups_note),
+    ]
 
-                def val(s: Stat | None, f: str, scale: float = scale) -> float | None:
-                    v = None if s is None else getattr(s, f)
-                    return None if v is None else v / scale
 
-                series.append(
-                    Series(
-                        LABELS[a],
-                        xs,
-                        [val(s, "mean") for s in stats],
-                        False,
-                        COLOURS[a],
-                        ([val(s, "lo") for s in stats], [val(s, "hi") for s in stats]),
-                    )
-                )
-            written.append(
-                plot_series(
-                    plots / f"{scenario}_{metric}.png",
-                    series,
-                    f"{METRIC_NAMES[metric].split(' (')[0]}, {title}, 16×16 mesh",
-                    "number of destinations",
-                    METRIC_NAMES[metric],
-                    note,
-                )
-            )
-        series = [
-            Series(
-                LABELS[g],
-                xs,
-                [ours.groups.get((scenario, g, k)) for k in ours.ks],
-                False,
-                COLOURS[g],
-            )
-            for g in GROUPING
-        ]
-        written.append(
-            plot_series(
-                plots / f"{scenario}_groups.png",
-                series,
-                f"number of groups, {title}",
-                "number of destinations",
-                METRIC_NAMES["groups"],
-                f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}",
-            )
+def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
+    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
+    return [
+        plot_series(
+            out / "plots" / f"{scenario}_{m}.png",
+            series,
+            head,
+            "number of destinations",
+            METRIC_NAMES[m],
+            note,
         )
-    return written
+        for scenario, title in SCENARIOS.items()
+        for m, series, head, note in _plots(ours, scenario, title)
+    ]
 
 
 def build_report(
-    ours: Ours,
+    ours: wormhole.Summaries,
     example: Example,
-    status: EmulationStatus,
+    status: wormhole.EmulationStatus,
     plots: Sequence[Path],
     out: Path,
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
-    run_status = (
-        "complete"
-        if status.complete
-        else "INCOMPLETE — " + ("; ".join(status.incomplete) or "missing deliveries")
-    )
     parts = [
         "# Reproduction of seed 003 (Chen, Chang & Sheu): proximity grouping vs Hamiltonian dual-path\n",
         f"Generated by `{meta['command']}` ({meta['date']}). Setting: 16×16 mesh; "
@@ -464,7 +387,7 @@ def build_report(
         f"Runtime: {meta['runtime']}; {meta['multicasts']} multicasts in one emulation "
         f"({status.steps} lockstep steps), wall time {meta['wall_s']:.1f} s on {meta['cpus']} CPU(s) "
         f"({meta['machine']}).\n",
-        f"Run status: {run_status}, {len(status.errors)} node errors.\n",
+        f"Run status: {status.state}, {len(status.errors)} node errors.\n",
         "## Timing (§4 mapped onto the wormhole model)\n",
         "The paper gives t_s = 1.0 µs per start-up, t_l = 5.0 ns link propagation, t_r = 20.0 ns "
         "router delay per routing flit and 100-flit messages, but no formula. We use the "
@@ -501,8 +424,7 @@ def build_report(
         parts.append(_table(ours, scenario))
     parts.append("## Plots\n")
     parts.append("Ours only (the paper's figures have no tabulated values); 95% CI shaded.\n")
-    for p in plots:
-        parts.append(f"![{p.stem}]({p.relative_to(out).as_posix()})\n")
+    parts += wormhole.plot_links(plots, out)
     parts.append(
         "Per-multicast rows (latency in ns, links, CV, completeness) are in `tidy.csv`; `queued` "
         "there is the lockstep steps deliveries waited for a port — with dual-path at every level "
@@ -553,16 +475,17 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     topo = Topology.parse(TOPOLOGY)
     settings = lockstep_settings(args, "all-port")
     points = draw_points(topo, ks, args.repeat, args.seed, args.cluster_size, args.cluster_density)
-    em = emulate_points(
+    em = wormhole.emulate_points(
         topo, points, ALGORITHMS, settings, {"group-graph": {"T": args.threshold}}, ctx.progress
     )
     example = run_example(settings)
     groups = _group_counts(points, args.threshold)
     rows = [
-        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep))) for r in mc_rows(em, latency_ns)
+        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep)))
+        for r in wormhole.mc_rows(em, latency_ns)
     ]
-    write_rows(out / "tidy.csv", rows)
-    write_rows(out / "example.csv", example.rows.values())
+    wormhole.write_rows(out / "tidy.csv", rows)
+    wormhole.write_rows(out / "example.csv", example.rows.values())
     meta = run_facts(
         command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
         watch,
@@ -574,32 +497,32 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         density=args.cluster_density,
         runtime=args.runtime,
         multicasts=len(rows),
-        status=status_doc(em.status),
-        example_status=status_doc(example.status),
+        status=asdict(em.status),
+        example_status=asdict(example.status),
     )
     write_json(out / "reproduction.json", meta)
 
 
-def _group_counts(points: Sequence[Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
+def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
     """Per point and grouping rule, its number of groups (the rules' pure grouping functions)."""
-    out = {}
-    for p in points:
-        out[(p.scenario, "group-graph", p.k, p.rep)] = len(graph_groups(p.destinations, threshold))
-        out[(p.scenario, "group-pattern", p.k, p.rep)] = len(pattern_groups(p.destinations))
-    return out
+    rules: Mapping[str, Callable[[Sequence[Coord]], list[list[Coord]]]] = {
+        "group-graph": lambda d: graph_groups(d, threshold),
+        "group-pattern": pattern_groups,
+    }
+    return {
+        (p.scenario, g, p.k, p.rep): len(rule(p.destinations)) for p in points for g, rule in rules.items()
+    }
 
 
-def _read(out: Path) -> tuple[Ours, Example, EmulationStatus, dict[str, Any]]:
+def _read(out: Path) -> tuple[wormhole.Summaries, Example, wormhole.EmulationStatus, dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
-    rows = read_rows(out / "tidy.csv")
-    acc: dict[tuple[str, str, int], list[int]] = {}
-    for r in rows:
-        if r.groups is not None:
-            acc.setdefault((r.scenario, r.algorithm, r.k), []).append(r.groups)
-    groups = {key: statistics.fmean(v) for key, v in acc.items()}
-    ours = Ours(rows, summarise_rows(rows, METRICS), groups, tuple(meta["ks"]), int(meta["repeat"]))
-    ex_rows = {r.algorithm: r for r in read_rows(out / "example.csv")}
-    return ours, _example(ex_rows, status_from(meta["example_status"])), status_from(meta["status"]), meta
+    rows = wormhole.read_rows(out / "tidy.csv")
+    ours = wormhole.Summaries(
+        rows, wormhole.summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"])
+    )
+    ex_rows = {r.algorithm: r for r in wormhole.read_rows(out / "example.csv")}
+    example = _example(ex_rows, wormhole.EmulationStatus(**meta["example_status"]))
+    return ours, example, wormhole.EmulationStatus(**meta["status"]), meta
 
 
 def run(args: Any, ctx: Context) -> int:
