@@ -70,7 +70,7 @@ def test_every_meshcast_example_in_the_readme_runs(tmp_path: Path) -> None:
     if any("containers" in c for c in cmds):
         need_docker()
         need_image(IMAGE)
-    env = dict(os.environ, COLUMNS="120")
+    env = dict(os.environ, COLUMNS="120", MESHCAST_STATE_DIR=str(tmp_path / "state"))
     for cmd in _commands():
         if cmd.removeprefix(".venv/bin/") == PLUGIN_INSTALL:
             # what `pip install -e` makes visible: the package and its entry point (tests/test_plugins.py)
