@@ -70,6 +70,11 @@ def cmd_load(args: argparse.Namespace) -> int:
         con.print(f"XY bound (uniform unicast, docs/wormhole.md): {bound:.5f} messages/node/step")
     with progress("load points") as update:
         _run_points(args, topo, algorithms, rates, hotspot, settings, points, update, engines)
+    if bound is not None and points:
+        best = max(p.throughput for p in points)
+        con.print(
+            f"highest throughput measured: {best:.5f} messages/node/step ({best / bound:.0%} of the XY bound)"
+        )
     if out is not None:
         write_csv(out / "load.csv", HEADER, (p.row() for p in points))
         title = f"{topo.spec}, {args.dests} destinations, {settings.port_model}"
