@@ -10,10 +10,17 @@ import json
 import pytest
 
 from coordinator.cli import main
-from coordinator.experiments.bench import SWITCHING, bench_points, emulator_point
+from coordinator.experiments.bench import (
+    SWITCHING,
+    WORM_FLITS,
+    bench_points,
+    emulator_point,
+    wormhole_point,
+    wormhole_points,
+)
 
-FIELDS = {"topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "steps_per_s",
-          "ratio", "start_s", "peak_rss_mb"}  # fmt: skip
+FIELDS = {"topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "flit_hops_per_s",
+          "steps_per_s", "ratio", "start_s", "peak_rss_mb", "packet_hops", "flit_hops"}  # fmt: skip
 
 
 def test_bench_points_cover_dense_and_sparse_workloads() -> None:
@@ -31,6 +38,22 @@ def test_emulator_point_measures_a_complete_run(clock: str) -> None:
     assert row["complete"] and row["nodes"] == 36 and row["switching"] == SWITCHING
     assert row["packet_hops"] > 0 and row["packet_hops_per_s"] > 0 and row["peak_rss_mb"] > 0
     assert (row["steps_per_s"] is None) == (clock == "free")
+    assert row["flit_hops"] is None and row["flit_hops_per_s"] is None
+
+
+def test_wormhole_points_run_in_process_and_on_the_engines() -> None:
+    assert {p[1] for p in wormhole_points()} == {"in-process", "engines"}
+    assert all(p[0].startswith("mesh:") for p in wormhole_points() + wormhole_points(quick=True))
+
+
+@pytest.mark.parametrize("runtime", ["in-process", "engines"])
+def test_wormhole_point_counts_worm_and_flit_hops(runtime: str) -> None:
+    row = wormhole_point("mesh:4x4", runtime, 3, 2)
+    assert FIELDS - {"ratio"} <= set(row)
+    assert row["complete"] and row["switching"] == "wormhole" and row["runtime"] == runtime
+    assert row["flit_hops"] == WORM_FLITS * row["packet_hops"] > 0  # every worm-hop moves L flits
+    assert row["flit_hops_per_s"] == pytest.approx(WORM_FLITS * row["packet_hops_per_s"])
+    assert row["steps"] > 0 and row["steps_per_s"] > 0
 
 
 def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,8 +61,15 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"relay_hops_per_s", "rows"}
     limit = doc["relay_hops_per_s"]
-    assert limit > 0 and len(doc["rows"]) == len(bench_points(quick=True))
+    assert limit > 0 and len(doc["rows"]) == len(bench_points(quick=True)) + len(wormhole_points(quick=True))
     for row in doc["rows"]:
         assert set(row) >= FIELDS, FIELDS - set(row)
-        assert row["runtime"] == "in-process" and row["complete"]
-        assert row["ratio"] == pytest.approx(row["packet_hops_per_s"] / limit, abs=1e-3)
+        assert row["complete"]
+        if row["switching"] == SWITCHING:
+            assert row["runtime"] == "in-process"
+            assert row["ratio"] == pytest.approx(row["packet_hops_per_s"] / limit, abs=1e-3)
+        else:
+            assert row["switching"] == "wormhole" and row["clock"] == "lockstep"
+            assert row["ratio"] == pytest.approx(row["flit_hops_per_s"] / limit, abs=1e-3)
+    worm = {(r["runtime"], r["topology"]) for r in doc["rows"] if r["switching"] == "wormhole"}
+    assert worm == {(rt, spec) for spec, rt, _, _ in wormhole_points(quick=True)}

@@ -12,8 +12,8 @@ from coordinator.experiments.bench import run_bench
 
 __all__ = ["COMMANDS", "add_command"]
 
-COLUMNS = ("topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "steps_per_s",
-           "ratio", "start_s", "peak_rss_mb")  # fmt: skip
+COLUMNS = ("topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "flit_hops_per_s",
+           "steps_per_s", "ratio", "start_s", "peak_rss_mb")  # fmt: skip
 
 
 def _cell(value: Any) -> str:
@@ -44,10 +44,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{r['packet_hops']:,}", f"{r['active_s']:.2f}", f"{r['run_s']:.2f}",
             _cell(r["run_packet_hops_per_s"]),
         )  # fmt: skip
-    con.print("(b) emulator, in-process runtime, VH, isolated contention, one-port")
+    con.print("(b) emulator, in-process runtime, VH, isolated contention, one-port (store-and-forward rows)")
+    con.print("(c) wormhole rows: random XY unicasts, L = 16 flits, Ts = 0, shared contention, one-port")
     con.print(table)
     con.print(
-        "Rates are over the active span (first injection to last delivery); ratio = packet-hops/s ÷ (a)."
+        "Rates are over the active span (first injection to last delivery; engines: the whole loop);"
+        " ratio = packet-hops/s ÷ (a), under wormhole flit-hops/s ÷ (a)"
+        " (packet-hops under wormhole are worm-hops)."
     )
     con.print(
         "run s: start to every node done (adds a fan-out to and from every node); start_s: before start."

@@ -10,7 +10,15 @@ from typing import Any
 from coordinator.cli.options import MAX_COUNT, add_run_options, in_range, settings_from, topology_from
 from coordinator.cli.ui import console, progress
 from coordinator.errors import UsageError
-from coordinator.experiments.load import HEADER, LoadPoint, Traffic, load_point, parse_rates, plot_load
+from coordinator.experiments.load import (
+    HEADER,
+    LoadPoint,
+    Traffic,
+    load_point,
+    parse_rates,
+    plot_load,
+    xy_bound,
+)
 from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import write_csv
 from coordinator.runtimes.records import RunSettings
@@ -41,7 +49,12 @@ def cmd_load(args: argparse.Namespace) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not algorithms:
         raise UsageError("--algorithms is empty")
-    settings = settings_from(args, topo)
+    engines = args.runtime == "engines"
+    if engines and args.clock != "lockstep":
+        raise UsageError("--runtime engines runs the lockstep clock only")
+    settings = settings_from(
+        argparse.Namespace(**{**vars(args), "runtime": "in-process"}) if engines else args, topo
+    )
     settings = replace(settings, contention="shared", max_steps=args.duration * args.budget_factor)
     in_range("--duration × --budget-factor", settings.max_steps, 1, 10**9)
     for alg in algorithms:
@@ -52,13 +65,37 @@ def cmd_load(args: argparse.Namespace) -> int:
     out = prepare_out_dir(args.out, force=args.force) if args.out else None
     con = console()
     points: list[LoadPoint] = []
+    bound = _unicast_bound(topo, algorithms, args, settings)
+    if bound is not None:
+        con.print(f"XY bound (uniform unicast, docs/wormhole.md): {bound:.5f} messages/node/step")
     with progress("load points") as update:
-        _run_points(args, topo, algorithms, rates, hotspot, settings, points, update)
+        _run_points(args, topo, algorithms, rates, hotspot, settings, points, update, engines)
+    if bound is not None and points:
+        best = max(p.throughput for p in points)
+        con.print(
+            f"highest throughput measured: {best:.5f} messages/node/step ({best / bound:.0%} of the XY bound)"
+        )
     if out is not None:
         write_csv(out / "load.csv", HEADER, (p.row() for p in points))
-        plot_load(points, out / "load.png", f"{topo.spec}, {args.dests} destinations, {settings.port_model}")
+        title = f"{topo.spec}, {args.dests} destinations, {settings.port_model}"
+        if settings.switching == "wormhole":
+            title += f", wormhole L={settings.flits} Ts={settings.ts} B={settings.buffer_flits}"
+        title += f", {args.runtime}"
+        plot_load(points, out / "load.png", title, bound)
         con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
     return 0
+
+
+def _unicast_bound(
+    topo: Topology, algorithms: list[str], args: argparse.Namespace, settings: RunSettings
+) -> float | None:
+    """Uniform unicast messages/node/step XY routing can carry here (wormhole, mesh, no hot spot)."""
+    bound = xy_bound(topo)
+    uniform = args.hotspot is None or args.hotspot_fraction == 0
+    only_unicast = (algorithms == ["unicast"] and args.dests == 1) or args.unicast_fraction == 1
+    if bound is None or settings.switching != "wormhole" or not uniform or not only_unicast:
+        return None
+    return bound / settings.flits
 
 
 def _run_points(
@@ -70,6 +107,7 @@ def _run_points(
     settings: RunSettings,
     points: list[LoadPoint],
     update: Callable[[int, int], None] | None,
+    engines: bool = False,
 ) -> None:
     """Every algorithm × rate, one line each, appended to ``points``; progress after each."""
     con = console()
@@ -79,7 +117,7 @@ def _run_points(
             traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
                               args.hotspot_fraction, args.seed)  # fmt: skip
             try:
-                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches)
+                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches, engines=engines)
             except PlanError as exc:
                 raise UsageError(str(exc)) from None
             points.append(p)
@@ -115,6 +153,10 @@ def add_command(sub: Any) -> None:
     p.add_argument("--out", default=None, help="new (or empty) directory for load.csv and load.png")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     add_run_options(p)
+    for action in p._actions:  # one more runtime here: the nodes' engines without trio
+        if action.dest == "runtime":
+            action.choices = (*(action.choices or ()), "engines")
+            action.help = f"{action.help}; engines: every node's engine in one loop (records as in-process)"
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"load": cmd_load}

@@ -4,11 +4,22 @@
     decoding, re-encoding and passing them on — the least work one emulated hop can cost;
 (b) the in-process emulator, lockstep and free clock: 100 VH multicasts × 50 destinations on
     20×20 and 32×32 tori, and a sparse one (1 multicast × 10 destinations on a 64×64 torus):
-    packet-hops and steps per second, their ratio to (a), start-up time and peak memory.
+    packet-hops and steps per second, their ratio to (a), start-up time and peak memory;
+(c) wormhole switching (``switching="wormhole"``, L = 16 flits, Ts = 0, lockstep): random XY
+    unicasts on a mesh (16×16; quick 8×8), in-process and on the engines runtime (every node's
+    engine in one loop, no trio). ``packet_hops`` counts worm-hops, ``flit_hops`` the flits that
+    crossed links; ``ratio`` is flit-hops/s ÷ (a), since a flit is what a link frame carries.
 Each point runs in a fresh process (so its peak RSS is its own). Rates are over the active span
 (the first injection to the last delivery, from the nodes' own wall clocks); the whole run
 (start → every node done, which adds a fan-out to and from every node) is reported beside them.
 Figures, not assertions: speed targets live here, never in timed tests.
+
+JSON row fields (``meshcast bench --json``: ``{"relay_hops_per_s": float, "rows": [row, ...]}``):
+topology, runtime ("in-process" | "engines"), clock, switching ("store-and-forward" | "wormhole"),
+nodes, multicasts, destinations, complete, steps (None on the free clock), packet_hops,
+flit_hops (None under store-and-forward), start_s, run_s, active_s, packet_hops_per_s,
+flit_hops_per_s (None under store-and-forward), steps_per_s, run_packet_hops_per_s, peak_rss_mb,
+ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ relay_hops_per_s).
 """
 
 from __future__ import annotations
@@ -29,11 +40,15 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
-__all__ = ["SWITCHING", "Point", "bench_points", "relay_chain", "run_bench"]
+__all__ = ["SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "relay_chain", "run_bench",
+           "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
 Point = tuple[str, str, int, int]
 """(topology, clock, multicasts, destinations per multicast)."""
+WormPoint = tuple[str, str, int, int]
+"""(mesh topology, runtime "in-process" | "engines", unicast messages, destinations per message)."""
+WORM_FLITS = 16
 
 
 async def _relay_chain(length: int, packets: int) -> float:
@@ -100,14 +115,72 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[s
         "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
         "steps": steps,
         "packet_hops": hops,
+        "flit_hops": None,
         "start_s": round(total - raw.wall_s, 3),
         "run_s": round(raw.wall_s, 3),
         "active_s": round(active, 3),
         "packet_hops_per_s": hops / active,
+        "flit_hops_per_s": None,
         "steps_per_s": steps / active if steps is not None else None,
         "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
         "peak_rss_mb": round(_peak_rss_mb(), 1),
     }
+
+
+def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict[str, Any]:
+    """One wormhole run (L = 16, Ts = 0) of random unicasts to ``dests`` nodes each, measured.
+
+    The in-process rates are over the active span as above; the engines runtime has no node wall
+    clocks, so its rates are over its whole run.
+    """
+    topo = Topology.parse(spec)
+    plan = random_plan(topo, ["unicast"], dests, multicasts, seed=1)
+    settings = RunSettings(
+        contention="shared", switching="wormhole", flits=WORM_FLITS, ts=0, max_steps=100_000
+    )
+    t0 = time.perf_counter()
+    if runtime == "engines":
+        from coordinator.runtimes.engines import run_engines
+
+        raw = run_engines(plan, settings)
+        total = time.perf_counter() - t0
+        raw.wall_s = raw.wall_s or total
+        active = max(raw.wall_s, 1e-9)
+    else:
+        raw = trio.run(emulate, plan, settings, None)
+        total = time.perf_counter() - t0
+        walls = [a.wall_ns for a in raw.arrivals if a.wall_ns is not None]
+        starts = [ns for ns, _ in raw.injected.values()]
+        active = max((max(walls) - min(starts)) / 1e9 if walls and starts else raw.wall_s, 1e-9)
+    hops = sum(raw.traffic.values())
+    flits = sum(raw.link_sends.values())
+    return {
+        "topology": spec,
+        "runtime": runtime,
+        "clock": "lockstep",
+        "switching": "wormhole",
+        "nodes": topo.size,
+        "multicasts": multicasts,
+        "destinations": dests,
+        "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
+        "steps": raw.last_step,
+        "packet_hops": hops,
+        "flit_hops": flits,
+        "start_s": round(max(total - raw.wall_s, 0.0), 3),
+        "run_s": round(raw.wall_s, 3),
+        "active_s": round(active, 3),
+        "packet_hops_per_s": hops / active,
+        "flit_hops_per_s": flits / active,
+        "steps_per_s": raw.last_step / active,
+        "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
+    }
+
+
+def wormhole_points(quick: bool = False) -> list[WormPoint]:
+    """The wormhole points: random XY unicasts on a 16×16 mesh (quick: 8×8), in-process and engines."""
+    spec, m, k = ("mesh:8x8", 10, 5) if quick else ("mesh:16x16", 50, 10)
+    return [(spec, runtime, m, k) for runtime in ("in-process", "engines")]
 
 
 def bench_points(quick: bool = False, large: bool = False) -> list[Point]:
@@ -127,15 +200,20 @@ def run_bench(
 ) -> tuple[float, list[dict[str, Any]]]:
     """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit."""
     limit = relay_chain(16, 500) if quick else relay_chain()
-    points = bench_points(quick, large)
+    jobs: list[tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]] = [
+        *((emulator_point, p) for p in bench_points(quick, large)),
+        *((wormhole_point, p) for p in wormhole_points(quick)),
+    ]
+    points = range(len(jobs))
     rows = []
     ctx = multiprocessing.get_context("spawn")
-    for i, point in enumerate(points):
+    for i, (measure, point) in enumerate(jobs):
         if progress is not None:
             progress(i, len(points))
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-            row = pool.submit(emulator_point, *point).result()
-        row["ratio"] = round(row["packet_hops_per_s"] / limit, 3)
+            row = pool.submit(measure, *point).result()
+        rate = row["flit_hops_per_s"] if row["flit_hops_per_s"] is not None else row["packet_hops_per_s"]
+        row["ratio"] = round(rate / limit, 3)
         rows.append(row)
     if progress is not None:
         progress(len(points), len(points))

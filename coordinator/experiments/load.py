@@ -6,8 +6,11 @@ Every node is a source with exponential inter-arrival times at ``rate`` messages
 share of destinations to one node. Everything runs with shared contention. Messages injected
 during the warm-up are excluded; the rest are cut by injection step into batches whose means
 give the grand mean and its 95% CI (batch means, seed 004 §4.2). A point whose run does not
-drain within its budget, or whose batch means keep growing, is reported as saturated, not as a
-number.
+drain within its budget, whose batch means keep growing, or which delivers less than 90% of what
+it offers during the measured window, is reported as saturated, not as a number. Under
+``switching="wormhole"`` a message is one worm of ``settings.flits`` flits (a unicast: an XY
+worm) and a step is a cycle; :func:`xy_bound` is the most uniform unicast traffic that
+dimension-ordered routing can carry on a mesh (docs/wormhole.md, "Under load").
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
-from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.topology import Coord, Topology
 
-__all__ = ["HEADER", "LoadPoint", "Traffic", "load_point", "parse_rates", "plot_load", "poisson_plan"]
+__all__ = ["HEADER", "LoadPoint", "Traffic", "load_point", "parse_rates", "plot_load", "poisson_plan",
+           "run_plan", "xy_bound"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +86,37 @@ def poisson_plan(topology: Topology, algorithm: str, traffic: Traffic) -> Plan:
     return Plan(topology, tuple(mcs))
 
 
+def xy_bound(topology: Topology) -> float | None:
+    """The most uniform unicast traffic XY routing carries on a mesh, in flits per node per cycle
+    (divide by L for messages of L flits per node per cycle); None on a torus.
+
+    Every node sends λ messages of L flits per cycle to a uniform other node. Under XY the link
+    from column c-1 to column c in row y carries the messages from the c sources left of it in
+    that row to the (M-c)·N nodes right of the cut: λ·L·c·(M-c)·N/(MN-1) flits per cycle, the
+    most at c = M/2; the Y links likewise with M·⌊N²/4⌋. A link carries one flit per cycle, so
+    λ·L ≤ (MN-1)/max(N·⌊M²/4⌋, M·⌊N²/4⌋) — on a k×k mesh 4(k²-1)/k³ flits/node/cycle.
+    """
+    if topology.kind != "mesh":
+        return None
+    m, n = topology.cols, topology.rows
+    load = max(n * (m * m // 4), m * (n * n // 4))
+    return (m * n - 1) / load if load else None
+
+
+def run_plan(plan: Plan, settings: RunSettings, engines: bool = False) -> RawRun:
+    """Run ``plan`` on ``settings.runtime``, or with ``engines`` on every node's engine in one loop
+    (``coordinator.runtimes.engines``: the in-process runtime's records without trio)."""
+    if engines:
+        from coordinator.runtimes.engines import run_engines
+
+        return run_engines(plan, settings)
+    return trio.run(emulate, plan, settings, None)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadPoint:
+    """One offered-load point: what was offered and delivered, and the batch-means latency."""
+
     algorithm: str
     rate: float
     offered: float
@@ -109,14 +142,17 @@ def load_point(
     batches: int = 10,
     growth: float = 2.0,
     latency_of: str | None = None,
+    engines: bool = False,
+    shortfall: float = 0.1,
 ) -> LoadPoint:
     """Run one offered-load point and reduce it to batch-means statistics.
 
     ``latency_of``: average the latency over this algorithm's messages only (the multicasts of a
-    multicast/unicast mix); None averages over every message.
+    multicast/unicast mix); None averages over every message. ``engines``: see :func:`run_plan`.
+    ``shortfall``: a point delivering less than (1 - shortfall) × offered is saturated (its queues grow).
     """
     plan = poisson_plan(topology, algorithm, traffic)
-    raw = trio.run(emulate, plan, settings, None)
+    raw = run_plan(plan, settings, engines)
     recs = multicast_metrics(plan, raw)
     window = traffic.duration - warmup
     measured = [r for r in recs if r["injected"] >= warmup]
@@ -144,6 +180,8 @@ def load_point(
         tail = statistics.fmean(means[-(len(means) // 4 or 1) :])
         if head > 0 and tail > growth * head:
             saturated = f"batch-mean latency grew {tail / head:.1f}× during the run"
+    if saturated is None and throughput < (1 - shortfall) * offered:
+        saturated = f"delivered {throughput / offered:.0%} of the offered load"
     stats = ci95(means)
     peak = int(max(raw.peak_queue.values(), default=0))
     lat_mean = None if saturated else stats["mean"]
@@ -172,8 +210,11 @@ def parse_rates(text: str) -> list[float]:
         ) from None
 
 
-def plot_load(points: Sequence[LoadPoint], path: Path, title: str) -> None:
-    """Latency and throughput against offered load; saturated points marked, not plotted."""
+def plot_load(points: Sequence[LoadPoint], path: Path, title: str, bound: float | None = None) -> None:
+    """Latency and throughput against offered load; saturated points marked, not plotted.
+
+    ``bound``: a capacity (deliveries / node / step, e.g. :func:`xy_bound` ÷ L) drawn as a line.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -189,6 +230,10 @@ def plot_load(points: Sequence[LoadPoint], path: Path, title: str) -> None:
             top = max((p.latency or 0 for p in ok), default=1)
             ax1.scatter([p.offered for p in sat], [top * 1.1] * len(sat), marker="x", color=line.get_color())
         ax2.plot([p.offered for p in ps], [p.throughput for p in ps], marker="o", label=alg)
+    if bound is not None:
+        for ax in (ax1, ax2):
+            ax.axvline(bound, color="grey", linestyle="--", label=f"XY bound {bound:.4f}")
+        ax2.axhline(bound, color="grey", linestyle=":")
     ax1.set_xlabel("offered load (deliveries / node / step)")
     ax1.set_ylabel("mean multicast latency (steps)")
     ax1.set_title("latency (× = saturated)")
