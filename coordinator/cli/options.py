@@ -118,8 +118,10 @@ def _accepts(algorithm: str, name: str) -> bool:
     return any(p.type == "algorithm" for p in alg.params)
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by every command that runs an emulation."""
+def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] | None = None) -> None:
+    """Options shared by every command that runs an emulation (``extra_runtimes``: name -> help,
+    runtimes only this command offers)."""
+    extra = extra_runtimes or {}
     p.add_argument(
         "--port-model",
         choices=PORT_MODELS,
@@ -141,9 +143,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--runtime",
-        choices=RUNTIMES,
+        choices=(*RUNTIMES, *extra),
         default="in-process",
-        help="in-process trio tasks, one OS process per node, one container per node, or the model",
+        help="in-process trio tasks, one OS process per node, one container per node, or the model"
+        + "".join(f"; {name}: {text}" for name, text in extra.items()),
     )
     p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
     p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
