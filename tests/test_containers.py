@@ -290,8 +290,10 @@ def test_a_signalled_containers_run_leaves_nothing_behind(engine: None, tmp_path
     """SIGTERM/SIGINT mid-run: no container or network of the run left, no temporary directory."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    run_args = ["--topology", "mesh:3x3", "--algorithm", "vh", "--random-dests", "4", "--repeat", "2000",
-                "--wall-budget", "120"]  # fmt: skip
+    # shared contention, one-port: ~4,500 steps, far longer than the wait for the signal (an
+    # isolated plan finished in 2 s, before the signal, on an idle machine)
+    run_args = ["--topology", "mesh:3x3", "--algorithm", "vh", "--random-dests", "4", "--repeat", "10000",
+                "--contention", "shared", "--max-steps", "100000", "--wall-budget", "120"]  # fmt: skip
     cmd = [str(Path(sys.executable).parent / "meshcast"), "run", "--runtime", "containers", *run_args,
            "--out", str(tmp_path / "out")]  # fmt: skip
     proc = subprocess.Popen(cmd, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
