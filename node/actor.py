@@ -114,6 +114,7 @@ def done_report(
         dropped=e.dropped,
         link_sends=dict(e.link_sends),
         protocol_errors=protocol_errors,
+        delivered=e.delivered,
     )
 
 

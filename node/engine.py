@@ -148,6 +148,8 @@ class Engine:
         self.peak_out = 0
         self._domains: dict[int, _Domain] = {}
         self.deliveries: list[Delivery] = []
+        self.delivered = 0
+        """Deliveries over the whole run (the final report says it, so lost reports show)."""
         self.errors: list[NodeError] = []
         self.injected: dict[int, int] = {}
         self.traffic: dict[int, int] = {}
@@ -275,6 +277,7 @@ class Engine:
             return []
         if fwd.deliver:
             self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
+            self.delivered += 1
         if not fwd.sends:
             return []
         st = packet.startups

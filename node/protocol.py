@@ -273,6 +273,8 @@ class Done(_Event):
     dropped: int = field(metadata={"check": _int}, default=0)
     link_sends: dict[str, int] = field(metadata={"check": _int_map}, default_factory=dict)
     protocol_errors: int = field(metadata={"check": _int}, default=0)
+    delivered: int | None = field(metadata={"check": _opt(_int)}, default=None)
+    """Deliveries the node recorded over the run: more than its reports carried means some were lost."""
 
     @property
     def lost(self) -> bool:

@@ -182,6 +182,8 @@ class WormholeEngine:
         self.freed: dict[str, int] = {}
         self.moved = 0
         self.deliveries: list[Delivery] = []
+        self.delivered = 0
+        """Deliveries over the whole run (the final report says it, so lost reports show)."""
         self.errors: list[NodeError] = []
         self.injected: dict[int, int] = {}
         self.traffic: dict[int, int] = {}
@@ -380,6 +382,7 @@ class WormholeEngine:
         """The tail of absorbed worm ``b`` left the buffer at ``t``: the processor has it at t+1."""
         if b.deliver:
             self.deliveries.append(Delivery(b.mc, t + 1, b.hops, b.startups, self._now()))
+            self.delivered += 1
         for port, header, st in b.later:
             self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
 

@@ -175,3 +175,18 @@ async def test_a_node_lacking_an_algorithm_is_refused_before_start_up() -> None:
     assert raw.incomplete[0].startswith("refused before start-up: node (1,0) lacks algorithm(s) vh")
     assert not any(isinstance(e, (protocol.PlanMessage, protocol.Start)) for e in sent)
     assert any(isinstance(e, protocol.Stop) for e in sent)
+
+
+def test_reports_lost_in_transit_are_named() -> None:
+    """A node's final report says how many deliveries it recorded; fewer arrived: not complete."""
+    from coordinator.runtimes.records import Collector
+
+    topo = Topology.parse("mesh:2x1")
+    plan = Plan(topo, (Multicast(1, "vh", (0, 0), ((1, 0),)), Multicast(2, "vh", (0, 0), ((1, 0),))))
+    collector = Collector(plan)
+    collector.handle(protocol.Report((1, 0), ((1, 1, 1, 0, None),), ()))
+    collector.handle(protocol.Done((1, 0), delivered=2))
+    collector.handle(protocol.Done((0, 0), delivered=0))
+    assert collector.lost_reports() == ["node (1,0) recorded 2 deliveries, 1 reached the coordinator"]
+    collector.handle(protocol.Report((1, 0), ((2, 1, 1, 0, None),), ()))
+    assert collector.lost_reports() == []

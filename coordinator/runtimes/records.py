@@ -94,6 +94,18 @@ class Collector:
         self._dest_sets = {m.id: set(m.destinations) for m in plan.multicasts}
         self._reached: set[tuple[int, Coord]] = set()
         self.done: set[Coord] = set()
+        self.received: dict[Coord, int] = {}
+        """Arrivals each node's reports carried here."""
+        self.claimed: dict[Coord, int] = {}
+        """Deliveries each node says (in its final report) it recorded."""
+
+    def lost_reports(self) -> list[str]:
+        """Nodes whose final report claims more deliveries than their reports brought here."""
+        return [
+            f"node ({n[0]},{n[1]}) recorded {c} deliveries, {self.received.get(n, 0)} reached the coordinator"
+            for n, c in sorted(self.claimed.items())
+            if c > self.received.get(n, 0)
+        ]
 
     @property
     def reached(self) -> int:
@@ -110,6 +122,7 @@ class Collector:
         node = msg.node
         host = raw.hosts.get(node)
         if isinstance(msg, protocol.Report):
+            self.received[node] = self.received.get(node, 0) + len(msg.arrivals)
             for mc, step, hops, startups, wall in msg.arrivals:
                 raw.arrivals.append(Arrival(mc, node, step, hops, startups, wall, host))
                 if node in self._dest_sets.get(mc, ()):
@@ -120,6 +133,8 @@ class Collector:
             raw.errors.append({"node": list(node), "kind": "control", "cause": msg.cause})
         else:
             self.done.add(node)
+            if msg.delivered is not None:
+                self.claimed[node] = msg.delivered
             raw.node_status[node] = msg.status
             raw.last_step = max(raw.last_step, msg.last_step)
             raw.peak_queue[node] = msg.peak_queue

@@ -242,6 +242,9 @@ class Session:
                     + ", ".join(f"({x},{y})" for x, y in silent[:20])
                     + (f" and {len(silent) - 20} more" if len(silent) > 20 else "")
                 )
+        lost_reports = self.collector.lost_reports()
+        if lost_reports:  # e.g. published while the broker restarted: say so, never "complete"
+            raw.incomplete.append("arrival reports lost in transit: " + "; ".join(lost_reports[:5]))
         if self._broker_lost and (self._broker_down or raw.incomplete):
             raw.incomplete.extend(self._broker_lost)
         for n, status in sorted(raw.node_status.items()):
