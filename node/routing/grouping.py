@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from node.routing.base import Algorithm, Forward, Header, Param, Params, PlanError, Send, check_destinations
 from node.routing.hamiltonian import lmn_route
@@ -74,10 +74,12 @@ __all__ = [
     "grouped_prepare",
     "maximin_representatives",
     "pattern_groups",
-    "read_fraction",
 ]
 
 DEFAULT_T = 0.5
+T_PARAM: Final = Param(
+    "T", "float", DEFAULT_T, "proximity threshold for joining a group", 0, 1, open_low=True
+)
 Box = tuple[int, int, int, int]
 """A sub-mesh as (x_lo, x_hi, y_lo, y_hi), inclusive."""
 
@@ -96,29 +98,6 @@ def _box_nodes(b: Box) -> int:
 def _overlap(a: Box, b: Box) -> bool:
     """Do two sub-meshes share a node?"""
     return a[0] <= b[1] and b[0] <= a[1] and a[2] <= b[3] and b[2] <= a[3]
-
-
-def read_fraction(params: Params, key: str, default: float, *, hi_inclusive: bool, what: str) -> float:
-    """Read a threshold in (0, 1] (or (0, 1)) from params; a bad value is a PlanError naming it."""
-    raw = params.get(key, default)
-    value: float | None = None
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        value = float(raw)
-    elif isinstance(raw, str):
-        try:
-            value = float(raw)
-        except ValueError:
-            value = None
-    ok = (
-        value is not None
-        and math.isfinite(value)
-        and value > 0
-        and (value <= 1 if hi_inclusive else value < 1)
-    )
-    if not ok or value is None:
-        bound = "0 < {k} ≤ 1" if hi_inclusive else "0 < {k} < 1"
-        raise PlanError(f"{what} {key}={raw!r} is invalid: it must be a number with {bound.format(k=key)}")
-    return value
 
 
 # -- graph-based (Algorithm 2) ------------------------------------------------------------------
@@ -293,7 +272,7 @@ def group_graph_prepare(
 ) -> list[Send]:
     """Graph-based proximity grouping (threshold T), then two-level DP."""
     _mesh_only(topology, "group-graph")
-    threshold = read_fraction(params, "T", DEFAULT_T, hi_inclusive=True, what="group-graph threshold")
+    threshold = float(T_PARAM.check(params.get("T", DEFAULT_T)))
     dests = check_destinations(topology, source, destinations)
     return grouped_prepare(topology, source, dests, graph_groups(dests, threshold))
 
@@ -321,9 +300,7 @@ ALGORITHMS: tuple[Algorithm, ...] = (
         kinds=("mesh",),
         summary="graph-based proximity grouping (threshold T), two-level dual-path",
         source="seed 003 §3.1, Algorithms 1–2",
-        params=(
-            Param("T", "float", DEFAULT_T, "proximity threshold for joining a group", 0, 1, open_low=True),
-        ),
+        params=(T_PARAM,),
     ),
     Algorithm(
         "group-pattern",

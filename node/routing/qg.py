@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from node.routing.base import Algorithm, Forward, Header, Param, Params, PlanError, Send, check_destinations
-from node.routing.grouping import read_fraction
 from node.routing.twolevel import two_level_forward, two_level_prepare
 from node.topology import Coord, Topology
 
@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 DEFAULT_TD = 0.5
+TD_PARAM: Final = Param(
+    "TD", "float", DEFAULT_TD, "qualified-group threshold", 0, 1, open_low=True, open_high=True
+)
 DIMS = 2
 MAX_PARTS = 2**DIMS
 
@@ -179,7 +182,7 @@ def qg_prepare(
     """QG: qualified groups with threshold TD, then two-level dual-path (two start-ups)."""
     if topology.is_torus:
         raise PlanError("qg groups destinations within a mesh's multicast area: it runs on a mesh only")
-    td = read_fraction(params, "TD", DEFAULT_TD, hi_inclusive=False, what="qg threshold")
+    td = float(TD_PARAM.check(params.get("TD", DEFAULT_TD)))
     dests = check_destinations(topology, source, destinations)
     return two_level_prepare(topology, source, qg_groups(topology, source, dests, td))
 
@@ -198,10 +201,6 @@ ALGORITHMS: tuple[Algorithm, ...] = (
         kinds=("mesh",),
         summary="Qualified Groups (threshold TD): balanced groups, two-level dual-path (reconstruction)",
         source="seed 004 §3, Phases 1–4, Figs. 4–5",
-        params=(
-            Param(
-                "TD", "float", DEFAULT_TD, "qualified-group threshold", 0, 1, open_low=True, open_high=True
-            ),
-        ),
+        params=(TD_PARAM,),
     ),
 )
