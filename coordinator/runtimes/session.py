@@ -32,7 +32,7 @@ Broadcast = Callable[[bytes], Awaitable[None]]
 PROBE_INTERVAL = 0.02
 STOP_GRACE = 5.0
 
-_ORDER = list(Phase)
+_RANK = {p: i for i, p in enumerate(Phase)}
 
 
 class _NodeLost(Exception):
@@ -74,6 +74,7 @@ class Session:
         self._probe = 0
         self._lost: list[Coord] = []
         self._refusals: list[str] = []
+        self._algorithms = {m.algorithm for m in plan.multicasts}
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
         self._watch_lost = False
@@ -118,7 +119,7 @@ class Session:
             return False
 
     def _reached(self, node: Coord, phase: Phase) -> bool:
-        return _ORDER.index(self.phases.get(node, Phase.NEW)) >= _ORDER.index(phase)
+        return _RANK[self.phases.get(node, Phase.NEW)] >= _RANK[phase]
 
     async def _to(self, node: Coord, event: protocol.Event) -> None:
         self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
@@ -131,31 +132,32 @@ class Session:
         await self.broadcast(protocol.encode(event))
 
     # -- receiving ------------------------------------------------------------------------------
-    async def _next(self) -> None:
-        """Take in the next message from the inbox."""
+    async def _next(self) -> Coord | None:
+        """Take in the next message from the inbox; the node it moved on, if any (only that node's
+        phase can change here)."""
         data = await self.inbox.receive()
         try:
             msg = protocol.decode(data)
         except ProtocolError as exc:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
-            return
+            return None
         if isinstance(msg, protocol.BrokerLost):
             self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
             if self._broker_down not in self._broker_lost:
                 self._broker_lost.append(self._broker_down)
-            return
+            return None
         if isinstance(msg, protocol.BrokerBack):
             self._broker_down = None
-            return
+            return None
         if msg.TYPE not in protocol.TO_COORDINATOR:
             self._error(None, f"{msg.TYPE!r} is not a message for the coordinator")
-            return
+            return None
         node: Coord = msg.node  # type: ignore[union-attr]
         if node not in self._nodes:
             self._error(node, f"{msg.TYPE!r} from ({node[0]},{node[1]}), not a node of this run")
-            return
+            return None
         if not self._advance(node, msg):
-            return
+            return None
         if isinstance(msg, protocol.Hello):
             self.collector.handle(msg)
             lacking = self._lacking(msg)
@@ -177,12 +179,13 @@ class Session:
                 self._lost.append(node)
                 if self._watch_lost:
                     raise _NodeLost
+        return node
 
     def _lacking(self, hello: protocol.Hello) -> list[str]:
         """The plan's algorithms that this node says it cannot run (none if it did not say)."""
         if hello.algorithms is None:
             return []
-        return sorted({m.algorithm for m in self.plan.multicasts} - set(hello.algorithms))
+        return sorted(self._algorithms - set(hello.algorithms))
 
     @property
     def lost(self) -> list[Coord]:
@@ -191,8 +194,11 @@ class Session:
 
     async def _gather(self, phase: Phase, nodes: set[Coord]) -> None:
         """Wait until every node in ``nodes`` has reached ``phase`` (or is done)."""
-        while not all(self._reached(n, phase) for n in nodes):
-            await self._next()
+        pending = {n for n in nodes if not self._reached(n, phase)}
+        while pending:
+            moved = await self._next()
+            if moved in pending and self._reached(moved, phase):
+                pending.discard(moved)
 
     async def run(self, nodes: set[Coord]) -> RawRun:
         """Drive the whole protocol; always returns, marking the run incomplete when it must."""
