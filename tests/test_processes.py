@@ -236,7 +236,7 @@ def test_cli_without_mosquitto_says_how_to_get_it(
 ) -> None:
     from coordinator.cli import main
 
-    monkeypatch.setattr("coordinator.runtimes.processes._mosquitto", lambda: None)
+    monkeypatch.setattr("coordinator.runtimes.processes.mosquitto_exe", lambda: None)
     rc = main(
         [
             "run",

@@ -204,24 +204,18 @@ def _wait_port(host: str, port: int, timeout: float) -> bool:
 
 def _start_mosquitto(directory: Path, user: str, password: str) -> tuple[int, int]:
     """A detached mosquitto on a free loopback port with a password file: (pid, port)."""
-    import getpass
+    from coordinator.runtimes.processes import broker_conf, mosquitto_exe, passwd_tool
 
-    from coordinator.runtimes.processes import _mosquitto
-
-    exe = _mosquitto()
+    exe = mosquitto_exe()
     if exe is None:
         raise UsageError("the processes runtime needs mosquitto (apt-get install mosquitto)")
     passwd = directory / "mosquitto.passwd"
     passwd.touch(mode=0o600)
-    tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
-    subprocess.run([tool, "-b", str(passwd), user, password], check=True, capture_output=True)
+    subprocess.run([passwd_tool(), "-b", str(passwd), user, password], check=True, capture_output=True)
     for _attempt in range(5):
         port = _free_ports(1)[0]
         conf = directory / "mosquitto.conf"
-        conf.write_text(
-            f"listener {port} {LOOPBACK}\nuser {getpass.getuser()}\npersistence false\nlog_dest stderr\n"
-            f"log_type error\nlog_type warning\nallow_anonymous false\npassword_file {passwd}\n"
-        )
+        conf.write_text(broker_conf(port, passwd))
         pid = _spawn([exe, "-c", str(conf)], directory / "mosquitto.log")
         if _wait_port(LOOPBACK, port, 10.0):
             return pid, port

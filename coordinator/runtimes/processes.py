@@ -41,7 +41,16 @@ from node.mqtt import BrokerAddress, CoordinatorBus, open_coordinator_bus, parse
 from node.tcp import peer_entry
 from node.topology import Coord, Topology
 
-__all__ = ["BrokerNotFound", "LocalBroker", "free_ports", "local_broker", "run_processes"]
+__all__ = [
+    "BrokerNotFound",
+    "LocalBroker",
+    "broker_conf",
+    "free_ports",
+    "local_broker",
+    "mosquitto_exe",
+    "passwd_tool",
+    "run_processes",
+]
 
 EXIT_GRACE: Final = 10.0
 """How long children may take to exit by themselves after the run before they are killed."""
@@ -114,10 +123,28 @@ _NO_BROKER: Final = (
 )
 
 
-def _mosquitto() -> str | None:
+def mosquitto_exe() -> str | None:
+    """The mosquitto executable (Debian installs it in /usr/sbin, often not on PATH), or None."""
     return shutil.which("mosquitto") or next(
         (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None
     )
+
+
+def passwd_tool() -> str:
+    """mosquitto's password-file tool."""
+    return shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+
+
+def broker_conf(port: int, password_file: Path | None) -> str:
+    """mosquitto.conf of a meshcast broker on loopback ``port``: password-protected when a
+    password file is given, anonymous otherwise (loopback only, so access stays on this machine)."""
+    lines = [f"listener {port} {LOOPBACK}", f"user {getpass.getuser()}", "persistence false",
+             "log_dest stderr", "log_type error", "log_type warning"]  # fmt: skip
+    if password_file is None:
+        lines.append("allow_anonymous true")
+    else:
+        lines += ["allow_anonymous false", f"password_file {password_file}"]
+    return "\n".join(lines) + "\n"
 
 
 @asynccontextmanager
@@ -126,35 +153,26 @@ async def local_broker(
 ) -> AsyncIterator[LocalBroker]:
     """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards
     and remove its password file and config (also after a failure or a signal)."""
-    exe = _mosquitto()
-    passwd_tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    exe = mosquitto_exe()
+    tool = passwd_tool()
     if exe is None:
         raise BrokerNotFound(_NO_BROKER)
     workdir.mkdir(parents=True, exist_ok=True)
     user, password = "meshcast", secrets.token_urlsafe(16)
     conf = workdir / "mosquitto.conf"
-    lines = [
-        f"user {getpass.getuser()}",
-        "persistence false",
-        "log_dest stderr",
-        "log_type error",
-        "log_type warning",
-    ]
-    if os.access(passwd_tool, os.X_OK):
-        pw = workdir / "mosquitto.passwd"
+    pw = workdir / "mosquitto.passwd" if os.access(tool, os.X_OK) else None
+    if pw is not None:
         pw.touch(mode=0o600)
         await trio.run_process(
-            [passwd_tool, "-b", str(pw), user, password], capture_stdout=True, capture_stderr=True
+            [tool, "-b", str(pw), user, password], capture_stdout=True, capture_stderr=True
         )
-        lines += ["allow_anonymous false", f"password_file {pw}"]
-    else:  # loopback only, so anonymous access stays on this machine
+    else:  # no password tool: anonymous, on loopback only
         user, password = "", ""
-        lines += ["allow_anonymous true"]
     try:
         async with trio.open_nursery() as nursery:
             for _attempt in range(5):
                 port = free_ports(1)[0]
-                conf.write_text("\n".join([f"listener {port} {LOOPBACK}", *lines]) + "\n")
+                conf.write_text(broker_conf(port, pw))
                 logf = (workdir / "mosquitto.log").open("ab")
                 proc: trio.Process = await nursery.start(
                     partial(
@@ -340,7 +358,7 @@ def _check_mosquitto() -> None:
     """Fail early, as a one-line CLI error, when no broker can be started."""
     from coordinator.errors import UsageError
 
-    if _mosquitto() is None:
+    if mosquitto_exe() is None:
         raise UsageError(str(BrokerNotFound(_NO_BROKER)))
 
 
