@@ -70,3 +70,12 @@ def test_small_parsers_refuse_bad_input_as_usage_errors() -> None:
     with pytest.raises(UsageError, match="is not one"):
         names_in("a,z", ("a", "b"), "--x")
     assert COMMON["report-only"].flag and COMMON["out"].required
+
+
+def test_report_texts_split_by_section() -> None:
+    """Every report text file parses, and its sections are what framework.texts returns."""
+    from coordinator.reproduce.framework import texts
+
+    about = texts("README")
+    assert list(about) == ["about"]
+    assert about["about"].startswith("Report prose") and not about["about"].endswith("\n")

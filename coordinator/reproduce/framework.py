@@ -48,6 +48,7 @@ __all__ = [
     "read_tidy",
     "run_facts",
     "run_pool",
+    "texts",
 ]
 
 ProgressFn = Callable[[int, int], None]
@@ -224,7 +225,32 @@ def read_report_only(what: str, out: Path, read: Callable[[Path], T]) -> T:
         raise UsageError(f"--report-only: no earlier run to read in {out} ({what}: {exc})") from None
 
 
-# -- paper data and small parsers ---------------------------------------------------------------------
+# -- paper data, report texts and small parsers -----------------------------------------------------
+_SECTION = "<!-- text: "
+
+
+def texts(name: str) -> dict[str, str]:
+    """A reproduction's report prose from coordinator/data/reports/NAME.md, by section.
+
+    The file is markdown split by lines ``<!-- text: KEY -->``; each section runs to the next one,
+    without its trailing blank lines, and is filled in with ``str.format`` (``{{`` for a brace).
+    The prose lives apart from the code so that a module keeps only its experiment, claims and tables.
+    """
+    path = resources.files("coordinator").joinpath("data", "reports", f"{name}.md")
+    text = path.read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    key: str | None = None
+    for line in text.splitlines():
+        if line.startswith(_SECTION) and line.rstrip().endswith("-->"):
+            key = line[len(_SECTION) :].rstrip().removesuffix("-->").strip()
+            if key in out:
+                raise ValueError(f"reports/{name}.md: section {key!r} twice")
+            out[key] = ""
+        elif key is not None:
+            out[key] += line + "\n"
+    return {k: v.rstrip("\n") for k, v in out.items()}
+
+
 def paper_csv(name: str) -> tuple[str, list[dict[str, str]]]:
     """A CSV of coordinator/data (package data): its source (the comment lines) and its rows as text."""
     text = resources.files("coordinator").joinpath("data", name).read_text(encoding="utf-8")
