@@ -1,28 +1,9 @@
 """Seed 001 (Abd El-Baky, TASNEM): latency and traffic on tori — Figs. 8–11, plus PAIR and MIN.
 
-The paper's §4: TASNEM against multipath-HCM, T2W and Uniform (our reconstructions, see
-``node/routing/torus_paths.py``) on tori with all-port wormhole switching, 25 ns between adjacent
-nodes, uniformly random destinations. Two sweeps, with the same destination sets for every
-algorithm:
-
-* **destinations** (Figs. 8–9): one torus (default T40 = 40×40, the largest in the paper) and
-  k = 100, 200, …, 1500 and 1599 destinations (the paper's "100 to 1600"; a 1600-node torus has
-  1599 nodes besides the source);
-* **size** (Figs. 10–11): tori T5, T10, …, T40 with 20% of the nodes as destinations.
-
-Latency is the paper's "longest message transmission path" at 25 ns per hop: the wormhole model of
-:class:`coordinator.analysis.timing.Timing` with Ts = 0, β = 0, router delay 25 (ns) and L = 1, i.e.
-Σ start-ups·(Ts + L·β) + hops·(β + router) = 25 ns × hops, maximised over the destinations. The
-report also gives it with a start-up cost (``--ts``, default 1 µs) as a sensitivity check, and
-the lockstep steps. Traffic is the number of link traversals. PAIR and MIN (seed 000, tree rules
-that run on tori in four zones) run on the same sets with the same all-port model.
-
-Each torus of a sweep is one isolated-contention plan. Tori up to ``--emulate-up-to`` columns
-run in the emulation (``--runtime``, one emulation per plan); larger ones through the reference
-model (``coordinator.runtimes.model.run_model``, which gives the emulation's records: tested equal), there
-split by algorithm so that ``--jobs`` worker processes share the work. Output in ``--out``:
-``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast), ``summary.csv`` (per
-point, mean and 95% CI) and ``run.json`` (parameters and run status).
+TASNEM against multipath-HCM, T2W and Uniform (reconstructions, ``node/routing/torus_paths.py``) and
+seed 000's PAIR and MIN, all-port, on the same random destination sets: a destinations sweep on one torus
+(Figs. 8–9) and a size sweep at 20% destinations (Figs. 10–11). Latency is 25 ns per hop along the
+longest path (:data:`PAPER_TIMING`); tori above ``--emulate-up-to`` run through the reference model.
 """
 
 from __future__ import annotations
@@ -43,7 +24,6 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.output.results import write_csv
 from coordinator.reproduce.framework import (
     Context,
     Option,
@@ -51,6 +31,7 @@ from coordinator.reproduce.framework import (
     command_line,
     finish,
     lockstep_settings,
+    positive,
     read_report_only,
     read_tidy,
     run_facts,
@@ -118,14 +99,8 @@ _MEASURED = ("latency_ns", "latency_ts_ns", "hops", "bound_hops", "time", "traff
 TIDY_COLUMNS = (*_POINT, "repetition", "source", *_MEASURED)
 _SUMMARISED = ("latency_ns", "latency_ts_ns", "traffic", "hops", "time")
 _STATS = ("mean", "ci_low", "ci_high")
-SUMMARY_COLUMNS = (
-    *_POINT,
-    "reps",
-    "complete",
-    *(f"{m}_{s}" for m in _SUMMARISED for s in _STATS),
-    "bound_hops_mean",
-    "startups_max",
-)
+_SUMMARY_STATS = tuple(f"{m}_{s}" for m in _SUMMARISED for s in _STATS)
+SUMMARY_COLUMNS = (*_POINT, "reps", "complete", *_SUMMARY_STATS, "bound_hops_mean", "startups_max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +138,8 @@ def size_k(n: int, percent: float) -> int:
 # -- jobs --------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One run: the plan of one torus (``algorithms`` × ``ks`` × repeat) or its ``subset`` of algorithms.
-
-    The plan is always drawn for all ``algorithms`` (so every job of a torus has the same
-    destination sets); a job runs the multicasts of its ``subset``.
-    """
+    """One run: the plan of one torus (``algorithms`` × ``ks`` × repeat), drawn whole so that every job
+    of a torus has the same destination sets, of which it runs the multicasts of its ``subset``."""
 
     sweep: str
     topology: str
@@ -198,6 +170,28 @@ class JobResult:
     @property
     def complete(self) -> bool:
         return not self.incomplete and all(r["missing"] == 0 for r in self.rows)
+
+    def doc(self) -> dict[str, Any]:
+        """Its entry in run.json's runs (read back by :meth:`from_doc`)."""
+        j = self.job
+        return {
+            "label": j.label, "topology": j.topology, "sweep": j.sweep, "algorithms": list(j.subset),
+            "ks": list(j.ks), "runtime": j.runtime, "multicasts": len(self.rows), "complete": self.complete,
+            "incomplete": self.incomplete, "steps": self.steps, "wall_s": round(self.wall_s, 3),
+            "cpu_s": round(self.cpu_s, 3), "errors": self.errors,
+        }  # fmt: skip
+
+    @staticmethod
+    def from_doc(r: Mapping[str, Any], rows: list[dict[str, Any]], algorithms: tuple[str, ...]) -> JobResult:
+        """A run.json entry back, with its rows out of ``rows`` (all of tidy.csv)."""
+        subset, where = tuple(r["algorithms"]), (r["sweep"], r["topology"])
+        mine = [x for x in rows if (x["sweep"], x["topology"]) == where and x["algorithm"] in subset]
+        ks = tuple(r.get("ks") or sorted({x["k"] for x in mine}))
+        job = Job(r["sweep"], r["topology"], ks, algorithms, subset, r["runtime"])
+        return JobResult(
+            job, mine, list(r["incomplete"]), list(r["errors"]), int(r["steps"]), float(r["wall_s"]),
+            float(r.get("cpu_s", 0.0)),
+        )  # fmt: skip
 
 
 def _estimate(sweep_ks: Sequence[int], subset: Sequence[str], side: int, repeat: int, runtime: str) -> float:
@@ -719,18 +713,16 @@ def _k_of(res: Results, n: int) -> int:
 
 def _consistency_lines(res: Results) -> list[str]:
     """Start-ups per algorithm and whether the lockstep time equals the longest path."""
-    ups = {
-        a: max((r["startups"] for (_, b, _, _), r in res.tidy.items() if b == a), default=0)
-        for a in res.algorithms
-    }
+    rows = list(res.tidy.values())
+    ups = {a: max((r["startups"] for r in rows if r["algorithm"] == a), default=0) for a in res.algorithms}
     startups = _prose("""
 Start-ups (the most any delivery needed): {ups}. TASNEM's two packets (one per mesh half: the paper's "at
 most two start-up times") leave the source at once on separate injection channels (§3.1), so each delivery
 is one start-up away.
 """).format(ups=", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()))
-    diff = {a for (_, a, _, _), r in res.tidy.items() if r["hops"] is not None and r["time"] != r["hops"]}
-    n_diff = sum(1 for r in res.tidy.values() if r["hops"] is not None and r["time"] != r["hops"])
-    total = sum(1 for r in res.tidy.values() if r["hops"] is not None)
+    total = sum(1 for r in rows if r["hops"] is not None)
+    differ = [r for r in rows if r["hops"] is not None and r["time"] != r["hops"]]
+    diff = {r["algorithm"] for r in differ}
     if diff:
         return [
             startups,
@@ -738,7 +730,11 @@ is one start-up away.
 Lockstep time ≠ longest path in {n} of {total} multicasts ({algs}): packets of one multicast queued behind
 each other on a port. The latency above is the paper's (hops, contention-free, as with its two virtual
 channels per link); the steps are in `tidy.csv`.
-""").format(n=n_diff, total=total, algs=", ".join(LABELS[a] for a in sorted(diff, key=ALGORITHMS.index))),
+""").format(
+                n=len(differ),
+                total=total,
+                algs=", ".join(LABELS[a] for a in sorted(diff, key=ALGORITHMS.index)),
+            ),
         ]
     return [
         startups,
@@ -976,27 +972,20 @@ def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> li
         algs = [a for a in spec.algorithms if a in res.algorithms]
         if not xs or len(algs) < 2:
             continue
-        cis = {a: [res.ci(spec.sweep, a, x, spec.metric) for x in xs] for a in algs}
-        series = [
-            Series(
-                LABELS[a],
-                xs,
-                [res.mean(spec.sweep, a, x, spec.metric) for x in xs],
-                colour=COLOURS[a],
-                band=([c[0] for c in cis[a]], [c[1] for c in cis[a]]),
-            )
-            for a in algs
-        ]
+        series = []
+        for a in algs:
+            lo, hi = zip(*(res.ci(spec.sweep, a, x, spec.metric) for x in xs), strict=True)
+            means = [res.mean(spec.sweep, a, x, spec.metric) for x in xs]
+            series.append(Series(LABELS[a], xs, means, colour=COLOURS[a], band=(list(lo), list(hi))))
         bound = [res.bound(spec.sweep, x, spec.metric) for x in xs]
         series.append(Series("lower bound", xs, bound, paper=True, colour="#999999"))
         what = MEASURES[spec.metric][1]
         fig = f"cf. paper Fig. {spec.paper_figure}" if spec.paper_figure else "TASNEM vs seed-000 trees"
-        if spec.sweep == "dests":
-            title = f"{what.split(' (')[0].capitalize()} vs destinations, {res.topology('dests', xs[0])}"
-            xlabel = "number of destinations"
-        else:
-            title = f"{what.split(' (')[0].capitalize()} vs torus size, {percent:g}% destinations"
-            xlabel = "torus size n (Tn = n×n)"
+        title, xlabel = {
+            "dests": (f"destinations, {res.topology('dests', xs[0])}", "number of destinations"),
+            "size": (f"torus size, {percent:g}% destinations", "torus size n (Tn = n×n)"),
+        }[spec.sweep]
+        title = f"{what.split(' (')[0].capitalize()} vs {title}"
         note = f"{fig}; all-port, 25 ns/hop; {res.repeat} sets per point; dashed: lower bound"
         written.append(plot_series(out / "plots" / spec.filename, series, title, xlabel, what, note))
     return written
@@ -1006,31 +995,12 @@ def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> li
 
 
 def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
-    """The runs, configuration and metadata of a finished reproduction from its run.json and tidy.csv.
-
-    So that the report and plots can be rebuilt (``--report-only``) without re-running for minutes."""
+    """The runs, configuration and metadata of a finished run (run.json, tidy.csv), for ``--report-only``."""
     doc = json.loads((out / "run.json").read_text(encoding="utf-8"))
     conf: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
     cfg = Config(**conf)
     rows = read_tidy(out / "tidy.csv")
-    results = []
-    for r in doc["runs"]:
-        subset = tuple(r["algorithms"])
-        mine = [x for x in rows if x["sweep"] == r["sweep"] and x["topology"] == r["topology"]]
-        mine = [x for x in mine if x["algorithm"] in subset]
-        ks = tuple(r.get("ks") or sorted({x["k"] for x in mine}))
-        job = Job(r["sweep"], r["topology"], ks, cfg.algorithms, subset, r["runtime"])
-        results.append(
-            JobResult(
-                job,
-                mine,
-                list(r["incomplete"]),
-                list(r["errors"]),
-                int(r["steps"]),
-                float(r["wall_s"]),
-                float(r.get("cpu_s", 0.0)),
-            )
-        )
+    results = [JobResult.from_doc(r, rows, cfg.algorithms) for r in doc["runs"]]
     meta = {k: doc[k] for k in ("date", "cpus", "machine", "wall_s", "load")}
     return results, cfg, meta
 
@@ -1067,7 +1037,7 @@ OPTIONS = (
 
 
 def _config(args: Any) -> Config:
-
+    """The run's parameters from the options, each checked."""
     dests = DEFAULT_DESTS if args.dests is None else _int_list(args.dests, "--dests")
     sizes = DEFAULT_SIZES if args.sizes is None else _int_list(args.sizes, "--sizes")
     if args.dest_torus < 3:
@@ -1083,8 +1053,7 @@ def _config(args: Any) -> Config:
         )
     if not 0 < args.percent < 100:
         raise UsageError(f"--percent must be between 0 and 100, got {args.percent:g}")
-    if args.wall_budget <= 0:
-        raise UsageError(f"--wall-budget must be positive, got {args.wall_budget}")
+    positive(args.wall_budget, "--wall-budget")
     if args.ts < 0:
         raise UsageError(f"--ts must not be negative, got {args.ts:g}")
     algs = ALGORITHMS if args.extras else PAPER_ALGORITHMS
@@ -1139,36 +1108,15 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
     write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
-    summ = summarise(rows)
-    write_csv(
-        out / "summary.csv",
-        SUMMARY_COLUMNS,
-        ([round(v, 6) if isinstance(v, float) else v for v in (r[c] for c in SUMMARY_COLUMNS)] for r in summ),
-    )
+    rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
+    write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
     doc = {
         "config": asdict(cfg),
         "settings": asdict(settings),
         "timing": asdict(PAPER_TIMING),
         **meta,
         "complete": all(r.complete for r in results),
-        "runs": [
-            {
-                "label": r.job.label,
-                "topology": r.job.topology,
-                "sweep": r.job.sweep,
-                "algorithms": list(r.job.subset),
-                "ks": list(r.job.ks),
-                "runtime": r.job.runtime,
-                "multicasts": len(r.rows),
-                "complete": r.complete,
-                "incomplete": r.incomplete,
-                "steps": r.steps,
-                "wall_s": round(r.wall_s, 3),
-                "cpu_s": round(r.cpu_s, 3),
-                "errors": r.errors,
-            }
-            for r in results
-        ],
+        "runs": [r.doc() for r in results],
     }
     write_json(out / "run.json", doc)
 
