@@ -38,6 +38,7 @@ from coordinator.reproduce.framework import (
     run_pool,
     sign_counts,
     significance,
+    texts,
     write_json,
     write_tidy,
 )
@@ -414,11 +415,8 @@ def _x_name(sweep: str, x: int) -> str:
 
 def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
     """``; lowest instead: k = 100 (T2W), …`` (empty when there are no such points)."""
-    return (
-        f"; {which} instead: " + ", ".join(f"{_x_name(sweep, x)} ({names})" for x, names in pts)
-        if pts
-        else ""
-    )
+    named = ", ".join(f"{_x_name(sweep, x)} ({names})" for x, names in pts)
+    return f"; {which} instead: {named}" if pts else ""
 
 
 def _half(hits: int, points: int) -> str:
@@ -440,33 +438,21 @@ def _order_lines(res: Results) -> tuple[bool, list[str]]:
     low = sum(c.tasnem_lowest for c in checks)
     high = sum(c.uniform_highest for c in checks)
     holds = points > 0 and low == points and high == points
-    if holds:
-        verdict = (
-            f"**Verdict: the paper's ordering holds** in our runs at every one of the {points} points "
-            "(sweep × metric): TASNEM has the lowest mean latency and traffic, Uniform the highest."
-        )
-    else:
-        verdict = (
-            f"**Verdict: the paper's ordering does not hold** in our runs. Of the {points} points (both "
-            f"sweeps × latency and traffic), TASNEM has the lowest mean at {low} ({_half(low, points)}) and "
-            f"Uniform the highest at {high} ({_half(high, points)})."
-        )
+    verdict = [
+        _text("verdict_holds", points=points)
+        if holds
+        else _text("verdict_fails", points=points, low=low, high=high, low_half=_half(low, points),
+                   high_half=_half(high, points))
+    ]  # fmt: skip
     lowest = [(c.sweep, x, names.split(" = ")) for c in checks for x, names in c.lowest_elsewhere]
     ties = [_x_name(sweep, x) for sweep, x, names in lowest if "TASNEM" in names]
     if ties:
-        verdict += (
-            f" {len(ties)} of the failures {'is a tie' if len(ties) == 1 else 'are ties'} for the lowest "
-            f"({', '.join(ties)}; with every other node a destination, every scheme's traffic is the k links "
-            "of a spanning tree)."
-        )
+        are = "is a tie" if len(ties) == 1 else "are ties"
+        verdict.append(_text("verdict_ties", n=len(ties), are_ties=are, ties=", ".join(ties)))
     beaters = sorted({n for _, _, names in lowest if "TASNEM" not in names for n in names})
     if beaters:
-        verdict += (
-            f" Where TASNEM is beaten, the lowest is {' or '.join(beaters)}. HCM, T2W and Uniform "
-            "are our reconstructions from the paper's prose, so an exception involving them may be a "
-            "difference between our reading and the authors' implementations as much as a property of TASNEM."
-        )
-    return holds, [*lines, "", verdict]
+        verdict.append(_text("verdict_beaten", beaters=" or ".join(beaters)))
+    return holds, [*lines, "", " ".join(verdict)]
 
 
 def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[float | None, float | None, int, int]:
@@ -611,11 +597,11 @@ def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
     )
 
 
-def _trees_lines(res: Results) -> list[str]:
-    """TASNEM against PAIR and MIN: a table per sweep and a computed statement."""
+def _trees(res: Results) -> str:
+    """TASNEM against PAIR and MIN: paired comparisons, the share at the bound, and why."""
     extras = [a for a in EXTRA_ALGORITHMS if a in res.algorithms]
     if not extras or "tasnem" not in res.algorithms:
-        return ["(PAIR and MIN were not run: `--no-extras`.)\n"]
+        return "(PAIR and MIN were not run: `--no-extras`.)"
     sweeps = [s for s in SWEEPS if res.xs[s]]
     verdicts = {(a, s, m): versus(res, s, a, m) for s in sweeps for a in extras for m in MEASURES}
     header = ["sweep", "vs TASNEM", "metric", "points lower / same / higher", "sets lower / equal / higher"]
@@ -635,18 +621,17 @@ def _trees_lines(res: Results) -> list[str]:
         pct = at / n * 100 if n else 0.0
         return f"{LABELS[a]} at the bound in {pct:.0f}% of the sets, {excess:.1f} hops above it on average"
 
-    return [
-        _TREES_INTRO,
-        markdown_table([*header, "mean difference"], table, ["l", "l", "l", "r", "r", "r"]),
-        _BOUND_INTRO,
-        markdown_table(["sweep", *labels], bounds, ["l"] + ["r"] * len(labels)),
-        _TREES_WHY.format(
-            sentences="; ".join(sentences),
-            extras="; ".join(share(a) for a in extras),
-            tasnem=share("tasnem"),
-            slower=_SOME_SLOWER if slower else _NONE_SLOWER,
-        ),
-    ]
+    return _text(
+        "trees",
+        versus=markdown_table([*header, "mean difference"], table, ["l", "l", "l", "r", "r", "r"]).rstrip(),
+        bounds=markdown_table(["sweep", *labels], bounds, ["l"] + ["r"] * len(labels)).rstrip(),
+        sentences="; ".join(sentences),
+        extras="; ".join(share(a) for a in extras),
+        tasnem=share("tasnem"),
+        slower="; but at some points a seed-000 tree is the slower one (table above)."
+        if slower
+        else "; neither tree is significantly slower than TASNEM at any point.",
+    )
 
 
 def _share_cell(at: int, n: int, excess: float) -> str:
@@ -654,41 +639,9 @@ def _share_cell(at: int, n: int, excess: float) -> str:
 
 
 # -- report ------------------------------------------------------------------------------------
-def _prose(text: str) -> str:
-    """A paragraph written over several source lines, as one line of markdown."""
-    return " ".join(text.strip().splitlines())
-
-
-_TREES_INTRO = (
-    _prose("""
-PAIR and MIN (seed 000) build the multicast tree at the source, in the four zones of the torus around it,
-from shortest (XY) paths, and carry each branch's subtree in its header; TASNEM carries a destination list
-and decides at every node. Both run here all-port with the same timing on the same destination sets.
-Differences are per destination set (alg − TASNEM); a point counts as lower or higher when the paired 95%
-CI excludes 0.
-""")
-    + "\n"
-)
-_BOUND_INTRO = (
-    _prose("""
-Share of multicasts whose longest path equals the distance to the farthest destination (the lower bound of
-any scheme's latency), and in brackets the mean excess of the longest path over that distance, in hops:
-""")
-    + "\n"
-)
-_TREES_WHY = (
-    _prose("""
-**What it shows.** {sentences}. Why: all-port, a tree's latency is its deepest root-to-destination path,
-and the seed-000 trees are grown from XY paths inside the four zones around the source, so that path is at
-or near the distance to the farthest destination ({extras}), while TASNEM's reaches a destination only
-after a main path snaking over the rows of its half ({tasnem}){slower} Their price is at the source (it
-computes the whole tree) and in the headers (a subtree rather than a destination list); like TASNEM they
-need one start-up per delivery here.
-""")
-    + "\n"
-)
-_NONE_SLOWER = "; neither tree is significantly slower than TASNEM at any point."
-_SOME_SLOWER = "; but at some points a seed-000 tree is the slower one (table above)."
+def _text(key: str, **fields: Any) -> str:
+    """A section of coordinator/data/reports/tasnem.md filled in with ``fields``."""
+    return texts(NAME)[key].format(**fields)
 
 
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
@@ -711,57 +664,30 @@ def _k_of(res: Results, n: int) -> int:
     return 0 if r is None else int(r["k"])
 
 
-def _consistency_lines(res: Results) -> list[str]:
-    """Start-ups per algorithm and whether the lockstep time equals the longest path."""
+def _consistency(res: Results) -> dict[str, str]:
+    """The start-ups per algorithm, and whether the lockstep time equals the longest path."""
     rows = list(res.tidy.values())
     ups = {a: max((r["startups"] for r in rows if r["algorithm"] == a), default=0) for a in res.algorithms}
-    startups = _prose("""
-Start-ups (the most any delivery needed): {ups}. TASNEM's two packets (one per mesh half: the paper's "at
-most two start-up times") leave the source at once on separate injection channels (§3.1), so each delivery
-is one start-up away.
-""").format(ups=", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()))
     total = sum(1 for r in rows if r["hops"] is not None)
     differ = [r for r in rows if r["hops"] is not None and r["time"] != r["hops"]]
-    diff = {r["algorithm"] for r in differ}
-    if diff:
-        return [
-            startups,
-            _prose("""
-Lockstep time ≠ longest path in {n} of {total} multicasts ({algs}): packets of one multicast queued behind
-each other on a port. The latency above is the paper's (hops, contention-free, as with its two virtual
-channels per link); the steps are in `tidy.csv`.
-""").format(
-                n=len(differ),
-                total=total,
-                algs=", ".join(LABELS[a] for a in sorted(diff, key=ALGORITHMS.index)),
-            ),
-        ]
-    return [
-        startups,
-        _prose(f"""
-In all {total} multicasts the lockstep time (steps) equals the longest path (hops): no multicast's packets
-ever waited for each other, so the contention-free latency is exact here.
-"""),
-    ]
+    algs = ", ".join(LABELS[a] for a in sorted({r["algorithm"] for r in differ}, key=ALGORITHMS.index))
+    return {
+        "ups": ", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()),
+        "lockstep": _text("lockstep_differs", n=len(differ), total=total, algs=algs)
+        if differ
+        else _text("lockstep_equal", total=total),
+    }
 
 
-def _ts_lines(res: Results, ts_ns: float) -> list[str]:
-    """Does the ordering survive a start-up cost?"""
+def _ts_lines(res: Results) -> str:
+    """Does the ordering survive a start-up cost? A bullet per sweep."""
     checks = [ordering(res, sweep, "latency_ts_ns") for sweep in SWEEPS if res.xs[sweep]]
-    return [
-        _prose(f"""
-Sensitivity: with a start-up cost Ts = {ts_ns:g} ns (latency = start-ups·Ts + 25 ns·hops; T2W's vertical
-paths need a second start-up, every other scheme one), the latency ordering becomes:
-""")
-        + "\n",
-        *(
-            f"- {SWEEPS[c.sweep]}: TASNEM lowest at {c.tasnem_lowest} of {c.points} points, Uniform highest "
-            f"at {c.uniform_highest}{_instead(c.sweep, 'lowest', c.lowest_elsewhere)}"
-            f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
-            for c in checks
-        ),
-        "",
-    ]
+    return "\n".join(
+        f"- {SWEEPS[c.sweep]}: TASNEM lowest at {c.tasnem_lowest} of {c.points} points, Uniform highest "
+        f"at {c.uniform_highest}{_instead(c.sweep, 'lowest', c.lowest_elsewhere)}"
+        f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
+        for c in checks
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -807,16 +733,8 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
     emu, mod = _tori(results, False), _tori(results, True)
     parts = [f"{emu} in the emulation ({cfg.runtime}, one emulation per torus)"] if emu else []
     if mod:
-        parts.append(_MODEL_RUNS.format(tori=mod, up=cfg.emulate_up_to))
+        parts.append(_text("model_runs", tori=mod, up=cfg.emulate_up_to))
     return "; ".join(parts)
-
-
-_MODEL_RUNS = _prose("""
-{tori} through the reference model (`coordinator.runtimes.model.run_model`, which gives the emulation's
-records exactly — `tests/test_emulation_vs_model.py`; tori above {up}×{up} are too slow for the in-process
-lockstep emulation within this run's budget, a 40×40 size point alone taking about 5 minutes; the model's
-runs of the destinations sweep are split by algorithm over the worker processes)
-""")
 
 
 def _run_status(results: Sequence[JobResult]) -> str:
@@ -831,7 +749,7 @@ def _run_status(results: Sequence[JobResult]) -> str:
             + (f", {len(r.errors)} node errors" if r.errors else "")
             for r in runs
         )
-        + ".\n"
+        + "."
     )
 
 
@@ -841,53 +759,6 @@ def _idle_estimate(results: Sequence[JobResult], workers: int) -> float:
     return max(sum(cpu) / max(1, workers), max(cpu, default=0.0))
 
 
-_GENERATED = _prose("""
-Generated by `{command}` ({date}). {n_mc} multicasts in {n_runs} runs, wall time **{wall_s:.1f} s** with
-{jobs} worker process(es) on {cpus} CPU(s) ({machine}); the runs took {cpu_s:.0f} CPU-seconds, the
-machine's load average was {load0:.1f} at the start and {load1:.1f} at the end (other work on it slows
-the run); on an idle machine the runs need about {idle:.0f} s (their CPU time over the workers, or the
-longest run if that is longer).
-""")
-_SETTING = """\
-- Tori, all-port, isolated contention (every multicast sees an idle network), lockstep clock; the source \
-drawn uniformly for each destination set; {repeat} random destination sets per point (seed {seed}), the \
-same sets for every algorithm: {algorithms}.
-- Destinations sweep (Figs. 8–9): T{dest_torus}, k = {dests}. The paper says "100 to 1600" without naming \
-the torus; T40 is its largest (1600 nodes, so at most 1599 destinations besides the source).
-- Size sweep (Figs. 10–11): {sizes} at {percent:g}% destinations (k = {size_ks}).
-- Runs: {runs}.
-- HCM, T2W and Uniform are reconstructions from the paper's §2 prose (`node/routing/torus_paths.py` says \
-where each choice was made); TASNEM follows its Figs. 2–3 (`node/routing/tasnem.py`)."""
-_TIMING = _prose(f"""
-The paper (§3.4, §4): *"The network latency is equal to the longest message transmission path involved"*
-and *"the network latency time between any two adjacent nodes has been set at 25 ns"*; traffic is *"the
-number of channels used to deliver all messages"*. So a multicast's latency is 25 ns × the hops of its
-longest path (source to the last-reached destination, across re-injections), and its traffic the link
-traversals of all its packets. In `coordinator.analysis.timing.Timing` this is the contention-free
-wormhole model with `Timing(model="wormhole", ts=0, beta=0, flits=1, router={HOP_NS:g})`: Σ start-ups·(Ts
-+ L·β) + hops·(β + router) = 25 ns·hops per delivery, maximised over the destinations (`apply_timing`'s
-`latency.max`). The paper gives no start-up time, message length or flit time; its latencies leave them
-out, and so do ours. A sensitivity check with a start-up cost follows the ordering below. The **bound**
-columns are the mean distance to the farthest destination × 25 ns (no scheme can do better) and k links
-(each destination needs a link into it).
-""")
-_ORDER_QUOTE = _prose("""
-*"In all tested cases, the network latency and the network traffic obtained by TASNEM algorithm are less
-than [those of] the other algorithms. Also, [those of] Uniform algorithm are more than [those of] the other
-algorithms."* (§4.2) — among the paper's four, by the means at each point:
-""")
-_PLOTS = _prose("""
-Figs. 8–11 as in the paper (its four algorithms); the `trees_*` plots put TASNEM beside PAIR and MIN. Solid
-lines are ours with the 95% CI shaded; the paper gives its results only as figures (no numbers), so the
-dashed grey line is not the paper's but the lower bound.
-""")
-_FILES = _prose("""
-`tidy.csv`: one row per multicast (latency_ns, latency_ts_ns with the start-up cost, hops of the longest
-path, bound_hops, lockstep time, traffic, start-ups, missing); `summary.csv`: per point mean and 95% CI;
-`run.json`: parameters and run status.
-""")
-
-
 def build_report(
     results: Sequence[JobResult],
     res: Results,
@@ -895,73 +766,42 @@ def build_report(
     out: Path,
     cfg: Config,
     meta: Mapping[str, Any],
+    order: Sequence[str],
 ) -> str:
-    """report.md's text."""
-    generated = _GENERATED.format(
-        command=cfg.command,
-        n_mc=sum(len(r.rows) for r in results),
-        n_runs=len(results),
-        jobs=cfg.jobs,
-        cpu_s=sum(r.cpu_s for r in results),
-        load0=meta["load"][0],
-        load1=meta["load"][1],
-        idle=_idle_estimate(results, cfg.jobs),
-        **meta,
-    )
-    if "rebuilt" in meta:
-        generated += f" Report rebuilt from the CSVs on {meta['rebuilt']} (`--report-only`)."
-    setting = _SETTING.format(
-        repeat=cfg.repeat,
-        seed=cfg.seed,
-        algorithms=", ".join(LABELS[a] for a in cfg.algorithms),
-        dest_torus=cfg.dest_torus,
-        dests=", ".join(map(str, cfg.dests)),
-        sizes=", ".join(f"T{n}" for n in cfg.sizes),
-        percent=cfg.percent,
-        size_ks=", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes),
-        runs=_runs_text(results, cfg),
-    )
+    """report.md's text: the template of reports/tasnem.md filled in with this run's numbers."""
     tables = [
-        part
+        f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n\n"
+        + _point_table(res, sweep, metric, digits).rstrip()
         for sweep in SWEEPS
         if res.xs[sweep]
         for metric, digits in (("latency_ns", 0), ("traffic", 1))
-        for part in (
-            f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n",
-            _point_table(res, sweep, metric, digits),
-        )
     ]
-    parts = [
-        "# Reproduction of seed 001 (TASNEM): Figs. 8–11, and TASNEM against PAIR and MIN\n",
-        generated + "\n",
-        "## Setting\n",
-        setting,
-        "",
-        _run_status(results),
-        "## Timing model\n",
-        _TIMING + "\n",
-        "## The paper's ordering, checked\n",
-        _ORDER_QUOTE + "\n",
-        *_order_lines(res)[1],
-        "",
-        "The paper's statements about the curves:\n",
-        *_trend_lines(res),
-        "",
-        *_ts_lines(res, cfg.ts_ns),
-        "\n\n".join(_consistency_lines(res)),
-        "",
-        "## TASNEM against the seed-000 torus trees (PAIR, MIN)\n",
-        *_trees_lines(res),
-        "## Tables\n",
-        "Mean [95% CI] over the destination sets.\n",
-        *tables,
-        "## Plots\n",
-        _PLOTS + "\n",
-        *(f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots),
-        "## Files\n",
-        _FILES + "\n",
-    ]
-    return "\n".join(parts)
+    rebuilt = meta.get("rebuilt")
+    fields = {
+        **asdict(cfg),
+        **meta,
+        "command": cfg.command,
+        "n_mc": sum(len(r.rows) for r in results),
+        "n_runs": len(results),
+        "cpu_s": sum(r.cpu_s for r in results),
+        "idle": _idle_estimate(results, cfg.jobs),
+        "rebuilt_note": f" Report rebuilt from the CSVs on {rebuilt} (`--report-only`)." if rebuilt else "",
+        "algorithms": ", ".join(LABELS[a] for a in cfg.algorithms),
+        "dests": ", ".join(map(str, cfg.dests)),
+        "sizes": ", ".join(f"T{n}" for n in cfg.sizes),
+        "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes),
+        "runs": _runs_text(results, cfg),
+        "run_status": _run_status(results),
+        "hop": HOP_NS,
+        "order": "\n".join(order),
+        "trends": "".join(f"{line}\n" for line in _trend_lines(res)),
+        "ts_lines": _ts_lines(res),
+        **_consistency(res),
+        "trees": _trees(res),
+        "tables": "\n\n".join(tables),
+        "plots": "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in plots),
+    }
+    return _text("report", **fields) + "\n"
 
 
 def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> list[Path]:
@@ -1133,5 +973,5 @@ def _finish(
         f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
         f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
     )
-    report = build_report(results, res, plots, out, cfg, meta)
+    report = build_report(results, res, plots, out, cfg, meta, order)
     return finish(ctx, out, report, said, order, all(r.complete for r in results))
