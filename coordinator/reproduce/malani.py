@@ -1,10 +1,7 @@
 """Seed 000 (Malani): DIAG, PAIR and MIN on a 20×20 mesh and torus — Tables 1–6, Figs. 27–38.
 
-The paper's setting (20×20 mesh and torus, source (0,0), one-port store-and-forward, k = 20, 40, …,
-380 random destinations, 100 runs per point, the same sets for every algorithm), plus VH and DIST as
-extra columns. Each topology is one sweep (:mod:`coordinator.experiments.sweep`) in ``--jobs`` worker
-processes. ``--out`` gets report.md (the paper's tables, ours, the differences, its comparative claims
-checked), plots/*.png, each topology's tidy.csv, summary.csv and sweep.json, and reproduction.json.
+One sweep per topology (the same destination sets for every algorithm, VH and DIST as extra columns);
+report.md sets the paper's tables beside ours and checks its comparative claims (prose: reports/malani.md).
 """
 
 from __future__ import annotations
@@ -14,19 +11,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import cache, partial
 from itertools import product
 from pathlib import Path
 from typing import Any
 
+from coordinator.experiments import sweep
 from coordinator.experiments.run import RUNTIMES
-from coordinator.experiments.sweep import (
-    DEFAULT_CHUNK,
-    SweepResult,
-    SweepSpec,
-    sweep_many,
-    sweep_plan,
-    write_sweep,
-)
 from coordinator.output.report import (
     DataTable,
     Series,
@@ -38,22 +29,8 @@ from coordinator.output.report import (
     plot_series,
     read_data_table,
 )
-from coordinator.reproduce.framework import (
-    Context,
-    Option,
-    Stopwatch,
-    command_line,
-    finish,
-    lockstep_settings,
-    names_in,
-    positive,
-    read_report_only,
-    read_tidy,
-    run_facts,
-    sign_counts,
-    significance,
-    write_json,
-)
+from coordinator.reproduce import framework
+from coordinator.reproduce.framework import Context, Option
 from node.topology import Topology
 
 __all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
@@ -95,13 +72,14 @@ class TableSpec:
     title: str
 
 
-TABLES = (
-    TableSpec(1, "mesh", "time", "malani_table1_mesh_time.csv", "Multicast time in 2D mesh"),
-    TableSpec(2, "mesh", "traffic", "malani_table2_mesh_traffic.csv", "Multicast traffic in 2D mesh"),
-    TableSpec(3, "mesh", "additional_traffic", "malani_table3_mesh_aat.csv", "AAT in 2D mesh"),
-    TableSpec(4, "torus", "time", "malani_table4_torus_time.csv", "Multicast time in 2D torus"),
-    TableSpec(5, "torus", "traffic", "malani_table5_torus_traffic.csv", "Multicast traffic in 2D torus"),
-    TableSpec(6, "torus", "additional_traffic", "malani_table6_torus_aat.csv", "AAT in 2D torus"),
+#: Per metric: its table file's suffix and the table's title (Tables 1–3 mesh, 4–6 torus).
+TABLE_NAMES = {"time": ("time", "Multicast time"), "traffic": ("traffic", "Multicast traffic")}
+TABLE_NAMES |= {"additional_traffic": ("aat", "AAT")}
+TABLES = tuple(
+    TableSpec(
+        n, kind, m, f"malani_table{n}_{kind}_{TABLE_NAMES[m][0]}.csv", f"{TABLE_NAMES[m][1]} in 2D {kind}"
+    )
+    for n, (kind, m) in enumerate(product(TOPOLOGIES, METRIC_NAMES), start=1)
 )
 
 
@@ -125,16 +103,38 @@ FIGURES = tuple(
 )
 
 
+@cache
+def _texts() -> dict[str, str]:
+    return framework.texts(NAME)
+
+
+def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
+    """A section of coordinator/data/reports/malani.md, filled in with ``parts`` and ``fields``."""
+    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
+
+
 # -- numbers from the runs -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Ours:
-    """Our summary and tidy rows, indexed for the report."""
+    """Our summary and tidy rows, indexed for the report, and the run's facts."""
 
     summary: Mapping[str, Mapping[tuple[str, int], Mapping[str, Any]]]  # kind → (alg, k) → row
     tidy: Mapping[str, Mapping[tuple[str, int, int], Mapping[str, Any]]]  # kind → (alg, k, rep) → row
     bound: Mapping[str, Mapping[int, float]]  # kind → k → mean distance to the farthest destination
     algorithms: tuple[str, ...]
     repeat: int
+    meta: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, results: Mapping[str, sweep.SweepResult], meta: Mapping[str, Any]) -> Ours:
+        """The sweeps indexed, with the farthest-destination bounds of their sets."""
+        summary = {kind: {(r["algorithm"], r["k"]): r for r in res.summary} for kind, res in results.items()}
+        tidy = {
+            kind: {(r["algorithm"], r["k"], r["repetition"]): r for r in res.tidy}
+            for kind, res in results.items()
+        }
+        bound, repeat = _farthest_bounds(int(meta["repeat"]), int(meta["seed"])), int(meta["repeat"])
+        return cls(summary, tidy, bound, tuple(meta["algorithms"]), repeat, meta)
 
     def mean(self, kind: str, alg: str, k: int, metric: str) -> float | None:
         r = self.summary[kind].get((alg, k))
@@ -143,10 +143,6 @@ class Ours:
     def ci(self, kind: str, alg: str, k: int, metric: str) -> tuple[float | None, float | None]:
         r = self.summary[kind].get((alg, k))
         return (None, None) if r is None else (r[f"{metric}_ci_low"], r[f"{metric}_ci_high"])
-
-    def cell(self, kind: str, alg: str, k: int, metric: str) -> str:
-        """The mean [95% CI] at one point, for a table."""
-        return fmt_ci(self.mean(kind, alg, k, metric), *self.ci(kind, alg, k, metric))
 
     def overall(self, kind: str, alg: str, metric: str) -> float | None:
         """Mean over the 19 points of the per-point means (as the paper averages its tables)."""
@@ -172,13 +168,22 @@ class Ours:
             and rb[metric] is not None
         ]
 
+    def classes(self, kind: str, a: str, b: str, metric: str) -> tuple[int, int, int]:
+        """At how many points a is significantly below b, indistinguishable, significantly above
+        (per point, the 95% CI of the paired differences; one repetition: nothing significant)."""
+        counts = [0, 0, 0]
+        for k in KS:
+            if diffs := self.diffs(kind, a, b, metric, (k,)):
+                counts[framework.significance(diffs, single=False) + 1] += 1
+        return counts[0], counts[1], counts[2]
+
 
 def _farthest_bounds(repeat: int, seed: int) -> dict[str, dict[int, float]]:
     """Per topology and k, the mean over the sets of the distance to the farthest destination."""
     out: dict[str, dict[int, float]] = {}
     for kind, spec in TOPOLOGIES.items():
         topo = Topology.parse(spec)
-        plan, points = sweep_plan(topo, ["vh"], KS, repeat, seed, SOURCE)
+        plan, points = sweep.sweep_plan(topo, ["vh"], KS, repeat, seed, SOURCE)
         per_k: dict[int, list[int]] = defaultdict(list)
         for m, (k, _) in zip(plan.multicasts, points, strict=True):
             per_k[k].append(max(topo.distance(m.source, d) for d in m.destinations))
@@ -203,6 +208,9 @@ def _signed(v: float, digits: int = 1, unit: str = "%") -> str:
     return f"{'+' if v >= 0 else '−'}{abs(v):.{digits}f}{unit}"
 
 
+_diff = partial(_signed, digits=2, unit="")  # a signed difference in the metric's unit
+
+
 def _upper(algs: Sequence[str], sep: str = "/") -> str:
     return sep.join(a.upper() for a in algs)
 
@@ -212,225 +220,180 @@ def _each(algs: Sequence[str], value: Callable[[str], object]) -> str:
     return ", ".join(f"{a.upper()} {value(a)}" for a in algs)
 
 
+def _span(vals: Sequence[float]) -> str:
+    return f"{min(vals):.2f}–{max(vals):.2f}"
+
+
 def _paper_gap(tables: Tables, kind: str, metric: str, a: str, b: str) -> float:
     """The paper's a against b over the sweep, in %."""
     return _pct(_paper_overall(tables[(kind, metric)], a), _paper_overall(tables[(kind, metric)], b))
 
 
-def _deltas(ours: Ours, paper: DataTable, spec: TableSpec, alg: str) -> list[float]:
-    """Ours − the paper's at every point."""
-    return [(ours.mean(spec.kind, alg, k, spec.metric) or 0) - (_paper(paper, k, alg) or 0) for k in KS]
-
-
 # -- the report --------------------------------------------------------------------------------
-def _table_section(spec: TableSpec, tables: Tables, ours: Ours) -> str:
+@dataclass(frozen=True, slots=True)
+class View:
+    """One of Tables 1–6 beside our runs, as its section, differences and reasons read it."""
+
+    spec: TableSpec
+    tables: Tables
+    ours: Ours
+
+    @property
+    def algs(self) -> list[str]:
+        """The paper's algorithms that we ran."""
+        return [a for a in PAPER_ALGORITHMS if a in self.ours.algorithms]
+
+    def table(self, kind: str = "", metric: str = "") -> DataTable:
+        return self.tables[(kind or self.spec.kind, metric or self.spec.metric)]
+
+    def paper(self, k: int, col: str) -> float | None:
+        return _paper(self.table(), k, col)
+
+    def mine(self, a: str, k: int, kind: str = "") -> float | None:
+        return self.ours.mean(kind or self.spec.kind, a, k, self.spec.metric)
+
+    def shift(self, a: str) -> str:
+        """Ours − the paper's, averaged over the points."""
+        return _diff(statistics.fmean((self.mine(a, k) or 0) - (self.paper(k, a) or 0) for k in KS))
+
+
+def _table_section(v: View) -> str:
     """One of Tables 1–6: the paper's numbers, ours, their differences and the likely reasons."""
-    kind, metric, timed = spec.kind, spec.metric, spec.metric == "time"
-    paper = tables[(kind, metric)]
-    algs = [a for a in PAPER_ALGORITHMS if a in ours.algorithms]
+    kind, metric, timed, ours = v.spec.kind, v.spec.metric, v.spec.metric == "time", v.ours
     extras = [a for a in ours.algorithms if a not in PAPER_ALGORITHMS]
     header = ["k", *(["farthest (bound)"] if timed else [])]
-    header += [h for a in algs for h in (f"{a.upper()} paper", f"{a.upper()} ours", f"Δ {a.upper()}")]
+    header += [h for a in v.algs for h in (f"{a.upper()} paper", f"{a.upper()} ours", f"Δ {a.upper()}")]
     header += [f"{a.upper()} ours" for a in extras]
+
+    def ours_cell(a: str, k: int) -> str:
+        return fmt_ci(v.mine(a, k), *ours.ci(kind, a, k, metric))
 
     def row(k: int) -> list[str]:
         cells = [str(k), *([fmt(ours.bound[kind].get(k))] if timed else [])]
-        for a in algs:
-            p, ci = _paper(paper, k, a), (_paper(paper, k, f"{a}_ci_low"), _paper(paper, k, f"{a}_ci_high"))
-            cells += [
-                fmt_ci(p, *ci),
-                ours.cell(kind, a, k, metric),
-                fmt_delta(ours.mean(kind, a, k, metric), p),
-            ]
-        return cells + [ours.cell(kind, a, k, metric) for a in extras]
+        for a in v.algs:
+            p, lo, hi = v.paper(k, a), v.paper(k, f"{a}_ci_low"), v.paper(k, f"{a}_ci_high")
+            cells += [fmt_ci(p, lo, hi), ours_cell(a, k), fmt_delta(v.mine(a, k), p)]
+        return cells + [ours_cell(a, k) for a in extras]
 
     mean_row = ["**mean**", *([fmt(statistics.fmean(ours.bound[kind].values()))] if timed else [])]
-    for a in algs:
-        p, m = _paper_overall(paper, a), ours.overall(kind, a, metric)
+    for a in v.algs:
+        p, m = _paper_overall(v.table(), a), ours.overall(kind, a, metric)
         mean_row += [f"**{cell}**" for cell in (fmt(p), fmt(m), fmt_delta(m, p))]
     mean_row += [f"**{fmt(ours.overall(kind, a, metric))}**" for a in extras]
-    farthest = (
-        " *Farthest* is the mean distance from the source to the farthest destination of the point's sets, "
-        "a lower bound on any multicast time."
-    )
+    farthest = " " + _text("farthest") if timed else ""
+    reasons = (_time_reasons if timed else _traffic_reasons)(v)
     return "\n".join(
         [
-            f"### Table {spec.number}: {spec.title}\n",
-            f"Paper: {paper.source}. Ours: mean [95% CI] of {ours.repeat} runs per point; "
-            f"Δ = ours − paper (and in % of the paper's value).{farthest if timed else ''}\n",
+            f"### Table {v.spec.number}: {v.spec.title}\n",
+            _text("caption", source=v.table().source, repeat=ours.repeat, farthest=farthest) + "\n",
             markdown_table(header, [*map(row, KS), mean_row]),
-            _differences(spec, tables, ours, algs),
+            "\n".join(["**Differences.**", *_differences(v), "", "*Likely reasons.* " + " ".join(reasons)])
+            + "\n",
         ]
     )
 
 
-def _differences(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str]) -> str:
-    """How far ours are from the paper's, per algorithm, and the likely reasons."""
-    paper = tables[(spec.kind, spec.metric)]
-    lines = ["**Differences.**"]
-    for a in algs:
+def _differences(v: View) -> list[str]:
+    """How far ours are from the paper's, per algorithm."""
+    lines = []
+    for a in v.algs:
         deltas = [
-            (k, m - p, p)
-            for k in KS
-            if (p := _paper(paper, k, a)) is not None
-            and (m := ours.mean(spec.kind, a, k, spec.metric)) is not None
+            (k, m - p, p) for k in KS if (p := v.paper(k, a)) is not None and (m := v.mine(a, k)) is not None
         ]
         if not deltas:
             continue
-        bands = [(p, *ours.ci(spec.kind, a, k, spec.metric)) for k, _, p in deltas]
-        inside = sum(1 for p, lo, hi in bands if lo is not None and hi is not None and lo <= p <= hi)
-        ds = [d for _, d, _ in deltas]
-        mean_rel = _pct(
-            statistics.fmean(p + d for _, d, p in deltas), statistics.fmean(p for _, _, p in deltas)
+        ds, ps = [d for _, d, _ in deltas], [p for *_, p in deltas]
+        cis = [v.ours.ci(v.spec.kind, a, k, v.spec.metric) for k, *_ in deltas]
+        inside = sum(
+            1
+            for p, (lo, hi) in zip(ps, cis, strict=True)
+            if lo is not None and hi is not None and lo <= p <= hi
         )
-        kmax, dmax, pmax = max(deltas, key=lambda t: abs(t[1]))
+        rel = _pct(statistics.fmean(p + d for _, d, p in deltas), statistics.fmean(ps))
+        k, d, p = max(deltas, key=lambda t: abs(t[1]))
         lines.append(
-            f"* {a.upper()}: ours are {_signed(statistics.fmean(ds), 2, '')} on average "
-            f"({_signed(mean_rel)}), from {_signed(min(ds), 2, '')} to {_signed(max(ds), 2, '')}; "
-            f"largest at k = {kmax} ({_signed(dmax, 2, '')}, {_signed(dmax / pmax * 100 if pmax else 0)}). "
-            f"The paper's mean lies inside our 95% CI at {inside} of {len(deltas)} points."
+            _text(
+                "difference",
+                {"alg": a.upper(), "mean": _diff(statistics.fmean(ds)), "rel": _signed(rel), "k": k},
+                {"lo": _diff(min(ds)), "hi": _diff(max(ds)), "largest": _diff(d), "inside": inside},
+                largest_pct=_signed(d / p * 100 if p else 0),
+                points=len(ds),
+            )
         )
-    reasons = _time_reasons if spec.metric == "time" else _traffic_reasons
-    lines += ["", "*Likely reasons.* " + " ".join(reasons(spec, tables, ours, algs))]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _time_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str]) -> list[str]:
+def _time_reasons(v: View) -> list[str]:
     """The reasons we know for a time table's differences, with the numbers that support them."""
-    kind, paper = spec.kind, tables[(spec.kind, spec.metric)]
+    kind, ours = v.spec.kind, v.ours
     bound = statistics.fmean(ours.bound[kind].values())
-    over_p = _each(algs, lambda a: _signed(_paper_overall(paper, a) - bound, 2, ""))
-    over_o = _each(algs, lambda a: _signed((ours.overall(kind, a, "time") or 0) - bound, 2, ""))
-    _, wa, wk = max(
-        (abs(d), a, k) for a in algs for k, d in zip(KS, _deltas(ours, paper, spec, a), strict=True)
-    )
+    _, wa, wk = max((abs((v.mine(a, k) or 0) - (v.paper(k, a) or 0)), a, k) for a in v.algs for k in KS)
     out = [
-        "Our times are one-port store-and-forward times with the optimal send order at every branching node "
-        "(children by non-increasing subtree completion time, ALGORITHMS.md); the thesis does not give its "
-        "send order, and where it gives a worked-example time that order matters (ALGORITHMS.md: DIST "
-        "Example 1 ours 12 vs paper 17, MIN Example 2 ours 17 vs paper 20, both *open*). Above "
-        f"the farthest-destination bound ({fmt(bound)} on average) the paper's times lie {over_p}, "
-        f"ours {over_o}.",
-        f"The largest difference is {wa.upper()} at k = {wk}: bound {fmt(ours.bound[kind][wk])}, ours "
-        f"{fmt(ours.mean(kind, wa, wk, 'time'))}, the paper's {fmt(_paper(paper, wk, wa))}.",
+        _text(
+            "time",
+            bound=fmt(bound),
+            over_paper=_each(v.algs, lambda a: _diff(_paper_overall(v.table(), a) - bound)),
+            over_ours=_each(v.algs, lambda a: _diff((ours.overall(kind, a, "time") or 0) - bound)),
+            **{"alg": wa.upper(), "k": wk, "bound_k": fmt(ours.bound[kind][wk]), "ours": fmt(v.mine(wa, wk))},
+            paper=fmt(v.paper(wk, wa)),
+        )
     ]
     if kind == "torus":
-        topo = Topology.parse(TOPOLOGIES[kind])
-        above = sum(1 for a in algs for v in paper.column(a) if v > topo.diameter)
-        between = _each(
-            algs,
-            lambda a: (
-                f"{fmt(ours.overall('torus', a, 'time'))} < {fmt(_paper_overall(paper, a))} "
-                f"< {fmt(ours.overall('mesh', a, 'time'))}"
-            ),
-        )
-        out.append(
-            f"Table 4 is a known problem (ALGORITHMS.md): {above} of its {len(algs) * len(KS)} means (up to "
-            f"{fmt(max(max(paper.column(a)) for a in algs))}) exceed the {topo.spec} torus's diameter "
-            f"({topo.diameter}) and the depth of any zone tree (≤ 20), so no shortest-path reading "
-            f"reproduces them. They lie between our torus and our mesh times ({between} on average), as if "
-            "the thesis's torus trees used the wrap-around links only in part."
-        )
+        topo, cols = Topology.parse(TOPOLOGIES[kind]), [v.table().column(a) for a in v.algs]
+
+        def between(a: str) -> str:
+            mesh, paper = ours.overall("mesh", a, "time"), _paper_overall(v.table(), a)
+            return f"{fmt(ours.overall('torus', a, 'time'))} < {fmt(paper)} < {fmt(mesh)}"
+
+        above, top = sum(1 for c in cols for x in c if x > topo.diameter), fmt(max(map(max, cols)))
+        fields = {"above": above, "means": len(v.algs) * len(KS), "top": top, "spec": topo.spec}
+        out.append(_text("table 4", fields, diameter=topo.diameter, between=_each(v.algs, between)))
     return out
 
 
-#: Per algorithm, how we read its rule on the mesh; ``{where}`` gets its numbers.
-MESH_TRAFFIC_READINGS = {
-    "diag": "DIAG is a reconstruction (the thesis gives no construction): a diagonal trunk to the farthest "
-    "destination with straight branches (ALGORITHMS.md), the reading that lands on the paper's DIAG "
-    "column, which a nearest-tree-node reading does not ({where}).",
-    "pair": "PAIR ({where}): ALGORITHMS.md lists this as a known problem — Table 2's PAIR traffic (91 at "
-    "k = 20) is far below what the thesis's own rule and traffic formula (Prop. 4) give (≈ 120) — so we "
-    "keep the rule as written.",
-    "min": "MIN ({where}): first the PAIR pair, then alternately min-x / min-y joined from the nearest "
-    "tree node; the ties (nearest node, then smallest (x, y)) are our reading, the thesis leaves them open.",
-}
-
-
-def _traffic_reasons(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str]) -> list[str]:
+def _traffic_reasons(v: View) -> list[str]:
     """The reasons we know for a (additional) traffic table's differences, with their numbers."""
-    kind, metric, paper = spec.kind, spec.metric, tables[(spec.kind, spec.metric)]
+    kind, metric, n = v.spec.kind, v.spec.metric, v.spec.number
     out: list[str] = []
-    for a in algs if kind == "mesh" else ():
-        where = (
-            f"at k = 20 ours {fmt(ours.mean(kind, a, 20, metric))}, the paper's {fmt(_paper(paper, 20, a))}; "
-            f"over the sweep {_signed(statistics.fmean(_deltas(ours, paper, spec, a)), 2, '')}"
-        )
-        out.append(MESH_TRAFFIC_READINGS[a].format(where=where))
+    for a in v.algs if kind == "mesh" else ():
+        at20 = f"at k = 20 ours {fmt(v.mine(a, 20))}, the paper's {fmt(v.paper(20, a))}"
+        out.append(_text(f"reading {a}", where=f"{at20}; over the sweep {v.shift(a)}"))
     if kind == "torus":
-        out.append(_torus_above_mesh(spec, tables, ours, algs))
-        over = [(a, v) for a in algs for v in paper.column(a) if v > SPANNING_TREE_EDGES]
+        out.append(_torus_above_mesh(v))
+        over = [(a, x) for a in v.algs for x in v.table().column(a) if x > SPANNING_TREE_EDGES]
         if metric == "traffic" and over:
+            listed = ", ".join(f"{a.upper()} {fmt(x)}" for a, x in over)
             out.append(
-                "Table 5 has a known problem too (ALGORITHMS.md): "
-                + ", ".join(f"{a.upper()} {fmt(v)}" for a, v in over)
-                + f" exceed{'s' if len(over) == 1 else ''} the {SPANNING_TREE_EDGES} edges of any spanning "
-                "tree of 400 nodes, impossible for a multicast tree."
+                _text("table 5", over=listed, s="s" if len(over) == 1 else "", edges=SPANNING_TREE_EDGES)
             )
     if metric == "additional_traffic":
-        traffic, n = tables[(kind, "traffic")], spec.number
-        gap, gap_alg, gap_k = max(
-            (abs((_paper(paper, k, a) or 0) - ((_paper(traffic, k, a) or 0) - k)), a, k)
-            for a in algs
-            for k in KS
+        traffic = v.table(metric="traffic")
+        gap, alg, k = max(
+            (abs((v.paper(k, a) or 0) - ((_paper(traffic, k, a) or 0) - k)), a, k) for a in v.algs for k in KS
         )
-        out.append(
-            f"Additional traffic is traffic − k, in the paper as in ours: the paper's Table {n} equals its "
-            f"Table {n - 1} minus k to within {fmt(gap)} (largest at {gap_alg.upper()}, k = {gap_k}), so "
-            f"these differences are the traffic differences of Table {n - 1}, larger in percent because k "
-            "is taken off."
-        )
+        out.append(_text("additional", n=n, prev=n - 1, gap=fmt(gap), alg=alg.upper(), k=k))
     return out
 
 
-def _torus_above_mesh(spec: TableSpec, tables: Tables, ours: Ours, algs: Sequence[str]) -> str:
+def _torus_above_mesh(v: View) -> str:
     """Where the torus needs more (additional) traffic than the mesh, in the paper and in ours."""
-    metric, paper, mesh = spec.metric, tables[("torus", spec.metric)], tables[("mesh", spec.metric)]
-    higher = sum(1 for a in algs for k in KS if (_paper(paper, k, a) or 0) > (_paper(mesh, k, a) or 0))
-    ours_higher = {a: ours.points_below(a, metric, "mesh", "torus") for a in algs}
+    algs, mesh, metric = v.algs, v.table("mesh"), v.spec.metric
+    ours_higher = {a: v.ours.points_below(a, metric, "mesh", "torus") for a in algs}
     shortest = [a for a in algs if a in ("diag", "pair") and ours_higher[a] == 0]
     others = [a for a in algs if ours_higher[a]]
-    deltas = _each(algs, lambda a: _signed(statistics.fmean(_deltas(ours, paper, spec, a)), 2, ""))
+    higher = sum(1 for a in algs for k in KS if (v.paper(k, a) or 0) > (_paper(mesh, k, a) or 0))
     word = "traffic" if metric == "traffic" else "additional traffic"
-    text = (
-        f"Over the sweep ours differ by {deltas}. In the paper the torus needs more {word} than the mesh at "
-        f"{higher} of {len(algs) * len(KS)} points (algorithm × k), in ours at {sum(ours_higher.values())} "
-        f"({_each(algs, ours_higher.get)}). "
-    )
-    if shortest:
-        text += (
-            f"Our {_upper(shortest)} zone trees use the wrap-around links, so no destination is more than 20 "
-            "hops away instead of 38 and the trees are smaller. "
-        )
-    if others:
-        text += (
-            f"{_upper(others)} is the exception in ours, likely because the torus splits the destinations "
-            "over four zone trees grown from four origins (ALGORITHMS.md), which share fewer links than one "
-            "tree on the mesh. "
-        )
-    return text + (
-        "The thesis's torus numbers are above its mesh numbers for every algorithm although every "
-        "destination is at least as near on the torus, which points to its torus runs rather than to the "
-        "rules (the thesis does not say how its torus trees use the wrap-around)."
-    )
-
-
-def _point_classes(ours: Ours, kind: str, a: str, b: str, metric: str) -> tuple[int, int, int]:
-    """At how many points a is significantly below b, indistinguishable, significantly above.
-
-    Per point, the 95% CI of the paired differences a − b over the repetitions (same sets).
-    """
-    counts = [0, 0, 0]  # lower, same, higher; one repetition: no interval, nothing significant
-    for k in KS:
-        if diffs := ours.diffs(kind, a, b, metric, (k,)):
-            counts[significance(diffs, single=False) + 1] += 1
-    return counts[0], counts[1], counts[2]
+    fields = {"deltas": _each(algs, v.shift), "word": word, "higher": higher, "points": len(algs) * len(KS)}
+    parts = [_text("torus above", fields, ours=sum(ours_higher.values()), each=_each(algs, ours_higher.get))]
+    parts += [_text("torus shortest", algs=_upper(shortest))] if shortest else []
+    parts += [_text("torus others", algs=_upper(others))] if others else []
+    return " ".join([*parts, _text("torus runs")])
 
 
 def _equal_time(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> tuple[str, str]:
     """PAIR against DIAG "at equal time": the verdict and how the times compare per multicast."""
     diffs = ours.diffs(kind, "pair", "diag", "time")
-    lower, equal, higher = sign_counts(diffs)
+    lower, equal, higher = framework.sign_counts(diffs)
     split = f"; per multicast PAIR's time is lower in {lower}, equal in {equal} and higher in {higher} of "
     split = f"{split}{len(diffs)}" if diffs else ""
     if not (below and dt <= EQUAL_TIME_TOLERANCE * 100):
@@ -440,7 +403,7 @@ def _equal_time(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> 
 
 def _slightly_higher(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> tuple[str, str]:
     """MIN against PAIR "with slightly higher time": the verdict and how the times compare per point."""
-    t_lower, t_same, t_higher = _point_classes(ours, kind, "min", "pair", "time")
+    t_lower, t_same, t_higher = ours.classes(kind, "min", "pair", "time")
     tail = f", significantly higher at {t_higher} of {len(KS)} points, indistinguishable at {t_same}, "
     tail += f"lower at {t_lower}"
     if not below:
@@ -464,16 +427,16 @@ def _claim(tables: Tables, ours: Ours, kind: str, a: str, b: str) -> str:
     words, judge = CLAIMS[(a, b)]
     ta, tb = ours.overall(kind, a, "traffic") or 0, ours.overall(kind, b, "traffic") or 0
     sa, sb = ours.overall(kind, a, "time") or 0, ours.overall(kind, b, "time") or 0
-    lower, same, higher = _point_classes(ours, kind, a, b, "traffic")
+    lower, same, higher = ours.classes(kind, a, b, "traffic")
     below, pct, paper_pct = ta < tb and higher == 0, _pct(ta, tb), _paper_gap(tables, kind, "traffic", a, b)
     verdict, tail = judge(ours, kind, below, below and abs(pct) >= abs(paper_pct) / 2, _pct(sa, sb))
-    A, B = a.upper(), b.upper()
-    return (
-        f"* **{A}'s traffic below {B}'s {words}, {kind}: {verdict}.** {A}'s mean traffic over the sweep is "
-        f"{fmt(ta)} vs {B}'s {fmt(tb)} links ({_signed(pct)}; paper {_signed(paper_pct)}), significantly "
-        f"lower at {lower} of {len(KS)} points, indistinguishable at {same}, higher at {higher}; {A}'s mean "
-        f"time is {fmt(sa)} vs {B}'s {fmt(sb)} steps ({_signed(_pct(sa, sb), 2)}; paper "
-        f"{_signed(_paper_gap(tables, kind, 'time', a, b), 2)}){tail}."
+    return _text(
+        "claim",
+        {"A": a.upper(), "B": b.upper(), "words": words, "kind": kind, "verdict": verdict, "tail": tail},
+        {"ta": fmt(ta), "tb": fmt(tb), "pct": _signed(pct), "paper_pct": _signed(paper_pct)},
+        {"lower": lower, "same": same, "higher": higher, "points": len(KS), "sa": fmt(sa), "sb": fmt(sb)},
+        time_pct=_signed(_pct(sa, sb), 2),
+        paper_time_pct=_signed(_paper_gap(tables, kind, "time", a, b), 2),
     )
 
 
@@ -484,52 +447,24 @@ def _claims(tables: Tables, ours: Ours) -> list[str]:
     points, below = len(algs) * len(KS), sum(ours.points_below(a, "time", "torus", "mesh") for a in algs)
     ratios = [(ours.overall("torus", a, "time") or 0) / (ours.overall("mesh", a, "time") or 1) for a in algs]
     torus, mesh = tables[("torus", "time")], tables[("mesh", "time")]
-    paper_ratios = [_paper_overall(torus, a) / _paper_overall(mesh, a) for a in PAPER_ALGORITHMS]
-    out.append(
-        f"* **Torus times below mesh times: {'holds' if below == points else 'does not hold'}.** The torus's "
-        f"mean time is below the mesh's at {below} of {points} points (algorithm × k); the torus/mesh ratio "
-        f"of the mean times is {min(ratios):.2f}–{max(ratios):.2f} over the algorithms (paper "
-        f"{min(paper_ratios):.2f}–{max(paper_ratios):.2f}; the diameters are 20 and 38, ratio 0.53)."
-    )
-    return out
+    paper = [_paper_overall(torus, a) / _paper_overall(mesh, a) for a in PAPER_ALGORITHMS]
+    fields = {"below": below, "points": points, "ratios": _span(ratios), "paper_ratios": _span(paper)}
+    return [*out, _text("torus claim", fields, verdict="holds" if below == points else "does not hold")]
 
 
 def _headline(tables: Tables, ours: Ours) -> str:
     """The percentages the thesis quotes in §4.3, from its tables and from ours."""
-    rows = [
-        [
-            kind,
-            f"{a.upper()} vs {b.upper()}",
-            METRIC_NAMES[metric],
-            _signed(_paper_gap(tables, kind, metric, a, b)),
-            _signed(_pct(ours.overall(kind, a, metric) or 0, ours.overall(kind, b, metric) or 0)),
-        ]
-        for kind, (a, b), metric in product(TOPOLOGIES, COMPARISONS, METRIC_NAMES)
-        if {a, b} <= set(ours.algorithms)
-    ]
+    rows = []
+    for kind, (a, b), metric in product(TOPOLOGIES, COMPARISONS, METRIC_NAMES):
+        if {a, b} <= set(ours.algorithms):
+            mine = _pct(ours.overall(kind, a, metric) or 0, ours.overall(kind, b, metric) or 0)
+            paper = _signed(_paper_gap(tables, kind, metric, a, b))
+            rows.append([kind, f"{a.upper()} vs {b.upper()}", METRIC_NAMES[metric], paper, _signed(mine)])
     header = ["topology", "comparison", "metric (mean over the 19 points)", "paper", "ours"]
     return markdown_table(header, rows, ["l", "l", "l", "r", "r"])
 
 
 _MARKERS = {"diag": "o", "pair": "s", "min": "^", "vh": "D", "dist": "v"}
-
-
-def _curves(tables: Tables, ours: Ours, kind: str, metric: str, algs: Sequence[str]) -> list[Series]:
-    """Ours and the paper's per algorithm; earlier curves wider, so that equal ones stay visible."""
-    series: list[Series] = []
-    for i, a in enumerate(algs):
-        colour, label = algorithm_colour(a), a.upper()
-        if a in ours.algorithms:
-            mean = [ours.mean(kind, a, k, metric) for k in KS]
-            lo, hi = zip(*(ours.ci(kind, a, k, metric) for k in KS), strict=True)
-            width = 1.6 + 0.9 * (len(algs) - 1 - i)
-            series.append(
-                Series(f"{label} (ours)", KS, mean, False, colour, (lo, hi), _MARKERS.get(a, "o"), width)
-            )
-        if a in PAPER_ALGORITHMS:
-            paper = [_paper(tables[(kind, metric)], k, a) for k in KS]
-            series.append(Series(f"{label} (paper)", KS, paper, True, colour))
-    return series
 
 
 def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
@@ -538,7 +473,20 @@ def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
     note = f"ours: mean of {ours.repeat} runs per point, 95% CI shaded; paper: seed 000 Tables 1–6"
 
     def plot(name: str, kind: str, metric: str, algs: Sequence[str], title: str) -> Path:
-        curves = _curves(tables, ours, kind, metric, algs)
+        """Ours and the paper's per algorithm; earlier curves wider, so that equal ones stay visible."""
+        curves: list[Series] = []
+        for i, a in enumerate(algs):
+            colour, label = algorithm_colour(a), a.upper()
+            if a in ours.algorithms:
+                mean = [ours.mean(kind, a, k, metric) for k in KS]
+                lo, hi = zip(*(ours.ci(kind, a, k, metric) for k in KS), strict=True)
+                width = 1.6 + 0.9 * (len(algs) - 1 - i)
+                curves.append(
+                    Series(f"{label} (ours)", KS, mean, False, colour, (lo, hi), _MARKERS[a], width)
+                )
+            if a in PAPER_ALGORITHMS:
+                paper = [_paper(tables[(kind, metric)], k, a) for k in KS]
+                curves.append(Series(f"{label} (paper)", KS, paper, True, colour))
         ylabel = METRIC_NAMES[metric]
         return plot_series(out / "plots" / name, curves, title, "number of destinations", ylabel, note)
 
@@ -554,54 +502,28 @@ def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
 
 
 def build_report(
-    results: Mapping[str, SweepResult],
-    ours: Ours,
-    tables: Tables,
-    plots: Sequence[Path],
-    out: Path,
-    meta: Mapping[str, Any],
+    results: Mapping[str, sweep.SweepResult], ours: Ours, tables: Tables, plots: Sequence[Path], out: Path
 ) -> str:
     """report.md's text."""
-    cpu = f" ({meta['cpu_s']:.0f} s of CPU)" if "cpu_s" in meta else ""
+    meta = ours.meta
     status = "; ".join(
         f"{kind}: {'complete' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}"
         f" ({r.steps} lockstep steps, {len(r.errors)} node errors)"
         for kind, r in results.items()
     )
+    fields = {"cpu": f" ({meta['cpu_s']:.0f} s of CPU)" if "cpu_s" in meta else "", "status": status}
+    counts = {"emulations": sum(r.emulations for r in results.values()), "repeat": ours.repeat}
+    criteria = {"equal": EQUAL_TIME_TOLERANCE, "slightly": SLIGHTLY_HIGHER_LIMIT}
     return "\n".join(
         [
-            "# Reproduction of seed 000 (Malani): Tables 1–6 and Figs. 27–38\n",
-            f"Generated by `{meta['command']}` ({meta['date']}). Setting: 20×20 mesh and torus, source "
-            f"(0,0), one-port store-and-forward, lockstep clock, isolated contention, k = 20, 40, …, 380 "
-            f"uniformly random destinations, {ours.repeat} runs per point (seed {meta['seed']}), the same "
-            f"destination sets for every algorithm; algorithms {_upper(ours.algorithms, ', ')}. "
-            f"Runtime: {meta['runtime']}; {meta['multicasts']} multicasts in "
-            f"{sum(r.emulations for r in results.values())} emulations of at most {meta['chunk']} "
-            f"multicasts, wall time {meta['wall_s']:.1f} s{cpu} with {meta['jobs']} worker process(es) "
-            f"on {meta['cpus']} CPU(s) ({meta['machine']}).\n",
-            f"Run status: {status}.\n",
-            "The paper's numbers are transcribed from the thesis text into "
-            "`coordinator/data/malani_table*.csv` (source line kept in each file). *Additional traffic* "
-            "(the paper's AAT) = traffic − k in both. "
-            "Our per-multicast rows are in `mesh/tidy.csv` and `torus/tidy.csv`, per-point means and 95% "
-            "confidence intervals (Student t) in `*/summary.csv`.\n",
-            "## The paper's comparative claims, checked against our runs\n",
-            f"Criteria: *at equal time* = mean time over the sweep at most {EQUAL_TIME_TOLERANCE:.0%} above; "
-            f"*slightly higher time* = 0–{SLIGHTLY_HIGHER_LIMIT:.0%} above; *below* = lower mean over the "
-            "sweep and significantly higher at no point (per point, the 95% CI of the paired differences — "
-            "every algorithm ran on the same destination sets); *a much smaller margin* = less than half the "
-            "paper's relative gap. Means over the sweep are the means of the 19 per-point means, as the "
-            "thesis computes them.\n",
+            _text("head", meta, fields, counts, criteria, algorithms=_upper(ours.algorithms, ", ")) + "\n",
             *_claims(tables, ours),
             "",
             "### The thesis's headline percentages (§4.3), from its tables and from ours\n",
             _headline(tables, ours),
             "## Tables\n",
-            *(_table_section(spec, tables, ours) for spec in TABLES),
-            "## Plots\n",
-            "Ours solid (95% CI shaded), the paper's dashed. Figs. 27–38 follow the thesis's figures "
-            "(PAIR vs DIAG, then MIN vs PAIR; time, traffic, additional traffic; mesh, then torus); the "
-            "overview plots add VH and DIST.\n",
+            *(_table_section(View(spec, tables, ours)) for spec in TABLES),
+            _text("plots") + "\n",
             *(f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots),
         ]
     )
@@ -624,72 +546,67 @@ OPTIONS = (
     ),
     Option(
         "--chunk",
-        f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
+        f"most multicasts per emulation, 0 for no limit (default {sweep.DEFAULT_CHUNK})",
         int,
-        DEFAULT_CHUNK,
+        sweep.DEFAULT_CHUNK,
     ),
     Option("--wall-budget", "wall-clock budget per emulation (s)", float, 3600.0),
 )
-
-
 #: What SweepResult takes from sweep.json after its rows, in order, with the value when absent.
 SWEEP_FACTS = {"incomplete": [], "errors": [], "steps": 0, "emulation_wall_s": 0.0, "emulations": 1}
 
 
-def load_results(out: Path) -> tuple[dict[str, SweepResult], dict[str, Any]]:
+def load_results(out: Path) -> tuple[dict[str, sweep.SweepResult], dict[str, Any]]:
     """The sweeps and run facts an earlier run wrote into ``out`` (for ``--report-only``)."""
-    from coordinator.experiments.sweep import summarise_tidy
-
-    results: dict[str, SweepResult] = {}
+    results: dict[str, sweep.SweepResult] = {}
     for kind in TOPOLOGIES:
         info = json.loads((out / kind / "sweep.json").read_text())
-        tidy = read_tidy(out / kind / "tidy.csv")
+        tidy = framework.read_tidy(out / kind / "tidy.csv")
         facts = (info.get(key, default) for key, default in SWEEP_FACTS.items())
-        results[kind] = SweepResult(tidy, summarise_tidy(tidy), *facts)
+        results[kind] = sweep.SweepResult(tidy, sweep.summarise_tidy(tidy), *facts)
     return results, json.loads((out / "reproduction.json").read_text())
 
 
 def run(args: Any, ctx: Context) -> int:
     """Emulate (unless ``--report-only``), then rebuild claims, plots and report.md from the CSVs."""
-    positive(args.chunk, "--chunk", strict=False)
-    positive(args.wall_budget, "--wall-budget")
+    framework.positive(args.chunk, "--chunk", strict=False)
+    framework.positive(args.wall_budget, "--wall-budget")
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    results, meta = read_report_only("malani", out, load_results)
-    summary = {kind: {(r["algorithm"], r["k"]): r for r in res.summary} for kind, res in results.items()}
-    tidy = {
-        kind: {(r["algorithm"], r["k"], r["repetition"]): r for r in res.tidy}
-        for kind, res in results.items()
-    }
-    repeat, bounds = int(meta["repeat"]), _farthest_bounds(int(meta["repeat"]), int(meta["seed"]))
-    ours = Ours(summary, tidy, bounds, tuple(meta["algorithms"]), repeat)
+    results, meta = framework.read_report_only("malani", out, load_results)
+    ours = Ours.of(results, meta)
     tables = {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
     plots = write_plots(out, tables, ours)
-    report = build_report(results, ours, tables, plots, out, meta)
-    said = (
-        f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
-        f"wrote {out / 'report.md'} and {len(plots)} plots"
+    said = f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
+    said += f"wrote {out / 'report.md'} and {len(plots)} plots"
+    report, complete = (
+        build_report(results, ours, tables, plots, out),
+        all(r.complete for r in results.values()),
     )
-    return finish(ctx, out, report, said, _claims(tables, ours), all(r.complete for r in results.values()))
+    return framework.finish(ctx, out, report, said, _claims(tables, ours), complete)
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run both sweeps, write their CSVs and reproduction.json."""
-    algorithms = names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
-    settings = lockstep_settings(args, "one-port")
-    watch = Stopwatch()
-    specs = [SweepSpec(spec, algorithms, KS, args.repeat, args.seed, SOURCE) for spec in TOPOLOGIES.values()]
-    sweeps = sweep_many(specs, settings, ctx.progress, jobs=args.jobs, chunk=args.chunk)
-    results = dict(zip(TOPOLOGIES, sweeps, strict=True))
+    algorithms = framework.names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
+    settings, watch = framework.lockstep_settings(args, "one-port"), framework.Stopwatch()
+    specs = [sweep.SweepSpec(t, algorithms, KS, args.repeat, args.seed, SOURCE) for t in TOPOLOGIES.values()]
+    results = dict(
+        zip(
+            TOPOLOGIES,
+            sweep.sweep_many(specs, settings, ctx.progress, jobs=args.jobs, chunk=args.chunk),
+            strict=True,
+        )
+    )
     chosen = [] if algorithms == ALL_ALGORITHMS else [f"--algorithms {','.join(algorithms)}"]
-    cmd = command_line(NAME, args, *chosen)
+    cmd = framework.command_line(NAME, args, *chosen)
     same = {"algorithms": list(algorithms), "repeat": args.repeat, "seed": args.seed}
     multicasts = sum(len(r.tidy) for r in results.values())
-    meta = run_facts(
+    meta = framework.run_facts(
         cmd, watch, **same, runtime=args.runtime, jobs=args.jobs, chunk=args.chunk, multicasts=multicasts
     )
     about = {**same, "ks": list(KS), "source": list(SOURCE), "settings": asdict(settings)}
     for kind, res in results.items():
-        write_sweep(out / kind, res, {"command": cmd, "topology": TOPOLOGIES[kind], **about})
-    write_json(out / "reproduction.json", meta)
+        sweep.write_sweep(out / kind, res, {"command": cmd, "topology": TOPOLOGIES[kind], **about})
+    framework.write_json(out / "reproduction.json", meta)
