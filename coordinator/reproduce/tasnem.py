@@ -258,31 +258,16 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     rows = []
     for m, rec, i in zip(plan.multicasts, records, index, strict=True):
         k, rep = points[i]
-        arr = rec["arrivals"]
-        complete = not rec["missing"]
-        rows.append(
-            {
-                "sweep": job.sweep,
-                "topology": job.topology,
-                "n": topo.cols,
-                "k": k,
-                "algorithm": m.algorithm,
-                "repetition": rep,
-                "source": f"{m.source[0]},{m.source[1]}",
-                "latency_ns": rec["latency"]["max"],
-                "latency_ts_ns": (
-                    max(with_ts.latency(a["step"], a["hops"], a["startups"]) for a in arr)
-                    if complete
-                    else None
-                ),
-                "hops": max(a["hops"] for a in arr) if complete else None,
-                "bound_hops": max(topo.distance(m.source, d) for d in m.destinations),
-                "time": rec["time"],
-                "traffic": rec["traffic"],
-                "startups": max((a["startups"] for a in arr), default=0),
-                "missing": len(rec["missing"]),
-            }
-        )
+        arr, done = rec["arrivals"], not rec["missing"]
+        with_ts_ns = max(with_ts.latency(a["step"], a["hops"], a["startups"]) for a in arr) if done else None
+        rows.append({
+            "sweep": job.sweep, "topology": job.topology, "n": topo.cols, "k": k, "algorithm": m.algorithm,
+            "repetition": rep, "source": f"{m.source[0]},{m.source[1]}", "latency_ns": rec["latency"]["max"],
+            "latency_ts_ns": with_ts_ns, "hops": max(a["hops"] for a in arr) if done else None,
+            "bound_hops": max(topo.distance(m.source, d) for d in m.destinations), "time": rec["time"],
+            "traffic": rec["traffic"], "startups": max((a["startups"] for a in arr), default=0),
+            "missing": len(rec["missing"]),
+        })  # fmt: skip
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
 
 
@@ -344,11 +329,8 @@ class Results:
             (self.tidy.get((sweep, a, x, rep)), self.tidy.get((sweep, b, x, rep)))
             for rep in range(self.repeat)
         ]
-        return [
-            float(ra[metric]) - float(rb[metric])
-            for ra, rb in pairs
-            if ra is not None and rb is not None and ra[metric] is not None and rb[metric] is not None
-        ]
+        values = [(ra[metric], rb[metric]) for ra, rb in pairs if ra is not None and rb is not None]
+        return [float(va) - float(vb) for va, vb in values if va is not None and vb is not None]
 
     def first(self, sweep: str, x: int) -> Mapping[str, Any] | None:
         """The summary row of the first algorithm run at point x (for the torus, k and bound)."""
@@ -419,6 +401,16 @@ def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
     return f"; {which} instead: {named}" if pts else ""
 
 
+def _check_line(key: str, c: OrderCheck) -> str:
+    """An ordering check's bullet: the report text ``key`` (``order_bullet`` or ``ts_bullet``) filled in."""
+    lowest, highest = (
+        _instead(c.sweep, "lowest", c.lowest_elsewhere),
+        _instead(c.sweep, "highest", c.highest_elsewhere),
+    )
+    metric = MEASURES.get(c.metric, (c.metric,))[0]
+    return _text(key, c=c, sweep=SWEEPS[c.sweep], metric=metric, lowest=lowest, highest=highest)
+
+
 def _half(hits: int, points: int) -> str:
     return "that half holds" if hits == points else f"it fails at {points - hits}"
 
@@ -426,14 +418,7 @@ def _half(hits: int, points: int) -> str:
 def _order_lines(res: Results) -> tuple[bool, list[str]]:
     """(does the ordering hold everywhere?, one bullet per sweep × metric, then the verdict)."""
     checks = [ordering(res, sweep, metric) for sweep in SWEEPS for metric in MEASURES]
-    lines = [
-        f"- **{SWEEPS[c.sweep]}, {MEASURES[c.metric][0]}**: TASNEM lowest of the four "
-        f"at {c.tasnem_lowest} of {c.points} points (significantly below each of the other three, paired 95% "
-        f"CI, at {c.tasnem_significant}){_instead(c.sweep, 'lowest', c.lowest_elsewhere)}. Uniform highest "
-        f"at {c.uniform_highest} of {c.points} (significantly above each other at {c.uniform_significant})"
-        f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
-        for c in checks
-    ]
+    lines = [_check_line("order_bullet", c) for c in checks]
     points = sum(c.points for c in checks)
     low = sum(c.tasnem_lowest for c in checks)
     high = sum(c.uniform_highest for c in checks)
@@ -535,17 +520,18 @@ def _trend_lines(res: Results) -> list[str]:
 class Versus:
     """An algorithm against TASNEM over one sweep and metric, on the same destination sets."""
 
-    points: tuple[int, int, int]  # points where it is significantly lower / indistinguishable / higher
-    sets: tuple[int, int, int]  # destination sets where it is lower / equal / higher
-    mean_pct: float | None  # mean over the points of (alg − TASNEM) / TASNEM, in %
-    pct_range: tuple[float, float] | None
+    points: tuple[int, ...]  # points where it is significantly lower / indistinguishable / higher
+    sets: tuple[int, ...]  # destination sets where it is lower / equal / higher
+    pcts: tuple[float, ...]  # per point: (alg − TASNEM) / TASNEM of the means, in %
+
+    @property
+    def mean_pct(self) -> float | None:
+        return statistics.fmean(self.pcts) if self.pcts else None
 
     def row(self, sweep: str, alg: str, metric: str) -> list[str]:
         """Its line of the table of TASNEM against PAIR and MIN."""
-        pct = "—"
-        if self.mean_pct is not None and self.pct_range is not None:
-            lo, hi = self.pct_range
-            pct = f"{self.mean_pct:+.1f}% on average ({lo:+.1f}% to {hi:+.1f}%)"
+        ps = self.pcts
+        pct = f"{statistics.fmean(ps):+.1f}% on average ({min(ps):+.1f}% to {max(ps):+.1f}%)" if ps else "—"
         points, sets = (" / ".join(map(str, t)) for t in (self.points, self.sets))
         return [SWEEPS[sweep], LABELS[alg], MEASURES[metric][0], points, f"{sets} of {sum(self.sets)}", pct]
 
@@ -563,12 +549,7 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
         ma, mt = res.mean(sweep, alg, x, metric), res.mean(sweep, "tasnem", x, metric)
         if ma is not None and mt:
             pcts.append((ma - mt) / mt * 100)
-    return Versus(
-        (points[0], points[1], points[2]),
-        (sets[0], sets[1], sets[2]),
-        statistics.fmean(pcts) if pcts else None,
-        (min(pcts), max(pcts)) if pcts else None,
-    )
+    return Versus(tuple(points), tuple(sets), tuple(pcts))
 
 
 def _bound_share(res: Results, sweeps: Sequence[str], alg: str) -> tuple[int, int, float]:
@@ -679,17 +660,6 @@ def _consistency(res: Results) -> dict[str, str]:
     }
 
 
-def _ts_lines(res: Results) -> str:
-    """Does the ordering survive a start-up cost? A bullet per sweep."""
-    checks = [ordering(res, sweep, "latency_ts_ns") for sweep in SWEEPS if res.xs[sweep]]
-    return "\n".join(
-        f"- {SWEEPS[c.sweep]}: TASNEM lowest at {c.tasnem_lowest} of {c.points} points, Uniform highest "
-        f"at {c.uniform_highest}{_instead(c.sweep, 'lowest', c.lowest_elsewhere)}"
-        f"{_instead(c.sweep, 'highest', c.highest_elsewhere)}."
-        for c in checks
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Config:
     """The parameters of one reproduction run (echoed in the report and run.json)."""
@@ -795,7 +765,9 @@ def build_report(
         "hop": HOP_NS,
         "order": "\n".join(order),
         "trends": "".join(f"{line}\n" for line in _trend_lines(res)),
-        "ts_lines": _ts_lines(res),
+        "ts_lines": "\n".join(
+            _check_line("ts_bullet", ordering(res, s, "latency_ts_ns")) for s in SWEEPS if res.xs[s]
+        ),
         **_consistency(res),
         "trees": _trees(res),
         "tables": "\n\n".join(tables),
@@ -882,14 +854,12 @@ def _config(args: Any) -> Config:
     sizes = DEFAULT_SIZES if args.sizes is None else _int_list(args.sizes, "--sizes")
     if args.dest_torus < 3:
         raise UsageError(f"--dest-torus must be at least 3 (a torus needs 3×3), got {args.dest_torus}")
-    bad = [n for n in sizes if n < 3]
-    if bad:
-        raise UsageError(f"--sizes: a torus needs at least 3×3, got {bad[0]}")
-    nodes = args.dest_torus**2
-    over = [k for k in dests if k > nodes - 1]
-    if over:
+    if small := [n for n in sizes if n < 3]:
+        raise UsageError(f"--sizes: a torus needs at least 3×3, got {small[0]}")
+    others = args.dest_torus**2 - 1
+    if over := [k for k in dests if k > others]:
         raise UsageError(
-            f"--dests: T{args.dest_torus} has {nodes - 1} nodes besides the source, asked for {over[0]}"
+            f"--dests: T{args.dest_torus} has {others} nodes besides the source, asked for {over[0]}"
         )
     if not 0 < args.percent < 100:
         raise UsageError(f"--percent must be between 0 and 100, got {args.percent:g}")
