@@ -1,12 +1,10 @@
 """Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16 and 32×32 meshes.
 
-Contention-free latency, traffic and CV per point beside the paper's Tables 3–5, timed by
-:func:`latency_model`; the report's prose is in coordinator/data/reports/aldubai.md.
+Contention-free latency, traffic and CV beside the paper's Tables 3–5; prose in data/reports/aldubai.md.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import statistics
@@ -71,19 +69,10 @@ def latency_model(
     per_message = timing.ts + timing.flits * timing.beta
 
     def latency(algorithm: str, step: int, hops: int, startups: int) -> float:
-        t = timing.latency(step, hops, startups)
-        if prep is not None:
-            t += prep.get(algorithm, 0.0)
-        if serialise and startups == 1:
-            t += (step - hops) * per_message
-        return t
+        queued = (step - hops) * per_message if serialise and startups == 1 else 0.0
+        return timing.latency(step, hops, startups) + (prep or {}).get(algorithm, 0.0) + queued
 
     return latency
-
-
-def _text(key: str, **fields: Any) -> str:
-    """One section of the report's prose (coordinator/data/reports/aldubai.md), filled in."""
-    return texts(NAME)[key].format(**fields)
 
 
 # -- the paper's numbers ---------------------------------------------------------------------------
@@ -98,12 +87,11 @@ class PaperData:
 
 
 def paper_data() -> PaperData:
-    cv_source, cv_rows = paper_csv("aldubai_cv.csv")
-    cv = {(r["mesh"], int(r["destinations"]), r["algorithm"].lower()): float(r["cv"]) for r in cv_rows}
-    t3_source, t3_rows = paper_csv("aldubai_table3_latency.csv")
-    t3 = {
-        r["algorithm"].lower(): (float(r["mean"]), float(r["ci_low"]), float(r["ci_high"])) for r in t3_rows
-    }
+    """The paper's Tables 3–5 from the project's package data (coordinator/data)."""
+    cv_source, rows = paper_csv("aldubai_cv.csv")
+    cv = {(r["mesh"], int(r["destinations"]), r["algorithm"].lower()): float(r["cv"]) for r in rows}
+    t3_source, rows = paper_csv("aldubai_table3_latency.csv")
+    t3 = {r["algorithm"].lower(): (float(r["mean"]), float(r["ci_low"]), float(r["ci_high"])) for r in rows}
     return PaperData(cv, cv_source, t3, t3_source)
 
 
@@ -133,37 +121,24 @@ class Ours(wormhole.Summaries):
 
 
 # -- claims -------------------------------------------------------------------------------------
-def _extreme(ours: Ours, mesh: str, k: int, metric: str, pick: Callable[..., str] = min) -> str | None:
-    """The algorithm with the lowest (``pick`` min) or highest (max) mean ``metric`` at a point."""
-    known = {a: v for a in ALGORITHMS if (v := ours.mean(mesh, a, k, metric)) is not None}
-    return pick(known, key=lambda a: known[a]) if known else None
-
-
 def _least(values: Iterable[float | None]) -> float | None:
     return min((v for v in values if v is not None), default=None)
 
 
-def _verdict(hits: int, points: int) -> str:
-    """*holds* at every point, *does not hold* at none, *holds in part* between."""
-    if points and hits == points:
-        return "holds"
-    return "does not hold" if hits == 0 else f"holds in part ({hits} of {points} points)"
-
-
 def _claim(key: str, hits: int, points: int, **fields: Any) -> str:
-    """One claim's line: its text, with the verdict of a claim that held at ``hits`` of ``points``."""
-    return _text(key, verdict=_verdict(hits, points), hits=hits, points=points, **fields)
-
-
-WHAT = {"cv": "CV", "additional_traffic": "additional traffic", "latency_max": "mean latency"}
+    """One claim's line (its text in data/reports/aldubai.md) that held at ``hits`` of ``points``: it
+    *holds* at every point, *does not hold* at none, *holds in part* between."""
+    part = f"holds in part ({hits} of {points} points)"
+    verdict = "holds" if points and hits == points else ("does not hold" if hits == 0 else part)
+    return texts(NAME)[key].format(verdict=verdict, hits=hits, points=points, **fields)
 
 
 def _compare(
-    ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str
+    ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str, what: str = "mean latency"
 ) -> tuple[list[wormhole.Comparison], str]:
     """Each (a, b) of ``pairs`` compared on ``metric`` over ``mesh``'s sets, and their sentences."""
     cs = [wormhole.paired(ours.rows, mesh, a, b, metric) for a, b in pairs]
-    return cs, "; ".join(wormhole.compare_text(c, c.a.upper(), c.b.upper(), WHAT[metric]) for c in cs)
+    return cs, "; ".join(wormhole.compare_text(c, c.a.upper(), c.b.upper(), what) for c in cs)
 
 
 def _ks(ks: Sequence[int]) -> str:
@@ -171,22 +146,27 @@ def _ks(ks: Sequence[int]) -> str:
     return f" (k = {', '.join(map(str, ks))})" if ks else ""
 
 
-#: "ALG has the lowest / highest METRIC" per mesh: text, algorithm, metric, min or max, at CV_KS only?
-EXTREMES: tuple[tuple[str, str, str, Callable[..., str], bool], ...] = (
-    ("claim-cv", "qg", "cv", min, True),
-    ("claim-traffic", "qg", "additional_traffic", min, False),
-    ("claim-cp", "cp", "latency_max", max, False),
+Extreme = tuple[str, str, str, Callable[..., str], bool, str]
+#: "ALG has the lowest / highest METRIC" per mesh: text, algorithm, metric, min or max, at CV_KS only?, what.
+EXTREMES: tuple[Extreme, ...] = (
+    ("claim-cv", "qg", "cv", min, True, "CV"),
+    ("claim-traffic", "qg", "additional_traffic", min, False, "additional traffic"),
+    ("claim-cp", "cp", "latency_max", max, False, "mean latency"),
 )
 
 
-def _extreme_claim(
-    ours: Ours, mesh: str, key: str, alg: str, metric: str, pick: Callable[..., str], cv: bool
-) -> str:
-    """Where on ``mesh`` ``alg`` has the ``pick`` mean ``metric`` of the four, and how QG compares."""
-    winner = {k: _extreme(ours, mesh, k, metric, pick) for k in ours.ks if not cv or k in CV_KS}
+def _extreme_claim(ours: Ours, mesh: str, claim: Extreme) -> str:
+    """Where on ``mesh`` an algorithm has the lowest (highest) mean of a metric, and how QG compares."""
+    key, alg, metric, pick, cv, what = claim
+
+    def best(k: int) -> str | None:
+        known = {a: v for a in ALGORITHMS if (v := ours.mean(mesh, a, k, metric)) is not None}
+        return pick(known, key=lambda a: known[a]) if known else None
+
+    winner = {k: best(k) for k in ours.ks if not cv or k in CV_KS}
     hits = [k for k, a in winner.items() if a == alg]
     winners = ", ".join(f"k={k}: {(a or '—').upper()}" for k, a in winner.items())
-    _, sig = _compare(ours, mesh, [("qg", a) for a in ALGORITHMS if a != "qg"], metric)
+    _, sig = _compare(ours, mesh, [("qg", a) for a in ALGORITHMS if a != "qg"], metric, what)
     return _claim(
         key, len(hits), len(winner), mesh=mesh, n=len(ours.ks), ks=_ks(hits), winners=winners, sig=sig
     )
@@ -215,26 +195,28 @@ def _large_claim(ours: Ours, mesh: str = "32x32") -> str:
 
 def claims(ours: Ours) -> list[str]:
     """The paper's comparative claims, each checked against our contention-free data."""
-    out = [_extreme_claim(ours, mesh, *EXTREMES[0]) for mesh in ours.meshes]
+    out = [_extreme_claim(ours, mesh, EXTREMES[0]) for mesh in ours.meshes]
     out += [_light_claim(ours)] if "16x16" in ours.meshes else []
     out += [_large_claim(ours)] if "32x32" in ours.meshes else []
-    return out + [_extreme_claim(ours, mesh, *e) for e in EXTREMES[1:] for mesh in ours.meshes]
+    return out + [_extreme_claim(ours, mesh, e) for e in EXTREMES[1:] for mesh in ours.meshes]
 
 
 # -- report ----------------------------------------------------------------------------------------
 CV_HEADER = ("k", "algorithm", "paper CV (loaded)", "ours CV (contention-free)", "ours − paper")
 
 
-def _mesh_tables(ours: Ours, table: Callable[[str], str], meshes: Mapping[str, str]) -> str:
-    """A table per mesh run, each under a heading ``### TITLE`` (``meshes``: mesh → title)."""
-    return "\n".join(f"### {title}\n\n{table(mesh)}" for mesh, title in meshes.items() if mesh in ours.meshes)
+def _mesh_tables(ours: Ours, table: Callable[[str], str], numbers: Mapping[str, str] | None = None) -> str:
+    """A table per mesh run, each under a heading ``### 16×16 mesh`` (after the paper's table ``numbers``)."""
+    return "\n".join(
+        f"### {(numbers or {}).get(m, '')}{m.replace('x', '×')} mesh\n\n{table(m)}" for m in ours.meshes
+    )
 
 
 def _cv_table(ours: Ours, paper: PaperData, mesh: str) -> str:
     """Table 4 or 5: per k and algorithm, the paper's CV and QG_IMPR% (how much higher than QG's, in
     percent of QG's) beside ours."""
     rows = []
-    for k, a in itertools.product([k for k in CV_KS if k in ours.ks], ALGORITHMS):
+    for k, a in ((k, a) for k in CV_KS if k in ours.ks for a in ALGORITHMS):
         p, o = paper.cv.get((mesh, k, a)), ours.mean(mesh, a, k, "cv")
         qg = paper.cv.get((mesh, k, "qg")), ours.mean(mesh, "qg", k, "cv")
         impr = [
@@ -261,12 +243,18 @@ def _table3(ours: Ours, paper: PaperData) -> str:
     return markdown_table(["algorithm", "paper", "ours", "ours − paper", "ours, eq. 7 alone"], rows, "lrrrr")
 
 
-#: The per-point table's column groups: name, metric, and the cell of one point's :class:`wormhole.Stat`.
-POINT_COLUMNS: tuple[tuple[str, str, Callable[[wormhole.Stat | None], str]], ...] = (
-    ("mean", "latency_max", lambda s: wormhole.ci_cell(s, 1)),
-    ("max", "latency_max", lambda s: fmt(None if s is None else s.max, 0)),
-    ("add. traffic", "additional_traffic", partial(wormhole.mean_cell, digits=1)),
-)
+#: The per-point table's columns: header, algorithm, metric, the cell of a point's :class:`wormhole.Stat`.
+POINT_COLUMNS: list[wormhole.Column] = [
+    (f"{name} {a.upper()}", a, metric, cell)
+    for name, metric, cell in (
+        ("mean", "latency_max", partial(wormhole.ci_cell, digits=1)),
+        ("max", "latency_max", lambda s: fmt(None if s is None else s.max, 0)),
+        ("add. traffic", "additional_traffic", partial(wormhole.mean_cell, digits=1)),
+    )
+    for a in ALGORITHMS
+]
+#: The paper's number of each mesh's CV table.
+CV_TABLES = {"16x16": "Table 4: ", "32x32": "Table 5: "}
 
 
 def _avg(vals: Iterable[float | None]) -> float | None:
@@ -287,16 +275,11 @@ def _overall(ours: Ours) -> str:
     )
 
 
+NO_CP = "; CP left out (its scale hides the others)"
 #: The plots of each mesh: name, metric, which :class:`wormhole.Stat` field, algorithms, what the note adds.
 PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
     ("latency_max", "latency_max", "mean", ALGORITHMS, ""),
-    (
-        "latency_max_without_cp",
-        "latency_max",
-        "mean",
-        ("dp", "mp", "qg"),
-        "; CP left out (its scale hides the others)",
-    ),
+    ("latency_max_without_cp", "latency_max", "mean", ("dp", "mp", "qg"), NO_CP),
     ("latency_max_max", "latency_max", "max", ALGORITHMS, ""),
     ("additional_traffic", "additional_traffic", "mean", ALGORITHMS, ""),
     ("cv", "cv", "mean", ALGORITHMS, "; paper: Tables 4–5, with background load (interarrival 250 cycles)"),
@@ -305,7 +288,6 @@ PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
 
 def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
     """Per mesh: mean latency (also without CP), maximum latency, additional traffic, CV (paper's dashed)."""
-    note = f"ours: contention-free, {ours.repeat} sets per point, 95% CI shaded"
 
     def curves(mesh: str, a: str, metric: str, value: str) -> list[Series]:
         """Ours for one algorithm, then the paper's CVs beside them."""
@@ -323,7 +305,7 @@ def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
             f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
             "number of destinations",
             METRIC_NAMES[key],
-            note + extra,
+            f"ours: contention-free, {ours.repeat} sets per point, 95% CI shaded{extra}",
         )
         for mesh in ours.meshes
         for key, metric, value, algs, extra in PLOTS
@@ -339,35 +321,28 @@ def build_report(
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
-    columns: list[wormhole.Column] = [
-        (f"{name} {a.upper()}", a, metric, cell) for name, metric, cell in POINT_COLUMNS for a in ALGORITHMS
-    ]
-    titles = {m: f"{m.replace('x', '×')} mesh" for m in MESHES}
-    report = _text(
-        "report",
-        **{**meta, "meshes": ", ".join(m.replace("x", "×") for m in ours.meshes)},
-        ks=", ".join(map(str, ours.ks)),
-        t=TIMING,
-        per=TIMING.ts + TIMING.flits * TIMING.beta,
-        run_status="; ".join(
-            f"{m}: {s.state} ({s.steps} lockstep steps, {len(s.errors)} node errors)"
-            for m, s in status.items()
-        ),
-        overall=_overall(ours),
-        claims="\n".join(claims(ours)),
-        cv_source=paper.cv_source,
-        cv_tables=_mesh_tables(
-            ours,
-            partial(_cv_table, ours, paper),
-            {"16x16": "Table 4: 16×16 mesh", "32x32": "Table 5: 32×32 mesh"},
-        ),
-        t3_source=paper.table3_source,
-        floor=2 * (TIMING.ts + TABLE3_FLITS * TIMING.beta),
-        table3=_table3(ours, paper),
-        latency_tables=_mesh_tables(ours, lambda m: wormhole.point_table(ours, m, columns), titles),
-        plots="\n".join(wormhole.plot_links(plots, out)),
+    return (
+        texts(NAME)["report"].format(
+            **{**meta, "meshes": ", ".join(m.replace("x", "×") for m in ours.meshes)},
+            ks=", ".join(map(str, ours.ks)),
+            t=TIMING,
+            per=TIMING.ts + TIMING.flits * TIMING.beta,
+            run_status="; ".join(
+                f"{m}: {s.state} ({s.steps} lockstep steps, {len(s.errors)} node errors)"
+                for m, s in status.items()
+            ),
+            overall=_overall(ours),
+            claims="\n".join(claims(ours)),
+            cv_source=paper.cv_source,
+            cv_tables=_mesh_tables(ours, partial(_cv_table, ours, paper), CV_TABLES),
+            t3_source=paper.table3_source,
+            floor=2 * (TIMING.ts + TABLE3_FLITS * TIMING.beta),
+            table3=_table3(ours, paper),
+            latency_tables=_mesh_tables(ours, lambda m: wormhole.point_table(ours, m, POINT_COLUMNS)),
+            plots="\n".join(wormhole.plot_links(plots, out)),
+        )
+        + "\n"
     )
-    return report + "\n"
 
 
 # -- command ------------------------------------------------------------------------------------
