@@ -12,8 +12,8 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from functools import partial
+from dataclasses import asdict, dataclass, fields, replace
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,8 @@ CONSTANT_BUFFER = 0.25  # exponent of the peak buffer against c at most this: O(
 LINEAR_BUFFER = 1.15  # exponent of the peak buffer against c at most this: O(c)
 WORST_BOUND = 0.2  # the worst-case sets' lower bound / √(cn) at least this for every c: Ω(√(cn))
 MIN_C_FOR_SLOPES = 4  # below, the diameter (≈ 2√n) exceeds √(cn) and dominates every algorithm
+CRITERIA = {"flat": FLAT, "grows": GROWS, "constant": CONSTANT_BUFFER, "linear": LINEAR_BUFFER}
+CRITERIA |= {"bound": WORST_BOUND, "min_c": MIN_C_FOR_SLOPES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,16 @@ def _cost(p: Point) -> float:
     """A rough guess of a run's cost, to start the long ones first."""
     n = p.side * p.side
     return n * p.d * math.sqrt(p.c * n) * (3 if p.algorithm == "herley-random" else 1)
+
+
+@cache
+def _texts() -> dict[str, str]:
+    return framework.texts(NAME)
+
+
+def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
+    """A section of coordinator/data/reports/herley.md, filled in with ``parts`` and ``fields``."""
+    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -248,10 +260,13 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
     cs = [c for c in ran if c >= MIN_C_FOR_SLOPES]
     cs = cs if len(cs) >= 2 else ran
     n_of = s.side * s.side
+    base = {"n": n_of, "c0": cs[0] if cs else None, "c1": cs[-1] if cs else None, **CRITERIA}
     claims: list[Claim] = []
 
-    def add(claim: str, full: bool, evidence: str, part: bool = False) -> None:
-        claims.append(Claim(claim, _verdict(full, part), evidence))
+    def add(key: str, verdict: str, *parts: Mapping[str, Any], **fields: Any) -> None:
+        """One claim, its verdict and its evidence, both texts filled in from ``parts`` and ``fields``."""
+        evidence = _text(f"evidence {key}", base, *parts, fields)
+        claims.append(Claim(_text(f"claim {key}", *parts, fields), verdict, evidence))
 
     def col(alg: str, measure: str = "time_over_sqrt_cn", at: Sequence[int] = cs) -> list[Any]:
         return _col(summ, _cc(s.side, "random", at), alg, measure)
@@ -270,64 +285,45 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
         lb_ratio = [r["lower_bound"] / r["sqrt_cn"] for r in lbs.values() if r["lower_bound"] is not None]
         runs = [summ[(s.side, "worst", c, c, a)] for c, a in worst]
         known = [r["time_over_sqrt_cn"] for r in runs if r["time_over_sqrt_cn"] is not None]
-        below = any(r.get("under_bound", 0) for r in runs)
-        add(
-            "Theorem 1: some mcast(n, d, c) set needs Ω(√(cn)) steps (the corner square A of side "
-            "⌊√(n/2c)⌋ must take in c·|A| messages through its boundary)",
-            bool(known) and not below and min(lb_ratio) >= WORST_BOUND,
-            f"on our worst-case sets ({n_of} nodes, c = {min(lbs)}…{max(lbs)}) the lower bound (boundary "
-            f"crossings, or the farthest distance) stays at {_span(lb_ratio)} × √(cn) (criterion: at least "
-            f"{WORST_BOUND:.2f} for every c), and the algorithms took {_span(known)} × √(cn)",
-        )
+        ok = bool(known) and not any(r.get("under_bound", 0) for r in runs) and min(lb_ratio) >= WORST_BOUND
+        spans = {"ratio": _span(lb_ratio), "took": _span(known)}
+        add("lower bound", _verdict(ok), spans, c_lo=min(lbs), c_hi=max(lbs))
     # Theorems 2 and 3: O(√(cn)) time, against c and against n.
-    for alg, thm in (("herley-tiles", "Theorem 2"), ("herley-random", "Theorem 3")):
+    for alg, theorem in (("herley-tiles", "Theorem 2"), ("herley-random", "Theorem 3")):
         ec, ens = c_exp(alg), {c: n_exp(alg, c) for c in s.n_cs}
         ok_c, ok_n = _flat(ec), all(_flat(e) for e in ens.values())
-        n_text = "; ".join(f"c = {c}: {_exp_text(e)}" for c, e in ens.items())
-        add(
-            f"{thm}: `{alg}` routes any mcast(n, d, c) set with d ≤ c in O(√(cn)) time",
-            ok_c and ok_n,
-            f"time/√(cn) on random sets was {_span([r for r in col(alg) if r is not None])} for c = "
-            f"{cs[0]}…{cs[-1]} ({n_of} nodes); it scales as c^{_exp_text(ec)} and as n^({n_text}) "
-            f"(criterion: exponent ≤ {FLAT:+.2f})",
-            part=ok_c or ok_n,
-        )
+        e_n = "; ".join(f"c = {c}: {_exp_text(e)}" for c, e in ens.items())
+        exps = {"e_c": _exp_text(ec), "e_n": e_n, "span": _span([r for r in col(alg) if r is not None])}
+        add("time", _verdict(ok_c and ok_n, ok_c or ok_n), exps, theorem=theorem, alg=alg)
     # Replication at the source is not optimal.
     er, rr = c_exp("replicate"), col("replicate")
-    add(
-        "§1: replicating each message into unicast copies at its source is not optimal (its time grows "
-        "faster than √(cn))",
-        er is not None and er >= GROWS,
-        f"`replicate`'s time/√(cn) went {fmt(rr[0])} → {fmt(rr[-1])} for c = {cs[0]} → {cs[-1]}: "
-        f"c^{_exp_text(er)} (criterion: exponent ≥ {GROWS:+.2f}); the optimal rules' exponents were "
-        + _by_alg((a, _exp_text(c_exp(a))) for a in OPTIMAL),
-    )
+    optimal = _by_alg((a, _exp_text(c_exp(a))) for a in OPTIMAL)
+    ends = {"first": fmt(rr[0]), "last": fmt(rr[-1]), "e": _exp_text(er)}
+    add("replicate", _verdict(er is not None and er >= GROWS), ends, optimal=optimal)
     # Buffers.
     bt, bt_vals = c_exp("herley-tiles", "peak_buffer"), col("herley-tiles", "peak_buffer")
     over_c = [v / c for v, c in zip(bt_vals, cs, strict=True) if v is not None]
-    add(
-        "Theorem 2: `herley-tiles` needs buffers of O(c) packets (and, the paper warns, large ones)",
-        bt is not None and bt <= LINEAR_BUFFER,
-        f"its peak node occupancy went {fmt(bt_vals[0], 0)} → {fmt(bt_vals[-1], 0)} packets for c = "
-        f"{cs[0]} → {cs[-1]}: c^{_exp_text(bt)}, {_span(over_c)} × c (criterion: exponent ≤ "
-        f"{LINEAR_BUFFER:.2f})"
-        if over_c
-        else "no buffer measurements",
-    )
+    tiles = {"first": fmt(bt_vals[0], 0), "last": fmt(bt_vals[-1], 0), "e": _exp_text(bt)}
+    tiles |= {"over_c": _span(over_c) if over_c else ""}
+    add("tiles buffer", _verdict(bt is not None and bt <= LINEAR_BUFFER), tiles)
+    if not over_c:
+        claims[-1] = replace(claims[-1], evidence="no buffer measurements")
     small = [c for c in cs if c <= max(1, n_of // 16)]
     at = small if len(small) >= 2 else cs
     past = [c for c in cs if c not in at]
     br, br_vals = c_exp("herley-random", "peak_buffer", at), col("herley-random", "peak_buffer", at)
     bt_at, br_past = col("herley-tiles", "peak_buffer", at), col("herley-random", "peak_buffer", past)
     reached = ", ".join(f"{fmt(v, 1)} at c = {c}" for c, v in zip(past, br_past, strict=True))
-    beyond = "; beyond that regime (c > n/16, where we use n/16 tiles with larger blocks) it reached "
+    ends = {"first": fmt(br_vals[0], 0), "last": fmt(br_vals[-1], 0), "e": _exp_text(br)}
+    beyond = _text("beyond", reached=reached) if past else ""
+    tiles_at = {"tiles_first": fmt(bt_at[0], 0), "tiles_last": fmt(bt_at[-1], 0), "beyond": beyond}
     add(
-        "Theorem 3: `herley-random` needs buffers of O(1) packets (independent of c)",
-        br is not None and br <= CONSTANT_BUFFER,
-        f"its peak node occupancy went {fmt(br_vals[0], 0)} → {fmt(br_vals[-1], 0)} packets for c = "
-        f"{at[0]} → {at[-1]} (the paper's regime c ≤ n/16 where possible): c^{_exp_text(br)} (criterion: "
-        f"exponent ≤ {CONSTANT_BUFFER:.2f}); `herley-tiles` went {fmt(bt_at[0], 0)} → {fmt(bt_at[-1], 0)} "
-        "over the same c" + (beyond + reached if past else ""),
+        "random buffer",
+        _verdict(br is not None and br <= CONSTANT_BUFFER),
+        ends,
+        tiles_at,
+        c0=at[0],
+        c1=at[-1],
     )
     # Independence of d.
     ds = [d for d in s.ds if (s.side, "worst", d, s.d_c, "replicate") in summ]
@@ -339,19 +335,10 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
         }
         sweep_ratio = {a: max((r for r in col(a) if r), default=math.inf) for a in OPTIMAL}
         bounded = all(worst_ratio[a] <= 1.1 * sweep_ratio[a] for a in OPTIMAL)
-        add(
-            "§1.2: the routing time of an mcast(n, d, c) set is independent of d (O(√(cn)) for every d ≤ "
-            "c, where (d, c)-routing needs O(√(dcn)))",
-            bounded and all(_flat(eds[a]) for a in OPTIMAL),
-            f"worst-case sets, {n_of} nodes, c = {s.d_c}, d = {ds[0]}…{ds[-1]}: the optimal rules stayed "
-            "within their random-set bound ("
-            + _by_alg((a, f"≤ {worst_ratio[a]:.2f} vs {sweep_ratio[a]:.2f} × √(cn)") for a in OPTIMAL)
-            + "; criterion: at most 10% above), while time ∝ d^e with e = "
-            + _by_alg((a, _exp_text(e)) for a, e in eds.items())
-            + f" (no growth would be e ≤ {FLAT:+.2f}; a smaller d also means fewer deliveries, so some "
-            "growth is expected of any algorithm)",
-            part=bounded,
-        )
+        within = _by_alg((a, f"≤ {worst_ratio[a]:.2f} vs {sweep_ratio[a]:.2f} × √(cn)") for a in OPTIMAL)
+        e_d = _by_alg((a, _exp_text(e)) for a, e in eds.items())
+        verdict = _verdict(bounded and all(_flat(eds[a]) for a in OPTIMAL), bounded)
+        add("d", verdict, c=s.d_c, d0=ds[0], d1=ds[-1], within=within, e_d=e_d)
     return claims
 
 
@@ -360,42 +347,27 @@ def observations(summ: Summary, s: Setup) -> list[str]:
     out: list[str] = []
     cs = [c for c in s.cs if c >= MIN_C_FOR_SLOPES]
     random_, worst = _cc(s.side, "random", cs), _cc(s.side, "worst", cs)
-    rt = _ratios(_col(summ, random_, "herley-random", "time"), _col(summ, random_, "herley-tiles", "time"))
-    if rt:
-        out.append(
-            f"`herley-random` took {_span(rt, 1)}× as long as `herley-tiles` on the random "
-            f"sets (c ≥ {MIN_C_FOR_SLOPES}): its groups tour all c_i tiles one after another, a constant "
-            "factor the bound hides; it is the price of its small buffers."
-        )
+
+    def times(spots: Sequence[Spot], a: str) -> list[Any]:
+        return _col(summ, spots, a, "time")
+
+    if rt := _ratios(times(random_, "herley-random"), times(random_, "herley-tiles")):
+        out.append(_text("random vs tiles", span=_span(rt, 1), min_c=MIN_C_FOR_SLOPES))
     tree = _col(summ, random_, "tree", "time_over_sqrt_cn")
-    tr = [r for r in tree if r is not None]
-    vs = _ratios(_col(summ, random_, "tree", "time"), _col(summ, random_, "herley-tiles", "time"))
+    tr, vs = (
+        [r for r in tree if r is not None],
+        _ratios(times(random_, "tree"), times(random_, "herley-tiles")),
+    )
     if tr and vs:
-        top = random_[-1]
+        top, e = random_[-1], _exp_text(exponent([float(c) for c in cs], tree))
         peaks = _by_alg((a, fmt(_at(summ, top, a, "peak_buffer"), 1)) for a in ALGORITHMS)
-        out.append(
-            f"One VH tree per message (`tree`, not in the paper) took {_span(tr)} × √(cn) "
-            f"(c^{_exp_text(exponent([float(c) for c in cs], tree))}), {_span(vs)}× the time of "
-            f"`herley-tiles`; peak buffers at c = {top[3]}: {peaks}."
-        )
-    pairs = [
-        p for a in ALGORITHMS for p in _ratios(_col(summ, worst, a, "time"), _col(summ, random_, a, "time"))
-    ]
-    if pairs:
-        out.append(
-            "Theorem 1's worst-case sets were no harder than random sets of the same d and c: "
-            f"worst/random time {_span(pairs)} over the algorithms and c ≥ "
-            f"{MIN_C_FOR_SLOPES}. Their corner bottleneck forces c·|A| / (2·side) ≈ √(cn) / (2√2) steps, "
-            "less than what a d = c load costs."
-        )
+        out.append(_text("tree", span=_span(tr), e=e, vs=_span(vs), c=top[3], peaks=peaks))
+    if pairs := [p for a in ALGORITHMS for p in _ratios(times(worst, a), times(random_, a))]:
+        out.append(_text("worst vs random", span=_span(pairs), min_c=MIN_C_FOR_SLOPES))
     top_c = max(s.cs)
     traffic = {a: _at(summ, (s.side, "random", top_c, top_c), a, "traffic") for a in ALGORITHMS}
     if all(traffic.values()):
-        out.append(
-            f"Link traversals at c = {top_c}: "
-            + _by_alg((a, f"{v:,.0f}") for a, v in traffic.items())
-            + " — replication at the source moves every copy the whole way."
-        )
+        out.append(_text("traffic", c=top_c, traffic=_by_alg((a, f"{v:,.0f}") for a, v in traffic.items())))
     return out
 
 
@@ -510,62 +482,24 @@ def build_report(
     status = (
         "every run delivered every message exactly once"
         if not incomplete and not bad
-        else (f"{len(incomplete)} run(s) incomplete, {len(bad)} with duplicates or drops — see points.csv")
+        else f"{len(incomplete)} run(s) incomplete, {len(bad)} with duplicates or drops — see points.csv"
     )
     notes = observations(summ, s)
-    side, by_d = f"{s.side}×{s.side}", [(s.side, "worst", d, s.d_c) for d in s.ds]
+    side = f"{s.side}×{s.side}"
     tables = (
         (f"Random sets, {side} mesh, d = c", _cc(s.side, "random", s.cs), "c"),
         ("Random sets against n (d = c)", [(x, "random", c, c) for c in s.n_cs for x in s.sides], "n"),
         (f"Theorem 1's worst-case sets, {side} mesh, d = c", _cc(s.side, "worst", s.cs), "c"),
         (
             f"Worst-case sets, {side} mesh, c = {s.d_c}, against d",
-            by_d,
+            [(s.side, "worst", d, s.d_c) for d in s.ds],
             "d",
         ),
     )
+    run = {"runs": len(rows), "seed_list": ", ".join(map(str, meta["seeds"])), "status": status}
+    longest = max((r["wall_s"] for r in rows), default=0)
     parts = [
-        "# Reproduction of seed 002 (Herley, Pietracaprina, Pucci): multicast routing on the mesh\n",
-        f"Generated by `{meta['command']}` ({meta['date']}). {len(rows)} runs ({meta['repeat']} seed(s) "
-        f"per point: {', '.join(map(str, meta['seeds']))}), runtime `{meta['runtime']}`, wall time "
-        f"{meta['wall_s']:.1f} s with {meta['jobs']} worker process(es) on {meta['cpus']} CPU(s) "
-        f"({meta['machine']}); the longest run took {max((r['wall_s'] for r in rows), default=0):.1f} "
-        "s.\n",
-        "**Setting.** mcast(n, d, c): every node of an n-node mesh sources one message to at most d "
-        "nodes, no node receives more than c. Store-and-forward, shared contention (all messages "
-        "compete for links and queues), all-port (each link carries one packet per direction per step — "
-        "the paper's machine), lockstep, queues unbounded so that the *peak node occupancy* (packets in "
-        "a node's input buffers and output queues at once, the engine's `peak_queue`, maximum over the "
-        "nodes) shows what each schedule needs. *Time* = the step of the last delivery (all messages "
-        "start at step 0); √(cn) uses the set's actual congestion c. Random sets draw destinations with "
-        "probability proportional to the capacity a node has left, so with d = c nearly every node "
-        "receives exactly c; worst-case sets are Theorem 1's: c·|A| messages from outside the corner "
-        "square A (side max(1, ⌊√(n/2c)⌋)) each have one destination in A, and every message gets up to "
-        "d destinations elsewhere (`coordinator/workloads/mcast.py`).\n",
-        "**Algorithms** (`node/routing/herley.py`): `replicate` — one XY unicast copy per destination, "
-        "made at the source; `tree` — one VH tree per message; `herley-tiles` — Theorem 2; "
-        "`herley-random` — Theorem 3 (migration cap r = 2 copies per block node and round, group seed "
-        "1). The ranks, classes, groups and migration selections of the paper's sorting and prefix "
-        "primitives are computed by the coordinator when it builds the plan; every packet move, copy "
-        "and clone is emulated hop by hop.\n",
-        "**Where we simplify the paper** (stated in full in `node/routing/herley.py`): no barriers "
-        "between phases, levels or rounds — a packet starts its next phase when it reaches its "
-        "waypoint, so phases overlap and contention is resolved by FIFO queues (the paper runs them one "
-        "after the other); the paper's sorting, prefix and (k, k)-routing primitives are not run as "
-        "packet algorithms (their results come from the coordinator, their O(√n) time is not spent) and "
-        "its routings are greedy XY; `herley-tiles` sends no copy into a quadrant without destinations; "
-        "in `herley-random` a packet-copy walks from one destination to the next in Hamiltonian-cycle "
-        "order instead of round the whole block, a master copy stops after its last selection, the "
-        "constant r is 2 (the proof takes r ≥ 150) and c > n/16 uses n/16 tiles; in-tile geometry uses "
-        "power-of-two tessellations.\n",
-        f"**Run status:** {status}.\n",
-        "## The paper's claims, checked against our runs\n",
-        f"Criteria: we fit time ∝ x^e (least squares on logarithms) over c ≥ {MIN_C_FOR_SLOPES} (below, "
-        "the diameter ≈ 2√n exceeds √(cn) and bounds every algorithm). *O(√(cn)) time*: the exponent of "
-        f"time/√(cn) against c and against n is at most {FLAT:+.2f} (no upward trend); *grows faster*: "
-        f"at least {GROWS:+.2f}; *O(1) buffers*: the peak occupancy's exponent against c is at most "
-        f"{CONSTANT_BUFFER:.2f}; *O(c) buffers*: at most {LINEAR_BUFFER:.2f}. Finite sizes cannot prove "
-        "an asymptotic bound; they can show a trend or its absence.\n",
+        _text("head", meta, run, CRITERIA, longest=longest) + "\n",
         *(f"- **{cl.verdict}** — {cl.claim}. *Our runs:* {cl.evidence}." for cl in claims),
         "",
         *(
@@ -573,22 +507,11 @@ def build_report(
             if notes
             else []
         ),
-        "## Results\n",
-        "Means over the seeds; time in steps with time/√(cn) in brackets; peak = peak node occupancy.\n",
+        _text("results") + "\n",
         *(text for title, spots, label in tables for text in (f"### {title}\n", _table(summ, spots, label))),
         "## Plots\n",
         *(f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots),
-        "## What these runs do not test\n",
-        "- The paper's time bounds include its sorting and prefix primitives (O(√n) each); ours are "
-        "computed by the coordinator, so our times leave them out (they would add a constant number of "
-        "√n terms).\n- Bounded buffers: the runs use unbounded queues and report what they held. With "
-        "the engine's bounded buffers, a one-packet input buffer halves a link's rate (a credit returns "
-        "two steps after the send), and a bounded *output* buffer shared by a node's four ports can "
-        "deadlock under blocking (a full output queue waiting for a neighbour whose input is full "
-        "because its own output queue is full of packets coming "
-        'back) — for every algorithm here, XY unicast included — so "constant buffers suffice" is judged '
-        "from the occupancy the schedules reached, not by running with constant-size buffers.\n- "
-        "Theorem 4 (the deterministic constant-buffer algorithm with expanders) is not implemented.\n",
+        _text("untested") + "\n",
     ]
     return "\n".join(parts)
 
