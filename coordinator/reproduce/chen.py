@@ -1,13 +1,7 @@
 """Seed 003 (Chen, Chang & Sheu): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
 
-The paper's §4 setting (16×16 mesh; ``dp``, ``group-graph`` at T = 4/5 and ``group-pattern``;
-random destinations, Fig. 10, or with proximity, Fig. 11) in one isolated-contention, all-port
-emulation, timed afterwards by the contention-free wormhole model, plus the worked example of
-§2.2/§3.1 (23 channels by dual-path, 15 with grouping). The report states the timing mapping and
-how proximity sets are drawn (:func:`proximity_destinations`); the paper gives no numbers for
-Figs. 10–11, its k range nor its number of runs, so we use k = 16, 32, …, 240 and ``--repeat`` sets.
-Output in ``--out``: ``report.md``, ``plots/*.png``, ``tidy.csv`` (one row per multicast, with its
-number of groups), ``example.csv`` and ``reproduction.json``; ``--report-only`` rebuilds from them.
+Figs. 10–11's setting (16×16 mesh, random or clustered destinations) in one isolated-contention emulation,
+timed by the contention-free wormhole model, plus the worked example of §2.2/§3.1 (prose: reports/chen.md).
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +32,7 @@ from coordinator.reproduce.framework import (
     positive,
     read_report_only,
     run_facts,
+    texts,
     write_json,
 )
 from coordinator.runtimes.records import RunSettings
@@ -77,6 +72,16 @@ METRIC_NAMES: Mapping[str, str] = {
 }
 
 
+@cache
+def _texts() -> dict[str, str]:
+    return texts(NAME)
+
+
+def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
+    """A section of coordinator/data/reports/chen.md, filled in with ``parts`` and ``fields``."""
+    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
+
+
 # -- destination sets ---------------------------------------------------------------------------
 def proximity_destinations(
     topology: Topology,
@@ -86,14 +91,8 @@ def proximity_destinations(
     cluster_size: int = CLUSTER_SIZE,
     density: float = CLUSTER_DENSITY,
 ) -> tuple[Coord, ...]:
-    """k destinations with proximity relations: uniform over the union of a few square clusters.
-
-    ⌈k / cluster_size⌉ distinct centres are drawn uniformly over the mesh; each spans the square
-    sub-mesh of half-width r = max(1, ⌈(√(cluster_size / density) − 1) / 2⌉) around it, clipped to
-    the mesh (so a box holds about cluster_size / density nodes: 5×5 for 8 at density 1/2); r grows
-    by one until the union, less the source, holds k nodes; the k destinations are a uniform
-    sample of that union. Seeded by ``rng`` alone, so a seed gives the same sets every time.
-    """
+    """k destinations with proximity: a uniform sample of the union of ⌈k / cluster_size⌉ squares of about
+    cluster_size / density nodes round uniform centres, widened until the union (less the source) holds k."""
     if not 1 <= k <= topology.size - 1:
         raise ValueError(f"cannot pick {k} destinations on {topology.spec}")
     if cluster_size < 1 or not 0 < density <= 1:
@@ -124,11 +123,8 @@ def draw_points(
     cluster_size: int = CLUSTER_SIZE,
     density: float = CLUSTER_DENSITY,
 ) -> list[wormhole.Point]:
-    """``repeat`` sets per k and scenario: a uniform source, then uniform or clustered destinations.
-
-    One generator per scenario (seeded from ``seed``), so adding a scenario or a k does not move
-    the other scenario's sets.
-    """
+    """``repeat`` sets per k and scenario: a uniform source, then uniform or clustered destinations
+    (one generator per scenario, so adding a scenario or a k does not move the other's sets)."""
     nodes = list(topology.nodes())
     points: list[wormhole.Point] = []
     for i, scenario in enumerate(SCENARIOS):
@@ -211,17 +207,10 @@ def _example_section(ex: Example) -> str:
         [[cell(a) for *_, cell in columns] for a in ALGORITHMS],
         [c[1] for c in columns],
     )
-    return (
-        "## The worked example (§2.2 and §3.1, Figs. 2–3)\n\n"
-        f"8×8 mesh, source (2,5), D = {{{_coords(EXAMPLE)}}}; graph-based "
-        "grouping at the example's T = 1/2. The paper's groups are "
-        f"{EXAMPLE_PAPER_GROUPS} with leaders {EXAMPLE_PAPER_LEADERS}. Channels = link traversals of all "
-        "worms (the paper's \"communication links\"); latency with §4's timing.\n\n"
-        + table
-        + "\nThe graph-based groups come from comparing only hyperplanes that run through no destination "
-        "(node/routing/grouping.py explains the reading); the paper's first-cut weight 93 is 97 for its own "
-        "partition (no partition of D weighs 93), its second-cut weight 32 is ours.\n"
+    head = _text(
+        "example", destinations=_coords(EXAMPLE), groups=EXAMPLE_PAPER_GROUPS, leaders=EXAMPLE_PAPER_LEADERS
     )
+    return f"{head}\n\n{table}\n{_text('example note')}\n"
 
 
 # -- numbers from the runs --------------------------------------------------------------------------
@@ -245,23 +234,14 @@ def drivers(ours: wormhole.Summaries, threshold: float) -> str:
         for scenario in SCENARIOS
         for g in GROUPING
     ]
-    text = (
-        f"What drives these results: a second start-up costs (t_s + L·t_l) = "
-        f"{TIMING.ts + TIMING.flits * TIMING.beta:g} ns, as much as {hops:.0f} hops, so a two-level scheme "
-        "wins only where its level-1 path plus the longest group path is that much shorter than "
-        f"dual-path's longer path. Mean numbers of groups: {'; '.join(cells)}."
-    )
+    parts = [
+        _text("drivers", cost=TIMING.ts + TIMING.flits * TIMING.beta, hops=hops, groups="; ".join(cells))
+    ]
     sparse = ours.mean("random", "group-graph", k0, "groups")
     dense = ours.mean("random", "group-graph", k1, "groups")
-    if sparse is not None and sparse >= 0.75 * k0:
-        text += (
-            f" At T = {threshold:g} the graph-based rule splits sparse random sets almost down to single "
-            "destinations: its level-1 path is then nearly dual-path's, and each group of two or more adds "
-            "a start-up."
-        )
-    if dense is not None and dense == 1:
-        text += " Dense sets stay one group, which is plain dual-path (§4)."
-    return text + "\n"
+    parts += [_text("sparse", threshold=threshold)] if sparse is not None and sparse >= 0.75 * k0 else []
+    parts += [_text("dense")] if dense is not None and dense == 1 else []
+    return " ".join(parts) + "\n"
 
 
 def claims(ours: wormhole.Summaries) -> list[str]:
@@ -271,10 +251,9 @@ def claims(ours: wormhole.Summaries) -> list[str]:
         for scenario in SCENARIOS:
             for g in GROUPING:
                 c = wormhole.paired(ours.rows, scenario, g, "dp", metric)
-                out.append(
-                    f"* **{LABELS[g]} beats dual-path on {what}, {SCENARIOS[scenario]}: {_verdict(c)}.** "
-                    f"{wormhole.compare_text(c, LABELS[g], 'DP', what)}."
-                )
+                comparison = wormhole.compare_text(c, LABELS[g], "DP", what)
+                fields = {"label": LABELS[g], "what": what, "scenario": SCENARIOS[scenario]}
+                out.append(_text("beats", fields, verdict=_verdict(c), comparison=comparison))
     # Fig. 11 vs Fig. 10: proximity lowers the latency of the grouping schemes
     for g in ALGORITHMS:
         rnd = [ours.mean("random", g, k, "latency_max") for k in ours.ks]
@@ -285,11 +264,9 @@ def claims(ours: wormhole.Summaries) -> list[str]:
         verdict = (
             "holds" if pairs and below == len(pairs) else "does not hold" if below == 0 else "holds in part"
         )
-        out.append(
-            f"* **Proximity lowers {LABELS[g]}'s latency (Fig. 11 vs Fig. 10): {verdict}.** Its mean latency "
-            f"with proximity is below that with random destinations at {below} of {len(pairs)} points "
-            f"({'+' if rel >= 0 else '−'}{abs(rel):.1f}% on average)."
-        )
+        signed = f"{'+' if rel >= 0 else '−'}{abs(rel):.1f}%"
+        fields = {"label": LABELS[g], "verdict": verdict, "rel": signed}
+        out.append(_text("proximity", fields, below=below, points=len(pairs)))
     return out
 
 
@@ -377,60 +354,20 @@ def build_report(
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
+    fields = {"labels": ", ".join(LABELS.values()), "ks": ", ".join(map(str, ours.ks)), "repeat": ours.repeat}
+    fields |= {"steps": status.steps, "state": status.state, "errors": len(status.errors)}
     parts = [
-        "# Reproduction of seed 003 (Chen, Chang & Sheu): proximity grouping vs Hamiltonian dual-path\n",
-        f"Generated by `{meta['command']}` ({meta['date']}). Setting: 16×16 mesh; "
-        f"{', '.join(LABELS.values())}; graph-based threshold T = {meta['threshold']:g} (§4); "
-        f"k = {', '.join(map(str, ours.ks))}; {ours.repeat} destination sets per k and scenario "
-        f"(seed {meta['seed']}), a uniformly random source per set, the same sets for every algorithm; "
-        "all-port, isolated contention (one idle network per multicast), lockstep clock. "
-        f"Runtime: {meta['runtime']}; {meta['multicasts']} multicasts in one emulation "
-        f"({status.steps} lockstep steps), wall time {meta['wall_s']:.1f} s on {meta['cpus']} CPU(s) "
-        f"({meta['machine']}).\n",
-        f"Run status: {status.state}, {len(status.errors)} node errors.\n",
-        "## Timing (§4 mapped onto the wormhole model)\n",
-        "The paper gives t_s = 1.0 µs per start-up, t_l = 5.0 ns link propagation, t_r = 20.0 ns "
-        "router delay per routing flit and 100-flit messages, but no formula. We use the "
-        "contention-free wormhole model (coordinator/analysis/timing.py, seed 004 eq. 7): a delivery after h "
-        "hops through s start-ups takes s·(t_s + L·t_l) + h·(t_l + t_r) — the header flit is routed "
-        "(t_r) and crosses a link (t_l) at every hop, the 100 flits behind it stream at t_l each once "
-        "per start-up (a leader receives the whole message before it starts its group's worms). That "
-        "is `Timing(wormhole, ts=1000, beta=5, flits=100, router=20)` in ns: 1.5 µs per start-up plus "
-        "25 ns per hop. Latency = the network-level latency (the last destination's), averaged over "
-        "the sets.\n",
-        "## Destinations with proximity\n",
-        "The paper does not say how its proximity sets were drawn. Ours: "
-        f"⌈k / {meta['cluster_size']}⌉ cluster centres uniform over the mesh, each the centre of a "
-        f"square sub-mesh of half-width r = ⌈(√({meta['cluster_size']} / {meta['density']:g}) − 1) / 2⌉ "
-        "(grown until the union of the squares holds k nodes besides the source); the k destinations "
-        "are a uniform sample of that union (`proximity_destinations` in "
-        "coordinator/reproduce/chen.py). At large k the squares cover most of the mesh and the two "
-        "scenarios converge.\n",
-        "## The paper's claims, checked against our runs\n",
-        "Per point, the paired differences (grouping − DP) over the same sets give a mean and a 95% "
-        "CI; *lower* = the CI lies below zero. A claim *holds* when the grouping scheme is "
-        "significantly lower at every point.\n",
+        _text("head", meta, fields) + "\n",
         *claims(ours),
         "",
         drivers(ours, meta["threshold"]),
         _example_section(example),
-        "## Tables\n",
-        "Means over the sets with 95% confidence intervals; latency in µs, links = channel "
-        "traversals; groups = mean number of groups (graph-based at the simulation's T). The paper "
-        "gives only curves (Figs. 10–11), no numbers, so there is no paper column.\n",
+        _text("tables") + "\n",
     ]
     for scenario, title in SCENARIOS.items():
         parts.append(f"### {title[0].upper()}{title[1:]}\n")
         parts.append(_table(ours, scenario))
-    parts.append("## Plots\n")
-    parts.append("Ours only (the paper's figures have no tabulated values); 95% CI shaded.\n")
-    parts += wormhole.plot_links(plots, out)
-    parts.append(
-        "Per-multicast rows (latency in ns, links, CV, completeness) are in `tidy.csv`; `queued` "
-        "there is the lockstep steps deliveries waited for a port — with dual-path at every level "
-        "only a leader's group worm ever waits, behind the level-1 worm it passes on, whose tail has "
-        "left before the leader's own start-up is over, so the timing charges nothing for it.\n"
-    )
+    parts += [_text("plots") + "\n", *wormhole.plot_links(plots, out), _text("rows") + "\n"]
     return "\n".join(parts)
 
 
