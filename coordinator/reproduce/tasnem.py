@@ -24,24 +24,8 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
-from coordinator.reproduce.framework import (
-    Context,
-    Option,
-    Stopwatch,
-    command_line,
-    finish,
-    lockstep_settings,
-    positive,
-    read_report_only,
-    read_tidy,
-    run_facts,
-    run_pool,
-    sign_counts,
-    significance,
-    texts,
-    write_json,
-    write_tidy,
-)
+from coordinator.reproduce import framework
+from coordinator.reproduce.framework import Context, Option
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError
 
@@ -382,7 +366,9 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
                 continue
             if all(beats(known[alg], known[a]) for a in others):
                 hits += 1
-                sig += all(significance(res.diffs(sweep, alg, a, x, metric)) == sign for a in others)
+                sig += all(
+                    framework.significance(res.diffs(sweep, alg, a, x, metric)) == sign for a in others
+                )
             else:
                 extreme = pick(known.values())
                 elsewhere.append((x, " = ".join(LABELS[a] for a in algs if known[a] == extreme)))
@@ -443,34 +429,26 @@ def _order_lines(res: Results) -> tuple[bool, list[str]]:
 def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[float | None, float | None, int, int]:
     """(first mean, last mean, rises, falls) between consecutive points of a sweep."""
     known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
-    if len(known) < 2:
-        return (known[0] if known else None), None, 0, 0
     steps = list(itertools.pairwise(known))
-    return known[0], known[-1], sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a)
+    first, last = (known[0] if known else None), (known[-1] if len(known) > 1 else None)
+    return first, last, sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a)
 
 
 def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> str:
-    """A bullet checking "these curves rise" (or fall).
-
-    Yes when the last point's mean is above (below) the first's for every algorithm; monotone when
-    no step between consecutive points goes the other way."""
+    """A bullet checking "these curves rise" (or fall): yes when every algorithm's last mean is above
+    (below) its first, monotonically when no step between consecutive points goes the other way."""
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
     ok = all(
         f0 is not None and f1 is not None and (f1 > f0 if up else f1 < f0) for f0, f1, _, _ in trends.values()
     )
     monotone = all((f if up else r) == 0 for _, _, r, f in trends.values())
-    unit = "ns" if metric.startswith("latency") else "links"
-    xs = res.xs[sweep]
-    return (
-        f'- *"{quote}"*: **{"yes" if ok else "no"}**'
-        + (f" ({'monotonically' if monotone else 'not monotonically'})" if ok else "")
-        + f" — {_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}: "
-        + "; ".join(
-            f"{LABELS[a]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
-            for a, (f0, f1, r, f) in trends.items()
-        )
-        + "."
+    answer = f"**yes** ({'monotonically' if monotone else 'not monotonically'})" if ok else "**no**"
+    unit, xs = ("ns" if metric.startswith("latency") else "links"), res.xs[sweep]
+    each = "; ".join(
+        f"{LABELS[a]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
+        for a, (f0, f1, r, f) in trends.items()
     )
+    return f'- *"{quote}"*: {answer} — {_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}: {each}.'
 
 
 #: The paper's statements about how the curves move (§4.1–4.2): (quote, sweep, which, metric, rising),
@@ -542,22 +520,24 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
     pcts: list[float] = []
     for x in res.xs[sweep]:
         d = res.diffs(sweep, alg, "tasnem", x, metric)
-        sig = significance(d)
+        sig = framework.significance(d)
         if sig or d:
             points[sig + 1] += 1
-        sets = [s + n for s, n in zip(sets, sign_counts(d), strict=True)]
+        sets = [s + n for s, n in zip(sets, framework.sign_counts(d), strict=True)]
         ma, mt = res.mean(sweep, alg, x, metric), res.mean(sweep, "tasnem", x, metric)
         if ma is not None and mt:
             pcts.append((ma - mt) / mt * 100)
     return Versus(tuple(points), tuple(sets), tuple(pcts))
 
 
-def _bound_share(res: Results, sweeps: Sequence[str], alg: str) -> tuple[int, int, float]:
-    """Of ``alg``'s multicasts: how many reach their farthest destination in the shortest distance,
-    how many there are, and by how many hops their longest path exceeds that distance on average."""
+def _bound_share(res: Results, sweeps: Sequence[str], alg: str) -> tuple[float | None, float]:
+    """Of ``alg``'s multicasts: the share (%) whose longest path is the distance to the farthest
+    destination (None if there are none) and the mean excess of the longest path over it, in hops."""
     rs = [r for (s, a, _, _), r in res.tidy.items() if s in sweeps and a == alg and r["hops"] is not None]
-    excess = sum(r["hops"] - r["bound_hops"] for r in rs)
-    return sum(1 for r in rs if r["hops"] == r["bound_hops"]), len(rs), excess / len(rs) if rs else 0.0
+    if not rs:
+        return None, 0.0
+    at = sum(1 for r in rs if r["hops"] == r["bound_hops"])
+    return at / len(rs) * 100, sum(r["hops"] - r["bound_hops"] for r in rs) / len(rs)
 
 
 def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
@@ -566,16 +546,13 @@ def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
     lower, higher = sum(v.points[0] for v in vs), sum(v.points[2] for v in vs)
     pcts = [v.mean_pct for v in vs if v.mean_pct is not None]
     avg = f"({statistics.fmean(pcts):+.0f}% on average)" if pcts else "(— on average)"
-    name = f"{LABELS[alg]}'s {what} is significantly"
-    if lower == pts:
-        return f"{name} below TASNEM's at every point {avg}"
-    if higher == pts:
-        return f"{name} above TASNEM's at every point {avg}"
-    same = pts - lower - higher
-    return (
-        f"{name} below TASNEM's at {lower}, above at {higher}"
-        f" and indistinguishable at {same} of {pts} points {avg}"
-    )
+    where = (
+        "below TASNEM's at every point" if lower == pts
+        else "above TASNEM's at every point" if higher == pts
+        else f"below TASNEM's at {lower}, above at {higher} and indistinguishable at {pts - lower - higher}"
+        f" of {pts} points"
+    )  # fmt: skip
+    return f"{LABELS[alg]}'s {what} is significantly {where} {avg}"
 
 
 def _trees(res: Results) -> str:
@@ -598,8 +575,7 @@ def _trees(res: Results) -> str:
     stats = {a: _bound_share(res, list(SWEEPS), a) for a in ("tasnem", *extras)}
 
     def share(a: str) -> str:
-        at, n, excess = stats[a]
-        pct = at / n * 100 if n else 0.0
+        pct, excess = stats[a][0] or 0.0, stats[a][1]
         return f"{LABELS[a]} at the bound in {pct:.0f}% of the sets, {excess:.1f} hops above it on average"
 
     return _text(
@@ -615,14 +591,14 @@ def _trees(res: Results) -> str:
     )
 
 
-def _share_cell(at: int, n: int, excess: float) -> str:
-    return f"{at / n * 100:.0f}% (+{excess:.1f})" if n else "—"
+def _share_cell(pct: float | None, excess: float) -> str:
+    return "—" if pct is None else f"{pct:.0f}% (+{excess:.1f})"
 
 
 # -- report ------------------------------------------------------------------------------------
 def _text(key: str, **fields: Any) -> str:
     """A section of coordinator/data/reports/tasnem.md filled in with ``fields``."""
-    return texts(NAME)[key].format(**fields)
+    return framework.texts(NAME)[key].format(**fields)
 
 
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
@@ -689,7 +665,7 @@ class Config:
             (self.emulate_up_to != DEFAULT_EMULATE_UP_TO, f"--emulate-up-to {self.emulate_up_to}"),
             (self.ts_ns != DEFAULT_TS_NS, f"--ts {self.ts_ns:g}"),
         )
-        return command_line(NAME, self, *(o for on, o in opts if on))
+        return framework.command_line(NAME, self, *(o for on, o in opts if on))
 
 
 def _tori(results: Sequence[JobResult], model: bool) -> str:
@@ -723,12 +699,6 @@ def _run_status(results: Sequence[JobResult]) -> str:
     )
 
 
-def _idle_estimate(results: Sequence[JobResult], workers: int) -> float:
-    """Seconds the runs would take on idle CPUs: their CPU time shared by the workers, or the longest run."""
-    cpu = [r.cpu_s for r in results]
-    return max(sum(cpu) / max(1, workers), max(cpu, default=0.0))
-
-
 def build_report(
     results: Sequence[JobResult],
     res: Results,
@@ -746,15 +716,15 @@ def build_report(
         if res.xs[sweep]
         for metric, digits in (("latency_ns", 0), ("traffic", 1))
     ]
-    rebuilt = meta.get("rebuilt")
+    rebuilt, cpu = meta.get("rebuilt"), [r.cpu_s for r in results]
     fields = {
         **asdict(cfg),
         **meta,
         "command": cfg.command,
         "n_mc": sum(len(r.rows) for r in results),
         "n_runs": len(results),
-        "cpu_s": sum(r.cpu_s for r in results),
-        "idle": _idle_estimate(results, cfg.jobs),
+        "cpu_s": sum(cpu),
+        "idle": max(sum(cpu) / max(1, cfg.jobs), max(cpu, default=0.0)),  # the runs on idle CPUs
         "rebuilt_note": f" Report rebuilt from the CSVs on {rebuilt} (`--report-only`)." if rebuilt else "",
         "algorithms": ", ".join(LABELS[a] for a in cfg.algorithms),
         "dests": ", ".join(map(str, cfg.dests)),
@@ -811,7 +781,7 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     doc = json.loads((out / "run.json").read_text(encoding="utf-8"))
     conf: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
     cfg = Config(**conf)
-    rows = read_tidy(out / "tidy.csv")
+    rows = framework.read_tidy(out / "tidy.csv")
     results = [JobResult.from_doc(r, rows, cfg.algorithms) for r in doc["runs"]]
     meta = {k: doc[k] for k in ("date", "cpus", "machine", "wall_s", "load")}
     return results, cfg, meta
@@ -863,7 +833,7 @@ def _config(args: Any) -> Config:
         )
     if not 0 < args.percent < 100:
         raise UsageError(f"--percent must be between 0 and 100, got {args.percent:g}")
-    positive(args.wall_budget, "--wall-budget")
+    framework.positive(args.wall_budget, "--wall-budget")
     if args.ts < 0:
         raise UsageError(f"--ts must not be negative, got {args.ts:g}")
     algs = ALGORITHMS if args.extras else PAPER_ALGORITHMS
@@ -886,7 +856,7 @@ def run(args: Any, ctx: Context) -> int:
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    done, saved, old = read_report_only("tasnem", out, load_run)
+    done, saved, old = framework.read_report_only("tasnem", out, load_run)
     if args.report_only:
         old = {**old, "rebuilt": time.strftime("%Y-%m-%d")}
     return _finish(out, done, saved, old, ctx)
@@ -897,29 +867,27 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     from coordinator.experiments.run import runtime_problem
 
     cfg = _config(args)
-    problem = runtime_problem(cfg.runtime)
-    if problem:
+    if problem := runtime_problem(cfg.runtime):
         raise UsageError(problem)
-    settings = lockstep_settings(args, "all-port", seed=cfg.seed, runtime=cfg.runtime)
+    settings = framework.lockstep_settings(args, "all-port", seed=cfg.seed, runtime=cfg.runtime)
     jobs = make_jobs(
         cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
         cfg.emulate_up_to,
     )  # fmt: skip
-    watch = Stopwatch()
-    load0 = _load()
+    watch, load0 = framework.Stopwatch(), _load()
     try:
         one = partial(run_job, repeat=cfg.repeat, seed=cfg.seed, settings=settings, ts_ns=cfg.ts_ns)
-        results = run_pool(one, jobs, cfg.jobs, ctx.progress)
+        results = framework.run_pool(one, jobs, cfg.jobs, ctx.progress)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     rows = [r for res in results for r in res.rows]
-    meta = run_facts(cfg.command, watch, load=(load0, _load()))
+    meta = framework.run_facts(cfg.command, watch, load=(load0, _load()))
     meta["wall_s"] = watch.wall()
     out.mkdir(parents=True, exist_ok=True)
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
-    write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
+    framework.write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
     rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
-    write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
+    framework.write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
     doc = {
         "config": asdict(cfg),
         "settings": asdict(settings),
@@ -928,7 +896,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         "complete": all(r.complete for r in results),
         "runs": [r.doc() for r in results],
     }
-    write_json(out / "run.json", doc)
+    framework.write_json(out / "run.json", doc)
 
 
 def _finish(
@@ -944,4 +912,4 @@ def _finish(
         f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
     )
     report = build_report(results, res, plots, out, cfg, meta, order)
-    return finish(ctx, out, report, said, order, all(r.complete for r in results))
+    return framework.finish(ctx, out, report, said, order, all(r.complete for r in results))
