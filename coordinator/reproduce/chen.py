@@ -21,20 +21,8 @@ from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
-from coordinator.reproduce.framework import (
-    Context,
-    Option,
-    Stopwatch,
-    command_line,
-    finish,
-    int_list,
-    lockstep_settings,
-    positive,
-    read_report_only,
-    run_facts,
-    texts,
-    write_json,
-)
+from coordinator.reproduce import framework
+from coordinator.reproduce.framework import Context, Option
 from coordinator.runtimes.records import RunSettings
 from node.routing.grouping import graph_groups, pattern_groups
 from node.routing.twolevel import with_leaders
@@ -74,7 +62,7 @@ METRIC_NAMES: Mapping[str, str] = {
 
 @cache
 def _texts() -> dict[str, str]:
-    return texts(NAME)
+    return framework.texts(NAME)
 
 
 def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
@@ -272,77 +260,44 @@ def claims(ours: wormhole.Summaries) -> list[str]:
 
 def _table(ours: wormhole.Summaries, scenario: str) -> str:
     """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
-    return wormhole.point_table(
-        ours,
-        scenario,
-        [
-            *(
-                (
-                    f"latency {LABELS[a]} (µs)",
-                    a,
-                    "latency_max",
-                    partial(wormhole.ci_cell, digits=3, scale=1000.0),
-                )
-                for a in ALGORITHMS
-            ),
-            *((f"links {LABELS[a]}", a, "traffic", partial(wormhole.ci_cell, digits=1)) for a in ALGORITHMS),
-            *((f"groups {LABELS[g]}", g, "groups", partial(wormhole.mean_cell, digits=2)) for g in GROUPING),
-        ],
-    )
+    latency, links = partial(wormhole.ci_cell, digits=3, scale=1000.0), partial(wormhole.ci_cell, digits=1)
+    columns: list[wormhole.Column] = [
+        (f"latency {LABELS[a]} (µs)", a, "latency_max", latency) for a in ALGORITHMS
+    ]
+    columns += [(f"links {LABELS[a]}", a, "traffic", links) for a in ALGORITHMS]
+    columns += [(f"groups {LABELS[g]}", g, "groups", partial(wormhole.mean_cell, digits=2)) for g in GROUPING]
+    return wormhole.point_table(ours, scenario, columns)
 
 
 def _us(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def _plots(ours: wormhole.Summaries, scenario: str, title: str) -> list[tuple[str, list[Series], str, str]]:
-    """One scenario's plots: name, curves, title and note of latency, links used and groups."""
-
-    def curve(a: str, metric: str, scale: float) -> Series:
-        stats = [ours.stat(scenario, a, k, metric) for k in ours.ks]
-        return wormhole.ci_series(LABELS[a], ours.ks, stats, COLOURS[a], scale)
-
-    def groups(g: str) -> Series:
-        return Series(
-            LABELS[g],
-            list(ours.ks),
-            [ours.mean(scenario, g, k, "groups") for k in ours.ks],
-            False,
-            COLOURS[g],
-        )
-
+def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
+    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
     note = (
         f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; the paper's Figs. 10–11 give no numbers"
     )
     groups_note = f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}"
-    return [
-        *(
-            (
-                m,
-                [curve(a, m, scale) for a in ALGORITHMS],
-                f"{METRIC_NAMES[m].split(' (')[0]}, {title}, 16×16 mesh",
-                note,
-            )
-            for m, scale in (("latency_max", 1000.0), ("traffic", 1.0))
-        ),
-        ("groups", [groups(g) for g in GROUPING], f"number of groups, {title}", groups_note),
-    ]
 
-
-def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
-    """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
-    return [
-        plot_series(
-            out / "plots" / f"{scenario}_{m}.png",
-            series,
-            head,
-            "number of destinations",
-            METRIC_NAMES[m],
-            note,
+    def plot(name: str, m: str, series: list[Series], title: str, note: str) -> Path:
+        return plot_series(
+            out / "plots" / name, series, title, "number of destinations", METRIC_NAMES[m], note
         )
-        for scenario, title in SCENARIOS.items()
-        for m, series, head, note in _plots(ours, scenario, title)
-    ]
+
+    written = []
+    for scenario, title in SCENARIOS.items():
+        for m, scale in (("latency_max", 1000.0), ("traffic", 1.0)):
+            stats = {a: [ours.stat(scenario, a, k, m) for k in ours.ks] for a in ALGORITHMS}
+            curves = [wormhole.ci_series(LABELS[a], ours.ks, stats[a], COLOURS[a], scale) for a in ALGORITHMS]
+            head = f"{METRIC_NAMES[m].split(' (')[0]}, {title}, 16×16 mesh"
+            written.append(plot(f"{scenario}_{m}.png", m, curves, head, note))
+        groups = {g: [ours.mean(scenario, g, k, "groups") for k in ours.ks] for g in GROUPING}
+        curves = [Series(LABELS[g], list(ours.ks), groups[g], False, COLOURS[g]) for g in GROUPING]
+        written.append(
+            plot(f"{scenario}_groups.png", "groups", curves, f"number of groups, {title}", groups_note)
+        )
+    return written
 
 
 def build_report(
@@ -395,22 +350,22 @@ OPTIONS = (
 
 
 def _check(args: Any) -> tuple[int, ...]:
-    ks = int_list(args.ks, "--ks", 1, 255)
+    ks = framework.int_list(args.ks, "--ks", 1, 255)
     if not 0 < args.threshold <= 1:
         raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
-    positive(args.cluster_size, "--cluster-size")
+    framework.positive(args.cluster_size, "--cluster-size")
     if not 0 < args.cluster_density <= 1:
         raise UsageError(f"--cluster-density must be in (0, 1], got {args.cluster_density}")
-    positive(args.wall_budget, "--wall-budget")
+    framework.positive(args.wall_budget, "--wall-budget")
     return ks
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run every point and the worked example; write tidy.csv, example.csv and reproduction.json."""
     ks = _check(args)
-    watch = Stopwatch()
+    watch = framework.Stopwatch()
     topo = Topology.parse(TOPOLOGY)
-    settings = lockstep_settings(args, "all-port")
+    settings = framework.lockstep_settings(args, "all-port")
     points = draw_points(topo, ks, args.repeat, args.seed, args.cluster_size, args.cluster_density)
     em = wormhole.emulate_points(
         topo, points, ALGORITHMS, settings, {"group-graph": {"T": args.threshold}}, ctx.progress
@@ -423,8 +378,8 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     ]
     wormhole.write_rows(out / "tidy.csv", rows)
     wormhole.write_rows(out / "example.csv", example.rows.values())
-    meta = run_facts(
-        command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
+    meta = framework.run_facts(
+        framework.command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
         watch,
         seed=args.seed,
         repeat=args.repeat,
@@ -437,7 +392,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         status=asdict(em.status),
         example_status=asdict(example.status),
     )
-    write_json(out / "reproduction.json", meta)
+    framework.write_json(out / "reproduction.json", meta)
 
 
 def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
@@ -467,9 +422,9 @@ def run(args: Any, ctx: Context) -> int:
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    ours, example, status, meta = read_report_only("chen", out, _read)
+    ours, example, status, meta = framework.read_report_only("chen", out, _read)
     meta["wall_s"] = float(meta["wall_s"])
     plots = write_plots(out, ours)
     report = build_report(ours, example, status, plots, out, meta)
     said = f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
-    return finish(ctx, out, report, said, claims(ours), status.complete and example.status.complete)
+    return framework.finish(ctx, out, report, said, claims(ours), status.complete and example.status.complete)
