@@ -1,12 +1,5 @@
-"""Helpers shared by the path-based wormhole reproductions (``chen`` and ``aldubai``).
-
-Both run every destination set × algorithm in ONE emulation under isolated contention (each
-multicast on an idle network) and the all-port model, then time each delivery's recorded (step,
-hops, start-ups) afterwards (coordinator/analysis/timing.py: reported, never simulated). Here:
-the plan and its emulation (:func:`emulate_points`), one :class:`McRow` per multicast under a
-latency model (:func:`mc_rows`), per-point summaries and paired comparisons, the rows as
-``tidy.csv`` and back, and the table cells and plot curves both reports draw. Nothing here knows
-a paper's numbers; the reproduction modules do.
+"""What the path-based wormhole reproductions (``chen``, ``aldubai``) share: one emulation of every set ×
+algorithm, its deliveries timed afterwards by a latency model, summaries, paired comparisons, tidy rows.
 """
 
 from __future__ import annotations
@@ -53,6 +46,7 @@ __all__ = [
 
 LatencyFn = Callable[[str, int, int, int], float]
 """latency(algorithm, step, hops, startups) of one delivery."""
+PointKey = tuple[str, str, int]  # a point of an experiment: (scenario, algorithm, k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +100,8 @@ class EmulationStatus:
     @property
     def state(self) -> str:
         """``complete``, or ``INCOMPLETE — why``."""
-        return (
-            "complete"
-            if self.complete
-            else "INCOMPLETE — " + ("; ".join(self.incomplete) or "missing deliveries")
-        )
+        why = "; ".join(self.incomplete) or "missing deliveries"
+        return "complete" if self.complete else f"INCOMPLETE — {why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +121,7 @@ def emulate_points(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
 ) -> Emulated:
-    """Emulate every point × algorithm in one plan, one multicast each in that order (the same sets
-    for every algorithm)."""
+    """Every point × algorithm (the same sets for every algorithm) as one multicast each, in one emulation."""
     params = params or {}
     index = [(p, a) for p in points for a in algorithms]
     plan = Plan(
@@ -154,39 +144,27 @@ def _delivered(record: Mapping[str, Any]) -> bool:
 
 
 def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list[McRow]:
-    """One row per multicast, its deliveries timed by ``latency``.
+    """One row per multicast, its deliveries timed by ``latency``: the last destination's (None if one is
+    missing), the mean, the CV (population SD / mean), and ``queued``, the steps they waited for a port."""
 
-    ``latency`` maps each delivery's (algorithm, step, hops, start-ups) to its latency; a
-    multicast's ``latency_max`` is the network-level latency (its last destination; None if one
-    is missing), ``latency_mean`` the node-level mean, ``cv`` the population SD over the mean of
-    its destinations' latencies (seed 004 §4.2.2). ``queued`` counts the lockstep steps its
-    deliveries spent waiting for a port (Σ step − hops): the serialisation a timing may charge.
-    """
-    rows: list[McRow] = []
-    for (p, alg), rec in zip(emulated.index, emulated.records, strict=True):
+    def row(p: Point, alg: str, rec: Mapping[str, Any]) -> McRow:
         lats = [latency(alg, a["step"], a["hops"], a["startups"]) for a in rec["arrivals"]]
         complete = _delivered(rec)
         mean = statistics.fmean(lats) if lats else None
-        rows.append(
-            McRow(
-                scenario=p.scenario,
-                algorithm=alg,
-                k=p.k,
-                rep=p.rep,
-                source=p.source,
-                traffic=rec["traffic"],
-                distinct_links=rec["distinct_links"],
-                additional_traffic=rec["additional_traffic"],
-                steps=rec["time"],
-                latency_max=max(lats) if lats and complete else None,
-                latency_mean=mean,
-                cv=statistics.pstdev(lats) / mean if lats and mean else None,
-                queued=sum(a["step"] - a["hops"] for a in rec["arrivals"]),
-                complete=complete,
-                model=model,
-            )
+        return McRow(
+            algorithm=alg,
+            **{f: getattr(p, f) for f in ("scenario", "k", "rep", "source")},
+            **{f: rec[f] for f in ("traffic", "distinct_links", "additional_traffic")},
+            steps=rec["time"],
+            latency_max=max(lats) if lats and complete else None,
+            latency_mean=mean,
+            cv=statistics.pstdev(lats) / mean if lats and mean else None,
+            queued=sum(a["step"] - a["hops"] for a in rec["arrivals"]),
+            complete=complete,
+            model=model,
         )
-    return rows
+
+    return [row(p, alg, rec) for (p, alg), rec in zip(emulated.index, emulated.records, strict=True)]
 
 
 # -- aggregates -----------------------------------------------------------------------------------
@@ -207,11 +185,9 @@ def _stat(values: Iterable[float | None]) -> Stat:
     return Stat(s["mean"], s["ci95"][0], s["ci95"][1], max(vals) if vals else None, s["n"])
 
 
-def summarise_rows(
-    rows: Iterable[McRow], metrics: Sequence[str]
-) -> dict[tuple[str, str, int], dict[str, Stat]]:
+def summarise_rows(rows: Iterable[McRow], metrics: Sequence[str]) -> dict[PointKey, dict[str, Stat]]:
     """Per (scenario, algorithm, k): a :class:`Stat` for each metric."""
-    groups: dict[tuple[str, str, int], list[McRow]] = defaultdict(list)
+    groups: dict[PointKey, list[McRow]] = defaultdict(list)
     for r in rows:
         groups[(r.scenario, r.algorithm, r.k)].append(r)
     return {key: {m: _stat(r.get(m) for r in rs) for m in metrics} for key, rs in groups.items()}
@@ -219,12 +195,8 @@ def summarise_rows(
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Algorithm ``a`` against ``b`` on the same sets: per point, is a's metric lower, the same, higher?
-
-    Per point the paired differences a − b give a mean and a 95% CI; *lower* means the CI lies
-    below zero, *higher* above zero, otherwise the point is indistinguishable. ``overall`` is
-    the mean over the points of a's mean relative to b's, in percent.
-    """
+    """Algorithm ``a`` against ``b`` on the same sets: the points where the 95% CI of the paired differences
+    a − b lies below 0, holds 0, lies above 0; and a's mean relative to b's (%), averaged over the points."""
 
     a: str
     b: str
@@ -267,11 +239,7 @@ def compare_text(c: Comparison, label_a: str, label_b: str, what: str) -> str:
     """One sentence: where ``a`` is significantly lower / indistinguishable / higher than ``b``."""
     if not c.points:
         return f"no data to compare {label_a} with {label_b} on {what}"
-    pct = (
-        ""
-        if c.overall_pct is None
-        else f" ({'+' if c.overall_pct >= 0 else '−'}{abs(c.overall_pct):.1f}% on average)"
-    )
+    pct = "" if (p := c.overall_pct) is None else f" ({'+' if p >= 0 else '−'}{abs(p):.1f}% on average)"
     return (
         f"{label_a}'s {what} is significantly lower than {label_b}'s at {len(c.lower)} of {c.points} points, "
         f"indistinguishable at {len(c.same)}, higher at {len(c.higher)}{pct}"
@@ -284,19 +252,11 @@ ROW_COLUMNS = tuple("repetition" if f.name == "rep" else f.name for f in fields(
 
 def write_rows(path: Path, rows: Iterable[McRow]) -> Path:
     """The per-multicast rows as a CSV (one line per multicast; floats at full precision)."""
-    write_tidy(
-        path,
-        ROW_COLUMNS,
-        (
-            {
-                **asdict(r),
-                "repetition": r.rep,
-                "source": f"{r.source[0]},{r.source[1]}",
-                "complete": int(r.complete),
-            }
-            for r in rows
-        ),
+    cells = (
+        asdict(r) | {"repetition": r.rep, "source": ",".join(map(str, r.source)), "complete": int(r.complete)}
+        for r in rows
     )
+    write_tidy(path, ROW_COLUMNS, cells)
     return path
 
 
@@ -316,19 +276,17 @@ class Summaries:
     """The per-multicast rows and, per (scenario, algorithm, k), a :class:`Stat` of each metric."""
 
     rows: list[McRow]
-    summary: Mapping[tuple[str, str, int], Mapping[str, Stat]]
+    summary: Mapping[PointKey, Mapping[str, Stat]]
     ks: tuple[int, ...]
     repeat: int
 
     def stat(self, scenario: str, alg: str, k: int, metric: str) -> Stat | None:
         """One point's :class:`Stat` of ``metric``, None if the point was not run."""
-        s = self.summary.get((scenario, alg, k))
-        return None if s is None else s[metric]
+        return None if (s := self.summary.get((scenario, alg, k))) is None else s[metric]
 
     def mean(self, scenario: str, alg: str, k: int, metric: str) -> float | None:
         """One point's mean of ``metric``, None if the point was not run."""
-        s = self.stat(scenario, alg, k, metric)
-        return None if s is None else s.mean
+        return None if (s := self.stat(scenario, alg, k, metric)) is None else s.mean
 
 
 def _scaled(v: float | None, scale: float) -> float | None:
