@@ -186,15 +186,9 @@ def _estimate(sweep_ks: Sequence[int], subset: Sequence[str], side: int, repeat:
 
 
 def make_jobs(
-    dest_torus: int,
-    dests: Sequence[int],
-    sizes: Sequence[int],
-    percent: float,
-    algorithms: Sequence[str],
-    repeat: int,
-    runtime: str,
-    emulate_up_to: int,
-) -> list[Job]:
+    dest_torus: int, dests: Sequence[int], sizes: Sequence[int], percent: float, algorithms: Sequence[str],
+    repeat: int, runtime: str, emulate_up_to: int,
+) -> list[Job]:  # fmt: skip
     """Every job of both sweeps, longest first; model runs split by algorithm, emulations whole."""
     algs = tuple(algorithms)
     jobs: list[Job] = []
@@ -212,13 +206,6 @@ def make_jobs(
     return sorted(jobs, key=lambda j: -j.cost)
 
 
-def _sub_plan(plan: Plan, subset: Sequence[str]) -> tuple[Plan, list[int]]:
-    """The multicasts of ``subset``, renumbered 0.., and each one's index in ``plan``."""
-    keep = [i for i, m in enumerate(plan.multicasts) if m.algorithm in subset]
-    mcs = tuple(replace(plan.multicasts[i], id=j) for j, i in enumerate(keep))
-    return Plan(plan.topology, mcs), keep
-
-
 def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: float) -> JobResult:
     """Run one job (in a worker process or here) and return one row per multicast."""
     import trio
@@ -231,7 +218,8 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
 
     topo = Topology.parse(job.topology)
     full, points = sweep_plan(topo, list(job.algorithms), list(job.ks), repeat, seed, None)
-    plan, index = _sub_plan(full, job.subset)
+    index = [i for i, m in enumerate(full.multicasts) if m.algorithm in job.subset]  # renumbered 0..
+    plan = Plan(full.topology, tuple(replace(full.multicasts[i], id=j) for j, i in enumerate(index)))
     st = replace(settings, runtime=job.runtime)
     t0, c0 = time.perf_counter(), time.process_time()
     raw = trio.run(emulate, plan, st, None)
@@ -271,8 +259,10 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for m in _SUMMARISED:
             s = ci95([float(r[m]) for r in rs if r[m] is not None])
             row.update(zip((f"{m}_{st}" for st in _STATS), (s["mean"], *s["ci95"]), strict=True))
-        row["bound_hops_mean"] = statistics.fmean(r["bound_hops"] for r in rs)
-        row["startups_max"] = max(r["startups"] for r in rs)
+        row.update(
+            bound_hops_mean=statistics.fmean(r["bound_hops"] for r in rs),
+            startups_max=max(r["startups"] for r in rs),
+        )
         out.append(row)
     return out
 
@@ -309,10 +299,8 @@ class Results:
 
     def diffs(self, sweep: str, a: str, b: str, x: int, metric: str) -> list[float]:
         """Per destination set at point x: a − b (the same sets, so the differences are paired)."""
-        pairs = [
-            (self.tidy.get((sweep, a, x, rep)), self.tidy.get((sweep, b, x, rep)))
-            for rep in range(self.repeat)
-        ]
+        t = self.tidy
+        pairs = [(t.get((sweep, a, x, rep)), t.get((sweep, b, x, rep))) for rep in range(self.repeat)]
         values = [(ra[metric], rb[metric]) for ra, rb in pairs if ra is not None and rb is not None]
         return [float(va) - float(vb) for va, vb in values if va is not None and vb is not None]
 
@@ -451,20 +439,15 @@ def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metr
     return f'- *"{quote}"*: {answer} — {_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}: {each}.'
 
 
-#: The paper's statements about how the curves move (§4.1–4.2): (quote, sweep, which, metric, rising),
-#: ``which`` being "tasnem", "others" (the other three) or "all" (the four).
+#: The paper's statements about how the curves move (§4.1–4.2): (its quote in the report texts, sweep, which,
+#: metric, rising), ``which`` being "tasnem", "others" (the other three) or "all" (the four).
 _CURVE_CLAIMS = (
-    ("The network latency obtained by TASNEM algorithm decreases when the number of destinations nodes "
-     "increases", "dests", "tasnem", "latency_ns", False),
-    ("The network latency obtained by the other algorithms increases when the number of destination nodes "
-     "increases", "dests", "others", "latency_ns", True),
-    ("As the number of destination nodes increases, the network traffic obtained by all algorithms increases",
-     "dests", "all", "traffic", True),
-    ("As the torus size increases, the network latency obtained by all algorithms increases", "size", "all",
-     "latency_ns", True),
-    ("As the torus size increases, the network traffic obtained by all algorithms increases", "size", "all",
-     "traffic", True),
-)  # fmt: skip
+    ("curve_tasnem_latency", "dests", "tasnem", "latency_ns", False),
+    ("curve_others_latency", "dests", "others", "latency_ns", True),
+    ("curve_dests_traffic", "dests", "all", "traffic", True),
+    ("curve_size_latency", "size", "all", "latency_ns", True),
+    ("curve_size_traffic", "size", "all", "traffic", True),
+)
 
 
 def _trend_lines(res: Results) -> list[str]:
@@ -472,7 +455,7 @@ def _trend_lines(res: Results) -> list[str]:
     algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
     which = {"tasnem": ["tasnem"], "others": [a for a in algs if a != "tasnem"], "all": algs}
     out = [
-        _trend_claim(res, quote, sweep, which[these], metric, up)
+        _trend_claim(res, _text(quote), sweep, which[these], metric, up)
         for quote, sweep, these, metric, up in _CURVE_CLAIMS
         if len(res.xs[sweep]) >= 2
     ]
@@ -485,8 +468,7 @@ def _trend_lines(res: Results) -> list[str]:
     if "tasnem" in growth and len(growth) > 1:
         slowest = min(growth, key=lambda a: growth[a])
         out.append(
-            '- *"The increasing rate of the traffic curve obtained by TASNEM algorithm is very less than '
-            f'[those of] the other algorithms"*: **{"yes" if slowest == "tasnem" else "no"}** — '
+            f'- *"{_text("curve_growth")}"*: **{"yes" if slowest == "tasnem" else "no"}** — '
             f"from T{ns[0]} to T{ns[-1]} the traffic grows ×{growth['tasnem']:.1f} with TASNEM, "
             + ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
             + "."
@@ -668,15 +650,14 @@ class Config:
         return framework.command_line(NAME, self, *(o for on, o in opts if on))
 
 
-def _tori(results: Sequence[JobResult], model: bool) -> str:
-    """``T5, T10, …``: the tori run through the model (or in the emulation)."""
-    sides = {int(r.job.topology.split("x")[1]) for r in results if (r.job.runtime == "model") == model}
-    return ", ".join(f"T{n}" for n in sorted(sides))
-
-
 def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
     """Which tori ran in the emulation and which through the reference model, and why."""
-    emu, mod = _tori(results, False), _tori(results, True)
+
+    def tori(model: bool) -> str:
+        sides = {int(r.job.topology.split("x")[1]) for r in results if (r.job.runtime == "model") == model}
+        return ", ".join(f"T{n}" for n in sorted(sides))
+
+    emu, mod = tori(False), tori(True)
     parts = [f"{emu} in the emulation ({cfg.runtime}, one emulation per torus)"] if emu else []
     if mod:
         parts.append(_text("model_runs", tori=mod, up=cfg.emulate_up_to))
@@ -700,14 +681,9 @@ def _run_status(results: Sequence[JobResult]) -> str:
 
 
 def build_report(
-    results: Sequence[JobResult],
-    res: Results,
-    plots: Sequence[Path],
-    out: Path,
-    cfg: Config,
-    meta: Mapping[str, Any],
-    order: Sequence[str],
-) -> str:
+    results: Sequence[JobResult], res: Results, plots: Sequence[Path], out: Path, cfg: Config,
+    meta: Mapping[str, Any], order: Sequence[str],
+) -> str:  # fmt: skip
     """report.md's text: the template of reports/tasnem.md filled in with this run's numbers."""
     tables = [
         f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n\n"
@@ -852,14 +828,24 @@ def _load() -> float:
 
 
 def run(args: Any, ctx: Context) -> int:
-    """Run the sweeps (unless ``--report-only``); rebuild plots and report.md from tidy.csv and run.json."""
+    """Run the sweeps (unless ``--report-only``); rebuild plots and report.md from tidy.csv and run.json;
+    a summary on the terminal; the exit status."""
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    done, saved, old = framework.read_report_only("tasnem", out, load_run)
+    results, cfg, meta = framework.read_report_only("tasnem", out, load_run)
     if args.report_only:
-        old = {**old, "rebuilt": time.strftime("%Y-%m-%d")}
-    return _finish(out, done, saved, old, ctx)
+        meta = {**meta, "rebuilt": time.strftime("%Y-%m-%d")}
+    rows = [r for res in results for r in res.rows]
+    res = Results.build(rows, cfg.algorithms, cfg.repeat)
+    plots = write_plots(out, res, cfg.percent)
+    holds, order = _order_lines(res)
+    said = (
+        f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
+        f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
+    )
+    report = build_report(results, res, plots, out, cfg, meta, order)
+    return framework.finish(ctx, out, report, said, order, all(r.complete for r in results))
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
@@ -888,28 +874,8 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     framework.write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
     rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
     framework.write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
-    doc = {
-        "config": asdict(cfg),
-        "settings": asdict(settings),
-        "timing": asdict(PAPER_TIMING),
-        **meta,
-        "complete": all(r.complete for r in results),
-        "runs": [r.doc() for r in results],
-    }
-    framework.write_json(out / "run.json", doc)
-
-
-def _finish(
-    out: Path, results: Sequence[JobResult], cfg: Config, meta: Mapping[str, Any], ctx: Context
-) -> int:
-    """Plots and report.md from the runs' rows; a summary on the terminal; the exit status."""
-    rows = [r for res in results for r in res.rows]
-    res = Results.build(rows, cfg.algorithms, cfg.repeat)
-    plots = write_plots(out, res, cfg.percent)
-    holds, order = _order_lines(res)
-    said = (
-        f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
-        f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
-    )
-    report = build_report(results, res, plots, out, cfg, meta, order)
-    return framework.finish(ctx, out, report, said, order, all(r.complete for r in results))
+    framework.write_json(
+        out / "run.json",
+        {"config": asdict(cfg), "settings": asdict(settings), "timing": asdict(PAPER_TIMING), **meta,
+         "complete": all(r.complete for r in results), "runs": [r.doc() for r in results]},
+    )  # fmt: skip
