@@ -304,13 +304,10 @@ class Results:
         values = [(ra[metric], rb[metric]) for ra, rb in pairs if ra is not None and rb is not None]
         return [float(va) - float(vb) for va, vb in values if va is not None and vb is not None]
 
-    def first(self, sweep: str, x: int) -> Mapping[str, Any] | None:
-        """The summary row of the first algorithm run at point x (for the torus, k and bound)."""
-        return next((r for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
-
-    def topology(self, sweep: str, x: int) -> str:
-        r = self.first(sweep, x)
-        return "?" if r is None else str(r["topology"])
+    def at(self, sweep: str, x: int, column: str) -> Any:
+        """A column common to every algorithm at point x (torus, k), from the first one run there."""
+        r = next((r for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
+        return None if r is None else r[column]
 
     def bound(self, sweep: str, x: int, metric: str) -> float | None:
         """The lower bound at point x: the farthest destination × 25 ns, or k links."""
@@ -460,19 +457,19 @@ def _trend_lines(res: Results) -> list[str]:
         if len(res.xs[sweep]) >= 2
     ]
     ns = res.xs["size"]
-    growth = {}
-    for a in algs if len(ns) >= 2 else ():
-        f0, f1, _, _ = _trend(res, "size", a, "traffic")
-        if f0 and f1 is not None:
-            growth[a] = f1 / f0
+    ends = {a: _trend(res, "size", a, "traffic")[:2] for a in algs} if len(ns) >= 2 else {}
+    growth = {a: f1 / f0 for a, (f0, f1) in ends.items() if f0 and f1 is not None}
     if "tasnem" in growth and len(growth) > 1:
-        slowest = min(growth, key=lambda a: growth[a])
-        out.append(
-            f'- *"{_text("curve_growth")}"*: **{"yes" if slowest == "tasnem" else "no"}** — '
-            f"from T{ns[0]} to T{ns[-1]} the traffic grows ×{growth['tasnem']:.1f} with TASNEM, "
-            + ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
-            + "."
-        )
+        others = ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
+        answer = "yes" if min(growth, key=lambda a: growth[a]) == "tasnem" else "no"
+        fields = {
+            "answer": answer,
+            "first": ns[0],
+            "last": ns[-1],
+            "tasnem": growth["tasnem"],
+            "others": others,
+        }
+        out.append(_text("curve_growth", **fields))
     return out
 
 
@@ -567,9 +564,7 @@ def _trees(res: Results) -> str:
         sentences="; ".join(sentences),
         extras="; ".join(share(a) for a in extras),
         tasnem=share("tasnem"),
-        slower="; but at some points a seed-000 tree is the slower one (table above)."
-        if slower
-        else "; neither tree is significantly slower than TASNEM at any point.",
+        slower=_text("some_slower" if slower else "none_slower"),
     )
 
 
@@ -585,22 +580,14 @@ def _text(key: str, **fields: Any) -> str:
 
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
     """Mean [95% CI] of every algorithm and the bound, one row per point of a sweep."""
-    algs = res.algorithms
-    rows = [
-        [
-            *([f"{x}", res.topology(sweep, x)] if sweep == "dests" else [f"T{x}", str(_k_of(res, x))]),
-            *(fmt_ci(res.mean(sweep, a, x, metric), *res.ci(sweep, a, x, metric), digits) for a in algs),
-            fmt(res.bound(sweep, x, metric), digits),
-        ]
-        for x in res.xs[sweep]
-    ]
+    algs, rows = res.algorithms, []
+    for x in res.xs[sweep]:
+        topology, k = res.at(sweep, x, "topology") or "?", res.at(sweep, x, "k") or 0
+        lead = [f"{x}", topology] if sweep == "dests" else [f"T{x}", str(k)]
+        cells = (fmt_ci(res.mean(sweep, a, x, metric), *res.ci(sweep, a, x, metric), digits) for a in algs)
+        rows.append([*lead, *cells, fmt(res.bound(sweep, x, metric), digits)])
     head = ["k", "torus"] if sweep == "dests" else ["torus", "k"]
     return markdown_table([*head, *(LABELS[a] for a in algs), "bound"], rows, ["r"] * (len(algs) + 3))
-
-
-def _k_of(res: Results, n: int) -> int:
-    r = res.first("size", n)
-    return 0 if r is None else int(r["k"])
 
 
 def _consistency(res: Results) -> dict[str, str]:
@@ -740,7 +727,7 @@ def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> li
         what = MEASURES[spec.metric][1]
         fig = f"cf. paper Fig. {spec.paper_figure}" if spec.paper_figure else "TASNEM vs seed-000 trees"
         title, xlabel = {
-            "dests": (f"destinations, {res.topology('dests', xs[0])}", "number of destinations"),
+            "dests": (f"destinations, {res.at('dests', xs[0], 'topology') or '?'}", "number of destinations"),
             "size": (f"torus size, {percent:g}% destinations", "torus size n (Tn = n×n)"),
         }[spec.sweep]
         title = f"{what.split(' (')[0].capitalize()} vs {title}"
