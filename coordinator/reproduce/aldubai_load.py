@@ -1,25 +1,7 @@
 """Seed 004 (Al-Dubai et al.) under load: latency and throughput vs offered load, CV with background load.
 
-Two experiments of the paper, on our store-and-forward, packet-level emulation:
-
-* **Load sweep** (§4.2.3–4.2.4, Figs. 15–20): a 10×10 mesh, every node a Poisson source, DP, MP,
-  CP and QG, 10 destinations per multicast; all-multicast traffic (Figs. 15, 17) and 10%
-  multicast / 90% unicast (Fig. 19); mean multicast latency and throughput against offered load,
-  saturated points marked (``coordinator/experiments/load.py``: warm-up, batch means, 95% CIs).
-* **CV with background load** (§4.2.2, Tables 4–5): one source sends a multicast every 250 cycles
-  on average, 64-flit messages, to 20, 40, 60 or 80 uniform destinations, on 16×16 and 32×32 meshes;
-  the coefficient of variation (SD / mean) of each multicast's arrival latencies at its
-  destinations, averaged, beside the paper's Tables 4–5 (``coordinator/data/aldubai_cv.csv``).
-
-**Units.** One step of ours carries one whole packet across one link; at the paper's 1 flit per
-cycle a 64-flit message holds a channel for L·β = 64 cycles, so a step stands for 64 cycles and
-250 cycles between messages is a mean inter-arrival of 250 / 64 ≈ 3.9 steps (rate 0.256 per
-step). Start-ups (Ts = 33 cycles) are not charged by the emulation; the CV is also reported for
-seed 004's contention-free wormhole latency (eq. 7, Ts = 33, β = 1, L = 64) of the same deliveries.
-All runs: shared contention, all-port (the paper's four injection and four ejection channels),
-lockstep, unbounded queues, on the reference model runtime (records identical to the nodes'
-emulation, ``tests/test_emulation_vs_model.py``, ``tests/test_buffers.py``) because the 32×32
-runs are too slow on the trio runtime for this report.
+The load sweep (§4.2.3–4.2.4, Figs. 15–20) and the CV of Tables 4–5 under a single-source background
+load, on a store-and-forward packet emulation; the report's prose is in data/reports/load.md.
 """
 
 from __future__ import annotations
@@ -36,32 +18,31 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from coordinator.experiments.load import LoadPoint, Traffic, load_point, plot_load, poisson_plan
+import trio
+
+from coordinator.analysis.metrics import multicast_metrics
+from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.experiments.load import HEADER, LoadPoint, Traffic, load_point, plot_load, poisson_plan
+from coordinator.experiments.run import emulate
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.output.results import atomic_write, write_csv
+from coordinator.reproduce._wormhole import plot_links
+from coordinator.reproduce.aldubai import ALGORITHMS, COLOURS, paper_data
 from coordinator.reproduce.framework import (
     Context,
     Option,
     Stopwatch,
     command_line,
-    paper_csv,
     read_report_only,
     run_facts,
     run_pool,
+    texts,
     write_json,
 )
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
-__all__ = [
-    "ALGORITHMS",
-    "INTERARRIVAL_CYCLES",
-    "STEP_CYCLES",
-    "CvCell",
-    "LoadSpec",
-    "cv_claims",
-    "load_claims",
-    "paper_cv",
-]
+__all__ = ["INTERARRIVAL_CYCLES", "STEP_CYCLES", "CvCell", "LoadSpec", "cv_claims", "load_claims", "paper_cv"]
 
 NAME = "load"
 SUMMARY = (
@@ -69,17 +50,14 @@ SUMMARY = (
 )
 DEFAULT_REPEAT = 3
 
-ALGORITHMS = ("dp", "mp", "cp", "qg")
-COLOURS = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
-"""One colour per algorithm in every plot (``report.algorithm_colour`` gives some of them the same)."""
 STEP_CYCLES = 64  # one step = one 64-flit packet across a link at one flit per cycle
 INTERARRIVAL_CYCLES = 250
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
+#: Each per-multicast CV we report: its CvCell field, its name in the claims and in the plot titles.
 CV_MEASURES = (
     ("cv_steps", "emulated arrival steps", "arrival steps under load"),
     ("cv_wormhole", "eq. 7 wormhole latency", "eq. 7 wormhole latency"),
 )
-"""Each per-multicast CV we report: its CvCell field, its name in the claims and in the plot titles."""
 Key = tuple[str, int, str]  # (mesh, k, algorithm) of a CV cell
 Rows = Sequence[Mapping[str, Any]]  # one sweep's load points, as load_task returns them
 
@@ -110,19 +88,19 @@ class Setup:
     cv_warmup: int
 
 
-def _evenly(first: float, step: float, n: int = 7) -> tuple[float, ...]:
+def _rates(first: float, step: float, n: int = 7) -> tuple[float, ...]:
     """``n`` evenly spaced rates from ``first`` (rounded to 4 decimals, as the paper's axes read)."""
     return tuple(round(first + i * step, 4) for i in range(n))
 
 
 FULL_SWEEPS = (
-    LoadSpec("multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0, _evenly(0.005, 0.01)),
-    LoadSpec("multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0, _evenly(0.0025, 0.005)),
+    LoadSpec("multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0, _rates(0.005, 0.01)),
+    LoadSpec("multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0, _rates(0.0025, 0.005)),
     LoadSpec(
-        "mixed-10", "10% multicast to 10 destinations, 90% unicast (Fig. 19)", 10, 0.9, _evenly(0.03, 0.05)
+        "mixed-10", "10% multicast to 10 destinations, 90% unicast (Fig. 19)", 10, 0.9, _rates(0.03, 0.05)
     ),
     LoadSpec(
-        "mixed-20", "10% multicast to 20 destinations, 90% unicast (Fig. 20)", 20, 0.9, _evenly(0.02, 0.04)
+        "mixed-20", "10% multicast to 20 destinations, 90% unicast (Fig. 20)", 20, 0.9, _rates(0.02, 0.04)
     ),
 )
 QUICK_SWEEPS = (
@@ -133,9 +111,7 @@ FULL = Setup("mesh:10x10", FULL_SWEEPS, 500, 100, 10, ("mesh:16x16", "mesh:32x32
 QUICK = Setup("mesh:4x4", QUICK_SWEEPS, 120, 30, 4, ("mesh:6x6",), (4, 8), 6, 10)
 
 
-def _settings(max_steps: int) -> Any:
-    from coordinator.runtimes.records import RunSettings
-
+def _settings(max_steps: int) -> RunSettings:
     return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps)
 
 
@@ -143,12 +119,6 @@ def _measured(
     topo: Topology, alg: str, traffic: Traffic, max_steps: int, warmup: int
 ) -> list[dict[str, Any]]:
     """The multicasts of one run injected from ``warmup`` on, with seed 004's eq. 7 latency added."""
-    import trio
-
-    from coordinator.analysis.metrics import multicast_metrics
-    from coordinator.analysis.timing import Timing, apply_timing
-    from coordinator.experiments.run import emulate
-
     plan = poisson_plan(topo, alg, traffic)
     raw = trio.run(emulate, plan, _settings(max_steps), None)
     recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= warmup]
@@ -233,10 +203,7 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
 
 def paper_cv() -> dict[Key, float]:
     """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's package data."""
-    _, rows = paper_csv("aldubai_cv.csv")
-    return {
-        (f"mesh:{r['mesh']}", int(r["destinations"]), r["algorithm"].lower()): float(r["cv"]) for r in rows
-    }
+    return {(f"mesh:{m}", k, a): cv for (m, k, a), cv in paper_data().cv.items()}
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -267,6 +234,12 @@ class Claim:
 
 def _verdict(ok: bool, partly: bool = False) -> str:
     return "supported" if ok else ("partly supported" if partly else "not supported")
+
+
+def _claim(key: str, verdict: str, **fields: Any) -> Claim:
+    """A claim whose text and evidence are the two lines of section ``key`` of data/reports/load.md."""
+    claim, evidence = texts(NAME)[key].format(**fields).split("\n")
+    return Claim(claim, verdict, evidence)
 
 
 def _listing(values: Mapping[str, float | None], digits: int, order: Sequence[str] = ALGORITHMS) -> str:
@@ -317,19 +290,10 @@ def _low_load(rows: Rows, k: int) -> Claim:
 
     def beats(d: Mapping[str, float | None]) -> bool:
         known = _known(d)
-        if len(known) < len(ALGORITHMS):
-            return False
-        return max(known["dp"], known["mp"]) < min(known["cp"], known["qg"])
+        return len(known) == len(ALGORITHMS) and max(known["dp"], known["mp"]) < min(known["cp"], known["qg"])
 
-    return Claim(
-        f"§4.2.3 ({k} destinations): at low load DP and MP have lower multicast latency than QG and CP "
-        "(fewer start-ups)",
-        _verdict(beats(lat), beats(worm)),
-        f"at the lowest rate ({low} messages/node/step) our emulated latency was {_listing(lat, 1)} steps; "
-        f"seed 004's contention-free wormhole latency (eq. 7, Ts = 33, L = 64) of the same deliveries "
-        f"{_listing(worm, 0)} cycles (a store-and-forward step charges no start-up; eq. 7 charges no "
-        "contention, so a source's copies do not queue)",
-    )
+    verdict = _verdict(beats(lat), beats(worm))
+    return _claim("low-load", verdict, k=k, low=low, lat=_listing(lat, 1), worm=_listing(worm, 0))
 
 
 def _sensitivity(rows: Rows, k: int) -> Claim:
@@ -337,54 +301,31 @@ def _sensitivity(rows: Rows, k: int) -> Claim:
     sat = {a: _sat_offered(rows, a) for a in ALGORITHMS}
     ok = min(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
     part = max(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
-    return Claim(
-        f"§4.2.3 ({k} destinations): CP and QG are less sensitive to load than DP and MP and reach a "
-        "higher throughput (shorter paths)",
-        _verdict(ok, part),
-        f"highest throughput reached (deliveries/node/step): {_listing(thr, 3)}; highest unsaturated "
-        f"offered load: {_listing(sat, 3)}",
-    )
+    return _claim("sensitivity", _verdict(ok, part), k=k, thr=_listing(thr, 3), sat=_listing(sat, 3))
 
 
-def _qg_best(rows: Rows, claim: str, runner_up: str | None = None) -> Claim:
+def _qg_best(rows: Rows, key: str, k: int, runner_up: str | None = None) -> Claim:
+    """QG has the highest throughput and, unsaturated, the lowest latency (then ``runner_up``)."""
     thr = _max_throughput(rows)
     rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
-    heavy = _heavy(rows)
-    text = f"highest throughput: {_listing(thr, 3, rank)}"
-    lat_rank: list[str] = []
-    if heavy is not None:
-        rate, lats = heavy
+    heavy, lat_rank = "", []
+    if (at := _heavy(rows)) is not None:
+        rate, lats = at
         lat_rank = sorted(lats, key=lambda a: lats[a])
         gone = ", ".join(a.upper() for a in ALGORITHMS if a not in lats)
-        text += (
-            f"; at {rate} messages/node/step (the highest rate QG does not saturate) latency "
-            f"{_listing(lats, 1, lat_rank)} steps" + (f", {gone} saturated" if gone else "")
-        )
+        heavy = texts(NAME)["heavy"].format(rate=rate, lats=_listing(lats, 1, lat_rank))
+        heavy += f", {gone} saturated" if gone else ""
     thr_ok = rank[0] == "qg" and (runner_up is None or rank[1] == runner_up)
     lat_ok = bool(lat_rank) and lat_rank[0] == "qg" and (runner_up is None or lat_rank[1:2] == [runner_up])
-    return Claim(claim, _verdict(thr_ok and lat_ok, rank[0] == "qg" or lat_rank[:1] == ["qg"]), text)
+    verdict = _verdict(thr_ok and lat_ok, rank[0] == "qg" or lat_rank[:1] == ["qg"])
+    return _claim(key, verdict, k=k, thr=_listing(thr, 3, rank), heavy=heavy)
 
 
 def _light_mixed(rows: Rows, k: int) -> Claim:
     low, lat, _ = _at_lowest(rows)
     known = _known(lat)
     top = max(known, key=lambda a: known[a]) if known else None
-    return Claim(
-        f"§4.2.4 ({k} destinations, 90% unicast): under light load DP, MP and QG are comparable and CP "
-        "is slower",
-        _verdict(top == "cp"),
-        f"at {low} messages/node/step: {_listing(lat, 1)} steps",
-    )
-
-
-HIGH_TRAFFIC = (
-    "§4.2.3 ({k} destinations): under high traffic QG has the lowest latency and the highest throughput of "
-    "the four (Figs. 15b, 16b show it for 20 destinations; with 10, Fig. 15a)"
-)
-HEAVY_MIXED = (
-    "§4.2.4 ({k} destinations, 90% unicast; Figs. 19–20): under heavy load QG performs best in latency and "
-    "throughput, followed by CP"
-)
+    return _claim("light-mixed", _verdict(top == "cp"), k=k, low=low, lat=_listing(lat, 1))
 
 
 def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> list[Claim]:
@@ -393,9 +334,9 @@ def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> lis
     for spec in sweeps:
         rows, k = by_sweep.get(spec.name, []), spec.k
         if rows and spec.unicast_fraction == 0:
-            claims += [_low_load(rows, k), _sensitivity(rows, k), _qg_best(rows, HIGH_TRAFFIC.format(k=k))]
+            claims += [_low_load(rows, k), _sensitivity(rows, k), _qg_best(rows, "high-traffic", k)]
         elif rows:
-            claims += [_qg_best(rows, HEAVY_MIXED.format(k=k), runner_up="cp"), _light_mixed(rows, k)]
+            claims += [_qg_best(rows, "heavy-mixed", k, runner_up="cp"), _light_mixed(rows, k)]
     return claims
 
 
@@ -421,30 +362,19 @@ def _cv_measure_claims(
     grows = {a: statistics.fmean(v) for a, v in slopes.items() if v}
     others_grow = all(grows.get(a, 0.0) > 0 for a in ("dp", "mp", "cp"))
     qg_flat = "qg" in grows and all(abs(grows["qg"]) < g for a, g in grows.items() if a != "qg")
+    low = _verdict(len(lowest) == total, bool(lowest))
+    grow = _verdict(others_grow and qg_flat, others_grow or qg_flat)
     claims = [
-        Claim(
-            f"Tables 4–5: QG has the lowest CV of the four in every cell ({label})",
-            _verdict(len(lowest) == total, bool(lowest)),
-            f"QG lowest in {len(lowest)} of {total} cells",
-        ),
-        Claim(
-            f"Tables 4–5: DP's, MP's and CP's CV grow with the number of destinations, QG's hardly ({label})",
-            _verdict(others_grow and qg_flat, others_grow or qg_flat),
-            f"change of CV per 20 more destinations (mean over the meshes): {_listing(grows, 3)} "
-            "(paper: DP +0.045, MP +0.038, CP +0.027, QG +0.004 on 16×16)",
-        ),
+        _claim("cv-lowest", low, label=label, hits=len(lowest), total=total),
+        _claim("cv-grow", grow, label=label, grows=_listing(grows, 3)),
     ]
     if len(meshes) >= 2:
         small, large = meshes[0], meshes[-1]
         pairs = [(k, a) for k in ks for a in ALGORITHMS if (small, k, a) in cv and (large, k, a) in cv]
         higher = [(k, a) for k, a in pairs if cv[(large, k, a)] > cv[(small, k, a)]]
-        claims.append(
-            Claim(
-                f"Tables 4–5: every CV is higher on the larger mesh ({label})",
-                _verdict(len(higher) == len(pairs) and bool(pairs), bool(higher)),
-                f"{large} above {small} in {len(higher)} of {len(pairs)} (k, algorithm) cells",
-            )
-        )
+        verdict = _verdict(len(higher) == len(pairs) and bool(pairs), bool(higher))
+        fields = dict(label=label, small=small, large=large, hits=len(higher), total=len(pairs))
+        claims.append(_claim("cv-larger", verdict, **fields))
     return claims
 
 
@@ -462,15 +392,7 @@ def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[C
         if key in paper and c.cv_steps
     ]
     if diffs:
-        claims.append(
-            Claim(
-                "Tables 4–5: the CV values themselves",
-                "not comparable",
-                f"ours (emulated steps) differ from the paper's by {statistics.fmean(diffs):.3f} on "
-                f"average (at most {max(diffs):.3f}); the paper's are wormhole latencies in cycles, "
-                "dominated by start-ups, ours store-and-forward hop counts plus queueing",
-            )
-        )
+        claims.append(_claim("cv-values", "not comparable", mean=statistics.fmean(diffs), most=max(diffs)))
     return claims
 
 
@@ -498,8 +420,7 @@ def write_plots(
     for mesh, (attr, _, label) in itertools.product(s.cv_meshes, CV_MEASURES):
         series = []
         for a in ALGORITHMS:
-            got = [cells.get((mesh, k, a)) for k in s.cv_ks]
-            ours = [_mean(getattr(c, attr)) if c else None for c in got]
+            ours = [_mean(getattr(c, attr)) if (c := cells.get((mesh, k, a))) else None for k in s.cv_ks]
             series.append(Series(f"{a.upper()} (ours)", xs, ours, colour=COLOURS[a]))
             if any((mesh, k, a) in paper for k in s.cv_ks):
                 theirs = [paper.get((mesh, k, a)) for k in s.cv_ks]
@@ -521,17 +442,8 @@ def _drivers(by_sweep: Mapping[str, Rows], s: Setup) -> str:
     steps, worm = _known(lat), _known(worm_lat)
     if len(steps) < len(ALGORITHMS) or len(worm) < len(ALGORITHMS):
         return ""
-    by_steps = " < ".join(a.upper() for a in sorted(steps, key=lambda a: steps[a]))
-    by_worm = " < ".join(a.upper() for a in sorted(worm, key=lambda a: worm[a]))
-    return (
-        "**What drives these results.** A store-and-forward step costs a multicast its path lengths and "
-        "its queueing; a start-up costs nothing. At the lowest load of the "
-        f"{spec.k}-destination sweep our latencies order the algorithms {by_steps} (shortest paths "
-        f"first), seed 004's eq. 7 in cycles, where start-ups dominate, {by_worm}. Claims that rest on "
-        "start-ups (DP and MP ahead at low load, CP behind under light mixed traffic) cannot carry over "
-        "to our model; claims that rest on path length and the traffic it makes (which algorithms "
-        "saturate first) can, and are tested as such.\n"
-    )
+    by_steps, by_worm = (" < ".join(a.upper() for a in sorted(d, key=lambda a: d[a])) for d in (steps, worm))
+    return texts(NAME)["drivers"].format(k=spec.k, by_steps=by_steps, by_worm=by_worm) + "\n\n"
 
 
 def _load_cell(x: Mapping[str, Any] | None) -> str:
@@ -586,84 +498,33 @@ def build_report(
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
-    rate = STEP_CYCLES / INTERARRIVAL_CYCLES
+    t, rate = texts(NAME), STEP_CYCLES / INTERARRIVAL_CYCLES
     slow = max(cells.values(), key=lambda c: c.wall_s, default=None)
-    slowest = (
-        f"; the slowest CV cell ({slow.mesh}, k = {slow.k}, {slow.algorithm.upper()}) "
-        f"took {slow.wall_s:.1f} s"
-        if slow
-        else ""
+    slowest = t["slowest"].format(c=slow, alg=slow.algorithm.upper()) if slow else ""
+    grown = sorted(
+        {
+            f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})"
+            for c in cells.values()
+            if c.growth > 1.5
+        }
     )
-    grown = [c for c in cells.values() if c.growth > 1.5]
-    parts = [
-        "# Reproduction of seed 004 (Al-Dubai et al.) under load: Figs. 15–20 and Tables 4–5\n",
-        f"Generated by `{meta['command']}` ({meta['date']}); wall time {meta['wall_s']:.1f} s with "
-        f"{meta['jobs']} worker process(es) on {meta['cpus']} CPU(s) ({meta['machine']}), a machine "
-        f"shared with other work{slowest}.\n",
-        "**Our model and the paper's.** The paper simulates wormhole switching at flit level (one flit "
-        "per channel per cycle, single-flit input buffers, start-up Ts = 33 cycles, 64-flit messages, "
-        "four injection and four ejection channels, dimension-ordered base routing). We emulate "
-        "store-and-forward at packet level: a step moves one whole packet across one link, every node "
-        "forwards on all four links at once (all-port), queues are unbounded FIFOs and every multicast "
-        "competes with all others (shared contention). **Mapping of time:** a 64-flit message holds a "
-        f"channel for L·β = 64 cycles, so one step stands for {STEP_CYCLES} cycles and the paper's 250 "
-        f"cycles between messages become a mean inter-arrival of 250/64 ≈ {1 / rate:.2f} steps (Poisson, "
-        f"rate {rate:.3f} per step). Start-ups are not charged by the emulation; where the paper's "
-        "argument turns on them we also report seed 004's contention-free wormhole latency (eq. 7) of "
-        "the same recorded deliveries. Runs use the reference model runtime, whose records equal the "
-        "nodes' emulation (tested), because 32×32 is too slow on the trio runtime for this report.\n",
-        f"**Load sweep.** {s.load_mesh}, every node a Poisson source, {s.duration} steps of injection, "
-        f"the first {s.warmup} left out, {s.batches} batch means (95% CI), seed {meta['seed']}. A point "
-        f"is *saturated* when its run does not drain within {2 * s.duration} steps, when its batch-mean "
-        "latency keeps growing (`coordinator/experiments/load.py`), or when the accepted traffic falls below "
-        f"{SATURATION_SHORTFALL:.0%} of the offered (our addition: `load_point` alone let some "
-        "overloaded points through as numbers). Offered load and throughput are in deliveries per node "
-        "per step.\n",
-        "**CV with background load.** The paper's 250 cycles are per source; with every node a source "
-        "the offered traffic would exceed the ejection capacity many times over (256 sources × 20 "
-        "destinations × 64 flits per 250 cycles > 4 flits per node per cycle), so we read it as one "
-        "source at a time (the "
-        'paper: "a source node is randomly chosen"): each stream is one seeded random source sending a '
-        f"multicast every {1 / rate:.2f} steps on average to k uniform destinations; {meta['repeat']} "
-        f"streams per cell, {s.cv_warmup} warm-up steps, about {s.cv_messages} measured multicasts per "
-        "stream (the paper averages ≥ 40 experiments per cell). CV = population SD / mean of a "
-        "multicast's arrival latencies at its destinations (steps since injection), averaged over the "
-        "multicasts.\n",
-    ]
-    if grown:
-        parts.append(
-            "**Note:** at this rate the source itself saturates for "
-            + ", ".join(sorted({f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in grown}))
-            + ": its later multicasts waited more than 1.5× longer than its first ones (it sends more "
-            "copies per multicast than its four links carry in 3.9 steps), so those cells measure a "
-            "growing queue at the source, which shifts every arrival alike and lowers the CV.\n"
-        )
-    parts.append("## The paper's claims, checked against our runs\n")
-    parts += [f"- **{c.verdict}** — {c.claim}. *Our runs:* {c.evidence}." for c in claims]
-    parts.append("")
-    if drive := _drivers(by_sweep, s):
-        parts.append(drive)
-    parts.append("## Load sweep\n")
-    for spec in s.sweeps:
-        parts += [f"### {spec.title}\n", _load_table(by_sweep.get(spec.name, []))]
-    parts.append("## CV of the multicast latency with background load\n")
-    parts.append(
-        "Ours (emulated arrival steps) / ours (eq. 7 wormhole latency of the same deliveries) / the "
-        "paper's.\n"
+    report = t["report"].format(
+        **meta,
+        slowest=slowest,
+        step_cycles=STEP_CYCLES,
+        interval=1 / rate,
+        rate=rate,
+        s=s,
+        drain=2 * s.duration,
+        shortfall=SATURATION_SHORTFALL,
+        note=t["note"].format(cells=", ".join(grown)) + "\n\n" if grown else "",
+        claims="".join(f"- **{c.verdict}** — {c.claim}. *Our runs:* {c.evidence}.\n" for c in claims),
+        drivers=_drivers(by_sweep, s),
+        load_tables="\n".join(f"### {x.title}\n\n{_load_table(by_sweep.get(x.name, []))}" for x in s.sweeps),
+        cv_tables="\n".join(f"### {m}\n\n{_cv_table(cells, paper, m, s.cv_ks)}" for m in s.cv_meshes),
+        plots="".join(link + "\n" for link in plot_links(plots, out)),
     )
-    for mesh in s.cv_meshes:
-        parts += [f"### {mesh}\n", _cv_table(cells, paper, mesh, s.cv_ks)]
-    parts.append("## Plots\n")
-    parts += [f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots]
-    parts.append("## What these runs do not test\n")
-    parts.append(
-        "- Flit-level wormhole effects — a blocked worm holding channels across several routers, "
-        "single-flit buffers, the preparation times (2, 2, 4 and 16 cycles) — are outside a "
-        "packet-level store-and-forward emulation; so are the paper's absolute numbers (cycles).\n"
-        "- The 16×16 load sweeps (Figs. 16, 18) and QG with a 45-cycle preparation time (Figs. 17, 18) "
-        "are not run here: the first for time, the second because the emulation has no preparation time.\n"
-    )
-    return "\n".join(parts)
+    return report + "\n"
 
 
 # -- command ---------------------------------------------------------------------------------------
@@ -739,8 +600,6 @@ def _read(out: Path) -> tuple[dict[str, Any], Setup, BySweep, dict[Key, CvCell]]
 
 def run(args: Any, ctx: Context) -> int:
     """Run (unless ``--report-only``), then rebuild the CSVs, claims, plots and report from results.json."""
-    from coordinator.experiments.load import HEADER
-
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
