@@ -123,8 +123,7 @@ def size_k(n: int, percent: float) -> int:
 # -- jobs --------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One run: the plan of one torus (``algorithms`` × ``ks`` × repeat), drawn whole so that every job
-    of a torus has the same destination sets, of which it runs the multicasts of its ``subset``."""
+    """One run: the multicasts of ``subset`` out of one torus's whole plan (so every job shares its sets)."""
 
     sweep: str
     topology: str
@@ -394,12 +393,10 @@ def _order_lines(res: Results) -> tuple[bool, list[str]]:
     low = sum(c.tasnem_lowest for c in checks)
     high = sum(c.uniform_highest for c in checks)
     holds = points > 0 and low == points and high == points
+    halves = {"low_half": _half(low, points), "high_half": _half(high, points)}
     verdict = [
-        _text("verdict_holds", points=points)
-        if holds
-        else _text("verdict_fails", points=points, low=low, high=high, low_half=_half(low, points),
-                   high_half=_half(high, points))
-    ]  # fmt: skip
+        _text("verdict_holds" if holds else "verdict_fails", points=points, low=low, high=high, **halves)
+    ]
     lowest = [(c.sweep, x, names.split(" = ")) for c in checks for x, names in c.lowest_elsewhere]
     ties = [_x_name(sweep, x) for sweep, x, names in lowest if "TASNEM" in names]
     if ties:
@@ -420,8 +417,7 @@ def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[float | Non
 
 
 def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> str:
-    """A bullet checking "these curves rise" (or fall): yes when every algorithm's last mean is above
-    (below) its first, monotonically when no step between consecutive points goes the other way."""
+    """A bullet checking "these curves rise" (or fall): every last mean above (below) the first; monotone?"""
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
     ok = all(
         f0 is not None and f1 is not None and (f1 > f0 if up else f1 < f0) for f0, f1, _, _ in trends.values()
@@ -481,10 +477,6 @@ class Versus:
     sets: tuple[int, ...]  # destination sets where it is lower / equal / higher
     pcts: tuple[float, ...]  # per point: (alg − TASNEM) / TASNEM of the means, in %
 
-    @property
-    def mean_pct(self) -> float | None:
-        return statistics.fmean(self.pcts) if self.pcts else None
-
     def row(self, sweep: str, alg: str, metric: str) -> list[str]:
         """Its line of the table of TASNEM against PAIR and MIN."""
         ps = self.pcts
@@ -510,8 +502,7 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
 
 
 def _bound_share(res: Results, sweeps: Sequence[str], alg: str) -> tuple[float | None, float]:
-    """Of ``alg``'s multicasts: the share (%) whose longest path is the distance to the farthest
-    destination (None if there are none) and the mean excess of the longest path over it, in hops."""
+    """Of ``alg``'s multicasts: % whose longest path is the lower bound (None: none), mean excess in hops."""
     rs = [r for (s, a, _, _), r in res.tidy.items() if s in sweeps and a == alg and r["hops"] is not None]
     if not rs:
         return None, 0.0
@@ -523,7 +514,7 @@ def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
     """How ``alg``'s latency or traffic compares with TASNEM's over every point of both sweeps."""
     pts = sum(sum(v.points) for v in vs)
     lower, higher = sum(v.points[0] for v in vs), sum(v.points[2] for v in vs)
-    pcts = [v.mean_pct for v in vs if v.mean_pct is not None]
+    pcts = [statistics.fmean(v.pcts) for v in vs if v.pcts]
     avg = f"({statistics.fmean(pcts):+.0f}% on average)" if pcts else "(— on average)"
     where = (
         "below TASNEM's at every point" if lower == pts
@@ -545,11 +536,8 @@ def _trees(res: Results) -> str:
     table = [v.row(s, a, m) for (a, s, m), v in verdicts.items()]
     labels = [LABELS[a] for a in res.algorithms]
     bounds = [[SWEEPS[s], *(_share_cell(*_bound_share(res, [s], a)) for a in res.algorithms)] for s in sweeps]
-    sentences = [
-        _tree_sentence(a, what, [verdicts[(a, s, m)] for s in sweeps])
-        for a in extras
-        for m, (what, _) in MEASURES.items()
-    ]
+    each = [(a, m, what) for a in extras for m, (what, _) in MEASURES.items()]
+    sentences = [_tree_sentence(a, what, [verdicts[(a, s, m)] for s in sweeps]) for a, m, what in each]
     slower = any(verdicts[(a, s, "latency_ns")].points[2] for a in extras for s in sweeps)
     stats = {a: _bound_share(res, list(SWEEPS), a) for a in ("tasnem", *extras)}
 
@@ -597,12 +585,10 @@ def _consistency(res: Results) -> dict[str, str]:
     total = sum(1 for r in rows if r["hops"] is not None)
     differ = [r for r in rows if r["hops"] is not None and r["time"] != r["hops"]]
     algs = ", ".join(LABELS[a] for a in sorted({r["algorithm"] for r in differ}, key=ALGORITHMS.index))
-    return {
-        "ups": ", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()),
-        "lockstep": _text("lockstep_differs", n=len(differ), total=total, algs=algs)
-        if differ
-        else _text("lockstep_equal", total=total),
-    }
+    lockstep = _text(
+        "lockstep_differs" if differ else "lockstep_equal", n=len(differ), total=total, algs=algs
+    )
+    return {"ups": ", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()), "lockstep": lockstep}
 
 
 @dataclass(frozen=True, slots=True)
@@ -799,10 +785,9 @@ def _config(args: Any) -> Config:
     framework.positive(args.wall_budget, "--wall-budget")
     if args.ts < 0:
         raise UsageError(f"--ts must not be negative, got {args.ts:g}")
-    algs = ALGORITHMS if args.extras else PAPER_ALGORITHMS
     return Config(
         args.repeat, args.seed, args.dest_torus, tuple(sorted(dests)), tuple(sorted(sizes)), args.percent,
-        algs, args.runtime, args.emulate_up_to, args.ts, args.jobs,
+        ALGORITHMS if args.extras else PAPER_ALGORITHMS, args.runtime, args.emulate_up_to, args.ts, args.jobs,
     )  # fmt: skip
 
 
@@ -815,8 +800,7 @@ def _load() -> float:
 
 
 def run(args: Any, ctx: Context) -> int:
-    """Run the sweeps (unless ``--report-only``); rebuild plots and report.md from tidy.csv and run.json;
-    a summary on the terminal; the exit status."""
+    """Run the sweeps (unless ``--report-only``), then plots and report.md from tidy.csv and run.json."""
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
@@ -854,8 +838,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     rows = [r for res in results for r in res.rows]
-    meta = framework.run_facts(cfg.command, watch, load=(load0, _load()))
-    meta["wall_s"] = watch.wall()
+    meta = {**framework.run_facts(cfg.command, watch, load=(load0, _load())), "wall_s": watch.wall()}
     out.mkdir(parents=True, exist_ok=True)
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
     framework.write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
