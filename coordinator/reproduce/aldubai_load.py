@@ -115,12 +115,10 @@ def _settings(max_steps: int) -> RunSettings:
     return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps)
 
 
-def _measured(
-    topo: Topology, alg: str, traffic: Traffic, max_steps: int, warmup: int
-) -> list[dict[str, Any]]:
+def _measured(topo: Topology, alg: str, traffic: Traffic, steps: int, warmup: int) -> list[dict[str, Any]]:
     """The multicasts of one run injected from ``warmup`` on, with seed 004's eq. 7 latency added."""
     plan = poisson_plan(topo, alg, traffic)
-    raw = trio.run(emulate, plan, _settings(max_steps), None)
+    raw = trio.run(emulate, plan, _settings(steps), None)
     recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= warmup]
     apply_timing(recs, Timing("wormhole", 33.0, 1.0, STEP_CYCLES, 0.0))
     return recs
@@ -137,16 +135,14 @@ def load_task(mesh: str, spec: LoadSpec, alg: str, rate: float, s: Setup, seed: 
     reason = p.saturated
     if reason is None and p.throughput < SATURATION_SHORTFALL * p.offered:
         reason = f"accepted {p.throughput:.3f} of {p.offered:.3f} offered"
-    worm = _wormhole_latency(topo, alg, traffic, s.warmup) if rate == min(spec.rates) else None
+    worm = None
+    if rate == min(spec.rates):  # seed 004's eq. 7 latency (cycles) of the same traffic, without contention
+        recs = _measured(topo, alg, traffic, 4 * traffic.duration, s.warmup)
+        worm = _mean(
+            [r["latency"]["max"] for r in recs if r["algorithm"] == alg and r["latency"]["max"] is not None]
+        )
     wall_s = time.perf_counter() - t0
     return dict(sweep=spec.name, point=p, saturated=reason, wormhole_latency=worm, wall_s=wall_s)
-
-
-def _wormhole_latency(topo: Topology, alg: str, traffic: Traffic, warmup: int) -> float | None:
-    """Mean multicast latency (cycles) of seed 004's eq. 7 over the measured multicasts of ``alg``."""
-    recs = _measured(topo, alg, traffic, 4 * traffic.duration, warmup)
-    vals = [r["latency"]["max"] for r in recs if r["algorithm"] == alg and r["latency"]["max"] is not None]
-    return statistics.fmean(vals) if vals else None
 
 
 # -- CV with background load --------------------------------------------------------------------------
@@ -180,12 +176,10 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
     max_steps = 50 * duration + 20 * topo.size
     t0 = time.perf_counter()
     sources: list[tuple[int, int]] = [rng.choice(nodes) for _ in range(streams)]  # runs draw nothing from rng
-    runs = [
-        _measured(
-            topo, alg, Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)), max_steps, s.cv_warmup
-        )
-        for i, src in enumerate(sources)
+    traffic = [
+        Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)) for i, src in enumerate(sources)
     ]
+    runs = [_measured(topo, alg, t, max_steps, s.cv_warmup) for t in traffic]
     done = [r for recs in runs for r in recs if not r["missing"]]
     times = [[float(r["time"]) for r in recs if r["time"] is not None] for recs in runs]
     growth = [
@@ -195,10 +189,8 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
     ]
     cvs = [r["cv"] for r in done if r["cv"] is not None]
     worm = [r["latency"]["cv"] for r in done if r["latency"]["cv"] is not None]
-    pooled = [t for ts in times for t in ts]
-    return CvCell(
-        mesh, k, alg, cvs, worm, pooled, sources, max(growth, default=1.0), time.perf_counter() - t0
-    )
+    pooled, wall_s = [t for ts in times for t in ts], time.perf_counter() - t0
+    return CvCell(mesh, k, alg, cvs, worm, pooled, sources, max(growth, default=1.0), wall_s)
 
 
 def paper_cv() -> dict[Key, float]:
@@ -250,11 +242,11 @@ def _listing(values: Mapping[str, float | None], digits: int, order: Sequence[st
 def _at_lowest(rows: Rows) -> tuple[float, dict[str, float | None], dict[str, float | None]]:
     """A sweep's lowest rate, and each algorithm's emulated latency and eq. 7 latency there."""
     low = min(r["point"].rate for r in rows)
-    at = [r for r in rows if r["point"].rate == low]
+    at = {r["point"].algorithm: r for r in rows if r["point"].rate == low}
     return (
         low,
-        {r["point"].algorithm: r["point"].latency for r in at},
-        {r["point"].algorithm: r["wormhole_latency"] for r in at},
+        {a: r["point"].latency for a, r in at.items()},
+        {a: r["wormhole_latency"] for a, r in at.items()},
     )
 
 
@@ -264,10 +256,8 @@ def _known(d: Mapping[str, float | None]) -> dict[str, float]:
 
 def _max_throughput(rows: Rows) -> dict[str, float]:
     """Each algorithm's highest throughput over the sweep."""
-    return {
-        a: max((r["point"].throughput for r in rows if r["point"].algorithm == a), default=0.0)
-        for a in ALGORITHMS
-    }
+    thr = [(r["point"].algorithm, r["point"].throughput) for r in rows]
+    return {a: max((t for b, t in thr if b == a), default=0.0) for a in ALGORITHMS}
 
 
 def _sat_offered(rows: Rows, alg: str) -> float | None:
@@ -279,10 +269,8 @@ def _sat_offered(rows: Rows, alg: str) -> float | None:
 def _heavy(rows: Rows, alg: str = "qg") -> tuple[float, dict[str, float]] | None:
     """The highest rate at which ``alg`` is unsaturated, and the latency there of those unsaturated."""
     ok = [r["point"] for r in rows if r["saturated"] is None and r["point"].latency is not None]
-    rates = [p.rate for p in ok if p.algorithm == alg]
-    if not rates:
-        return None
-    return max(rates), {p.algorithm: p.latency for p in ok if p.rate == max(rates)}
+    rate = max((p.rate for p in ok if p.algorithm == alg), default=None)
+    return None if rate is None else (rate, {p.algorithm: p.latency for p in ok if p.rate == rate})
 
 
 def _low_load(rows: Rows, k: int) -> Claim:
@@ -324,7 +312,7 @@ def _qg_best(rows: Rows, key: str, k: int, runner_up: str | None = None) -> Clai
 def _light_mixed(rows: Rows, k: int) -> Claim:
     low, lat, _ = _at_lowest(rows)
     known = _known(lat)
-    top = max(known, key=lambda a: known[a]) if known else None
+    top = max(known, key=lambda a: known[a], default=None)
     return _claim("light-mixed", _verdict(top == "cp"), k=k, low=low, lat=_listing(lat, 1))
 
 
@@ -344,7 +332,7 @@ def _mean(xs: Sequence[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def _cv_measure_claims(
+def _measure_claims(
     cv: Mapping[Key, float], meshes: Sequence[str], ks: Sequence[int], label: str
 ) -> list[Claim]:
     """Tables 4–5's claims on one CV measure: QG lowest, growth with k, larger mesh higher."""
@@ -385,7 +373,7 @@ def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[C
     claims: list[Claim] = []
     for attr, label, _ in CV_MEASURES:
         cv = {key: statistics.fmean(getattr(c, attr)) for key, c in cells.items() if getattr(c, attr)}
-        claims += _cv_measure_claims(cv, meshes, ks, label)
+        claims += _measure_claims(cv, meshes, ks, label)
     diffs = [
         abs(statistics.fmean(c.cv_steps) - paper[key])
         for key, c in cells.items()
@@ -481,9 +469,9 @@ def _cv_table(cells: Mapping[Key, CvCell], paper: Mapping[Key, float], mesh: str
     rows = []
     for k in ks:
         got = {a: cells[(mesh, k, a)] for a in ALGORITHMS if (mesh, k, a) in cells}
-        texts = [_cv_text(got[a], paper) if a in got else "—" for a in ALGORITHMS]
+        cvs = [_cv_text(got[a], paper) if a in got else "—" for a in ALGORITHMS]
         counts = [len(c.cv_steps) for c in got.values()]
-        rows.append([k, *texts, counts[-1] if counts else 0])
+        rows.append([k, *cvs, counts[-1] if counts else 0])
     return markdown_table(header, rows, ["r"] * len(header))
 
 
@@ -501,12 +489,9 @@ def build_report(
     t, rate = texts(NAME), STEP_CYCLES / INTERARRIVAL_CYCLES
     slow = max(cells.values(), key=lambda c: c.wall_s, default=None)
     slowest = t["slowest"].format(c=slow, alg=slow.algorithm.upper()) if slow else ""
-    grown = sorted(
-        {
-            f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})"
-            for c in cells.values()
-            if c.growth > 1.5
-        }
+    grown = [c for c in cells.values() if c.growth > 1.5]
+    grown_cells = ", ".join(
+        sorted({f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in grown})
     )
     report = t["report"].format(
         **meta,
@@ -517,7 +502,7 @@ def build_report(
         s=s,
         drain=2 * s.duration,
         shortfall=SATURATION_SHORTFALL,
-        note=t["note"].format(cells=", ".join(grown)) + "\n\n" if grown else "",
+        note=t["note"].format(cells=grown_cells) + "\n\n" if grown else "",
         claims="".join(f"- **{c.verdict}** — {c.claim}. *Our runs:* {c.evidence}.\n" for c in claims),
         drivers=_drivers(by_sweep, s),
         load_tables="\n".join(f"### {x.title}\n\n{_load_table(by_sweep.get(x.name, []))}" for x in s.sweeps),
@@ -554,22 +539,11 @@ def _load_row(r: Mapping[str, Any]) -> list[Any]:
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
-    """Run every load point and CV cell; write results.json (what the report is built from) and
-    reproduction.json (the run facts and the Setup), for this run and any later ``--report-only``."""
-    s = QUICK if args.quick else FULL
-    sweep = [
-        ("load", (s.load_mesh, spec, alg, rate, s, args.seed))
-        for spec in s.sweeps
-        for alg in ALGORITHMS
-        for rate in spec.rates
-    ]
-    cv = [
-        ("cv", (mesh, k, alg, s, args.repeat, args.seed))
-        for mesh in s.cv_meshes
-        for k in s.cv_ks
-        if k < Topology.parse(mesh).size
-        for alg in ALGORITHMS
-    ]
+    """Run every load point and CV cell; write results.json and reproduction.json (facts and Setup)."""
+    s, seed = (QUICK if args.quick else FULL), args.seed
+    sweep = [("load", (s.load_mesh, x, a, r, s, seed)) for x in s.sweeps for a in ALGORITHMS for r in x.rates]
+    cv_points = [(m, k) for m in s.cv_meshes for k in s.cv_ks if k < Topology.parse(m).size]
+    cv = [("cv", (m, k, a, s, args.repeat, seed)) for m, k in cv_points for a in ALGORITHMS]
     watch = Stopwatch()
     tasks: list[Task] = ([] if args.no_sweep else sweep) + ([] if args.no_cv else cv)
     results = run_pool(_do, tasks, args.jobs, ctx.progress, _cost)
