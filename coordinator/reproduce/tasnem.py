@@ -1,9 +1,7 @@
 """Seed 001 (Abd El-Baky, TASNEM): latency and traffic on tori — Figs. 8–11, plus PAIR and MIN.
 
-TASNEM against multipath-HCM, T2W and Uniform (reconstructions, ``node/routing/torus_paths.py``) and
-seed 000's PAIR and MIN, all-port, on the same random destination sets: a destinations sweep on one torus
-(Figs. 8–9) and a size sweep at 20% destinations (Figs. 10–11). Latency is 25 ns per hop along the
-longest path (:data:`PAPER_TIMING`); tori above ``--emulate-up-to`` run through the reference model.
+TASNEM, multipath-HCM, T2W and Uniform (reconstructions: ``node/routing/torus_paths.py``) and seed 000's
+PAIR and MIN, all-port on the same destination sets, over destinations (Figs. 8–9) and torus size (10–11).
 """
 
 from __future__ import annotations
@@ -20,14 +18,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from coordinator.analysis.timing import Timing
+import trio
+
+from coordinator.analysis.metrics import ci95, multicast_metrics
+from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.errors import UsageError
-from coordinator.experiments.run import RUNTIMES
+from coordinator.experiments.run import RUNTIMES, emulate, runtime_problem
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.reproduce import framework
-from coordinator.reproduce.framework import Context, Option
+from coordinator.reproduce.framework import Context, Option, significance
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError
+from node.topology import Topology
 
 __all__ = [
     "ALGORITHMS",
@@ -207,13 +209,7 @@ def make_jobs(
 
 def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: float) -> JobResult:
     """Run one job (in a worker process or here) and return one row per multicast."""
-    import trio
-
-    from coordinator.analysis.metrics import multicast_metrics
-    from coordinator.analysis.timing import apply_timing
-    from coordinator.experiments.run import emulate
     from coordinator.experiments.sweep import sweep_plan
-    from node.topology import Topology
 
     topo = Topology.parse(job.topology)
     full, points = sweep_plan(topo, list(job.algorithms), list(job.ks), repeat, seed, None)
@@ -245,8 +241,6 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
 # -- numbers -----------------------------------------------------------------------------------
 def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per sweep × torus × k × algorithm: mean and 95% CI of each metric, the bound, the start-ups."""
-    from coordinator.analysis.metrics import ci95
-
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault(tuple(r[c] for c in _POINT), []).append(r)
@@ -258,10 +252,8 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for m in _SUMMARISED:
             s = ci95([float(r[m]) for r in rs if r[m] is not None])
             row.update(zip((f"{m}_{st}" for st in _STATS), (s["mean"], *s["ci95"]), strict=True))
-        row.update(
-            bound_hops_mean=statistics.fmean(r["bound_hops"] for r in rs),
-            startups_max=max(r["startups"] for r in rs),
-        )
+        row["bound_hops_mean"] = statistics.fmean(r["bound_hops"] for r in rs)
+        row["startups_max"] = max(r["startups"] for r in rs)
         out.append(row)
     return out
 
@@ -350,9 +342,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
                 continue
             if all(beats(known[alg], known[a]) for a in others):
                 hits += 1
-                sig += all(
-                    framework.significance(res.diffs(sweep, alg, a, x, metric)) == sign for a in others
-                )
+                sig += all(significance(res.diffs(sweep, alg, a, x, metric)) == sign for a in others)
             else:
                 extreme = pick(known.values())
                 elsewhere.append((x, " = ".join(LABELS[a] for a in algs if known[a] == extreme)))
@@ -373,12 +363,8 @@ def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
 
 def _check_line(key: str, c: OrderCheck) -> str:
     """An ordering check's bullet: the report text ``key`` (``order_bullet`` or ``ts_bullet``) filled in."""
-    lowest, highest = (
-        _instead(c.sweep, "lowest", c.lowest_elsewhere),
-        _instead(c.sweep, "highest", c.highest_elsewhere),
-    )
-    metric = MEASURES.get(c.metric, (c.metric,))[0]
-    return _text(key, c=c, sweep=SWEEPS[c.sweep], metric=metric, lowest=lowest, highest=highest)
+    instead = {w: _instead(c.sweep, w, getattr(c, f"{w}_elsewhere")) for w in ("lowest", "highest")}
+    return _text(key, c=c, sweep=SWEEPS[c.sweep], metric=MEASURES.get(c.metric, (c.metric,))[0], **instead)
 
 
 def _half(hits: int, points: int) -> str:
@@ -491,7 +477,7 @@ def versus(res: Results, sweep: str, alg: str, metric: str) -> Versus:
     pcts: list[float] = []
     for x in res.xs[sweep]:
         d = res.diffs(sweep, alg, "tasnem", x, metric)
-        sig = framework.significance(d)
+        sig = significance(d)
         if sig or d:
             points[sig + 1] += 1
         sets = [s + n for s, n in zip(sets, framework.sign_counts(d), strict=True)]
@@ -567,7 +553,7 @@ def _text(key: str, **fields: Any) -> str:
 
 
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
-    """Mean [95% CI] of every algorithm and the bound, one row per point of a sweep."""
+    """Its heading, then mean [95% CI] of every algorithm and the bound, one row per point of a sweep."""
     algs, rows = res.algorithms, []
     for x in res.xs[sweep]:
         topology, k = res.at(sweep, x, "topology") or "?", res.at(sweep, x, "k") or 0
@@ -575,7 +561,8 @@ def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
         cells = (fmt_ci(res.mean(sweep, a, x, metric), *res.ci(sweep, a, x, metric), digits) for a in algs)
         rows.append([*lead, *cells, fmt(res.bound(sweep, x, metric), digits)])
     head = ["k", "torus"] if sweep == "dests" else ["torus", "k"]
-    return markdown_table([*head, *(LABELS[a] for a in algs), "bound"], rows, ["r"] * (len(algs) + 3))
+    table = markdown_table([*head, *(LABELS[a] for a in algs), "bound"], rows, ["r"] * (len(algs) + 3))
+    return f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n\n{table.rstrip()}"
 
 
 def _consistency(res: Results) -> dict[str, str]:
@@ -639,18 +626,15 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
 
 def _run_status(results: Sequence[JobResult]) -> str:
     """``Run status: …``: complete or not, then every run's steps and times."""
+
+    def one(r: JobResult) -> str:
+        state = "ok" if r.complete else "INCOMPLETE — " + "; ".join(r.incomplete)
+        errors = f", {len(r.errors)} node errors" if r.errors else ""
+        return f"{r.job.label}: {state}, {r.steps} steps, {r.wall_s:.1f} s ({r.cpu_s:.1f} s CPU){errors}"
+
     runs = sorted(results, key=lambda r: (r.job.sweep, r.job.topology, r.job.subset))
     status = "complete" if all(r.complete for r in results) else "**INCOMPLETE**"
-    return (
-        f"Run status: {status}. "
-        + "; ".join(
-            f"{r.job.label}: {'ok' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}, "
-            f"{r.steps} steps, {r.wall_s:.1f} s ({r.cpu_s:.1f} s CPU)"
-            + (f", {len(r.errors)} node errors" if r.errors else "")
-            for r in runs
-        )
-        + "."
-    )
+    return f"Run status: {status}. " + "; ".join(map(one, runs)) + "."
 
 
 def build_report(
@@ -658,13 +642,9 @@ def build_report(
     meta: Mapping[str, Any], order: Sequence[str],
 ) -> str:  # fmt: skip
     """report.md's text: the template of reports/tasnem.md filled in with this run's numbers."""
-    tables = [
-        f"### {MEASURES[metric][1]} vs {SWEEPS[sweep]}\n\n"
-        + _point_table(res, sweep, metric, digits).rstrip()
-        for sweep in SWEEPS
-        if res.xs[sweep]
-        for metric, digits in (("latency_ns", 0), ("traffic", 1))
-    ]
+    heads = [(s, m, d) for s in SWEEPS if res.xs[s] for m, d in (("latency_ns", 0), ("traffic", 1))]
+    tables = [_point_table(res, s, m, d) for s, m, d in heads]
+    ts = [_check_line("ts_bullet", ordering(res, s, "latency_ts_ns")) for s in SWEEPS if res.xs[s]]
     rebuilt, cpu = meta.get("rebuilt"), [r.cpu_s for r in results]
     fields = {
         **asdict(cfg),
@@ -684,9 +664,7 @@ def build_report(
         "hop": HOP_NS,
         "order": "\n".join(order),
         "trends": "".join(f"{line}\n" for line in _trend_lines(res)),
-        "ts_lines": "\n".join(
-            _check_line("ts_bullet", ordering(res, s, "latency_ts_ns")) for s in SWEEPS if res.xs[s]
-        ),
+        "ts_lines": "\n".join(ts),
         **_consistency(res),
         "trees": _trees(res),
         "tables": "\n\n".join(tables),
@@ -821,8 +799,6 @@ def run(args: Any, ctx: Context) -> int:
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run every job; write tidy.csv, summary.csv and run.json."""
-    from coordinator.experiments.run import runtime_problem
-
     cfg = _config(args)
     if problem := runtime_problem(cfg.runtime):
         raise UsageError(problem)
@@ -837,9 +813,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         results = framework.run_pool(one, jobs, cfg.jobs, ctx.progress)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    rows = [r for res in results for r in res.rows]
     meta = {**framework.run_facts(cfg.command, watch, load=(load0, _load())), "wall_s": watch.wall()}
     out.mkdir(parents=True, exist_ok=True)
+    rows = [r for res in results for r in res.rows]
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
     framework.write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
     rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
