@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
-from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
@@ -30,6 +29,7 @@ from coordinator.reproduce.framework import (
     positive,
     read_report_only,
     run_facts,
+    runtime_option,
     texts,
     write_json,
 )
@@ -350,12 +350,7 @@ OPTIONS = (
     Option(
         "--meshes", "which meshes, a comma list of 16x16 and 32x32 (default both)", default=",".join(MESHES)
     ),
-    Option(
-        "--runtime",
-        "where the nodes run (default in-process; 'model' is the reference model)",
-        default="in-process",
-        choices=RUNTIMES,
-    ),
+    runtime_option(),
     Option("--wall-budget", "wall-clock budget per emulation (s)", float, 7200.0),
 )
 #: The latency models timing one emulation: the main one, eq. 7 alone, and both at Table 3's 32 flits.

@@ -12,13 +12,12 @@ import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
-from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
@@ -60,14 +59,7 @@ METRIC_NAMES: Mapping[str, str] = {
 }
 
 
-@cache
-def _texts() -> dict[str, str]:
-    return framework.texts(NAME)
-
-
-def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
-    """A section of coordinator/data/reports/chen.md, filled in with ``parts`` and ``fields``."""
-    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
+_text = partial(framework.text, NAME)
 
 
 # -- destination sets ---------------------------------------------------------------------------
@@ -339,12 +331,7 @@ OPTIONS = (
         float,
         CLUSTER_DENSITY,
     ),
-    Option(
-        "--runtime",
-        "where the nodes run (default in-process; 'model' is the reference model)",
-        default="in-process",
-        choices=RUNTIMES,
-    ),
+    framework.runtime_option(),
     Option("--wall-budget", "wall-clock budget (s)", float, 3600.0),
 )
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +49,7 @@ __all__ = [
     "read_tidy",
     "run_facts",
     "run_pool",
+    "text",
     "texts",
 ]
 
@@ -98,6 +100,16 @@ COMMON: Mapping[str, Option] = {
     ),
 }
 ALWAYS = ("out", "repeat", "seed", "report-only")
+
+
+def runtime_option(
+    default: str = "in-process", choices: Sequence[str] | None = None, help: str = ""
+) -> Option:
+    """``--runtime``: where a reproduction's nodes run (any emulation runtime unless ``choices``)."""
+    from coordinator.experiments.run import RUNTIMES
+
+    text = help or f"where the nodes run (default {default}; 'model' is the reference model)"
+    return Option("--runtime", text, default=default, choices=tuple(choices or RUNTIMES))
 
 
 def _say(line: str) -> None:
@@ -229,7 +241,8 @@ def read_report_only(what: str, out: Path, read: Callable[[Path], T]) -> T:
 _SECTION = "<!-- text: "
 
 
-def texts(name: str) -> dict[str, str]:
+@cache
+def texts(name: str) -> Mapping[str, str]:
     """A reproduction's report prose from coordinator/data/reports/NAME.md, by section.
 
     The file is markdown split by lines ``<!-- text: KEY -->``; each section runs to the next one,
@@ -249,6 +262,11 @@ def texts(name: str) -> dict[str, str]:
         elif key is not None:
             out[key] += line + "\n"
     return {k: v.rstrip("\n") for k, v in out.items()}
+
+
+def text(name: str, key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
+    """Section ``key`` of :func:`texts` (``name``) filled from ``parts`` and ``fields`` (later ones win)."""
+    return texts(name)[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
 
 
 def paper_csv(name: str) -> tuple[str, list[dict[str, str]]]:

@@ -13,14 +13,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.output.results import write_csv
 from coordinator.reproduce import framework
-from coordinator.reproduce.framework import Context, Option
+from coordinator.reproduce.framework import Context
 
 __all__ = ["ALGORITHMS", "Setup", "check_claims", "exponent", "summarise"]
 
@@ -96,14 +96,7 @@ def _cost(p: Point) -> float:
     return n * p.d * math.sqrt(p.c * n) * (3 if p.algorithm == "herley-random" else 1)
 
 
-@cache
-def _texts() -> dict[str, str]:
-    return framework.texts(NAME)
-
-
-def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
-    """A section of coordinator/data/reports/herley.md, filled in with ``parts`` and ``fields``."""
-    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
+_text = partial(framework.text, NAME)
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -519,12 +512,11 @@ def build_report(
 # -- command -----------------------------------------------------------------------------------------
 USES = ("jobs", "quick")
 OPTIONS = (
-    Option(
-        "--runtime",
+    framework.runtime_option(
+        "engines",
+        ("engines", "in-process", "model"),
         "'engines' (default): the nodes' engines in one lockstep loop, records equal to in-process; "
         "'model' is faster on nothing here and keeps no buffer statistics",
-        default="engines",
-        choices=("engines", "in-process", "model"),
     ),
 )
 

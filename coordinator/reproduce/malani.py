@@ -11,13 +11,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import cache, partial
+from functools import partial
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from coordinator.experiments import sweep
-from coordinator.experiments.run import RUNTIMES
 from coordinator.output.report import (
     DataTable,
     Series,
@@ -103,14 +102,7 @@ FIGURES = tuple(
 )
 
 
-@cache
-def _texts() -> dict[str, str]:
-    return framework.texts(NAME)
-
-
-def _text(key: str, *parts: Mapping[str, Any], **fields: Any) -> str:
-    """A section of coordinator/data/reports/malani.md, filled in with ``parts`` and ``fields``."""
-    return _texts()[key].format_map({k: v for part in (*parts, fields) for k, v in part.items()})
+_text = partial(framework.text, NAME)
 
 
 # -- numbers from the runs -------------------------------------------------------------------------
@@ -538,12 +530,7 @@ OPTIONS = (
         "diag,pair,min, VH and DIST are extra columns)",
         default=",".join(ALL_ALGORITHMS),
     ),
-    Option(
-        "--runtime",
-        "where the nodes run (default in-process; 'model' is the reference model)",
-        default="in-process",
-        choices=RUNTIMES,
-    ),
+    framework.runtime_option(),
     Option(
         "--chunk",
         f"most multicasts per emulation, 0 for no limit (default {sweep.DEFAULT_CHUNK})",

@@ -23,7 +23,7 @@ import trio
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.errors import UsageError
-from coordinator.experiments.run import RUNTIMES, emulate, runtime_problem
+from coordinator.experiments.run import emulate, runtime_problem
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
@@ -547,9 +547,7 @@ def _share_cell(pct: float | None, excess: float) -> str:
 
 
 # -- report ------------------------------------------------------------------------------------
-def _text(key: str, **fields: Any) -> str:
-    """A section of coordinator/data/reports/tasnem.md filled in with ``fields``."""
-    return framework.texts(NAME)[key].format(**fields)
+_text = partial(framework.text, NAME)
 
 
 def _point_table(res: Results, sweep: str, metric: str, digits: int) -> str:
@@ -735,8 +733,7 @@ OPTIONS = (
            float, DEFAULT_PERCENT),
     Option("--extras", "also run seed 000's PAIR and MIN on the same sets (default: yes)", None, True,
            negatable=True),
-    Option("--runtime", "where the nodes of the emulated tori run (default in-process; 'model' for all)",
-           default="in-process", choices=RUNTIMES),
+    framework.runtime_option(help="where the tori's nodes run (default in-process; 'model' for all)"),
     Option("--emulate-up-to", "largest torus side run in the emulation; larger ones go through the "
            f"reference model (default {DEFAULT_EMULATE_UP_TO})", int, DEFAULT_EMULATE_UP_TO),
     Option("--ts", f"start-up time (ns) of the sensitivity check (default {DEFAULT_TS_NS:g})", float,
