@@ -62,11 +62,13 @@ def test_wall_clock_sd_does_not_grow_with_repetitions() -> None:
     Injected together, SD grows about in proportion to the queue (measured 5 ms at 5, 17 ms at
     40). Apart, every repetition is a fresh sample of the same distribution; scheduling noise on
     a loaded machine makes a 5-sample SD vary, so the reference is the largest of three, with a
-    floor of 0.5 ms, and the factor is 3.
+    floor of 2 ms, and the factor is 3. One preemption of ~20 ms among 40 samples alone adds
+    ~3 ms of SD (a CI run at load 5 saw 3.4 ms), and noise only ever inflates an SD, so the 40's
+    is the smaller of two runs; queueing (17 ms) still fails the bound of 6 ms.
     """
     sd5 = max(_median_sd(5) for _ in range(3))
-    sd40 = _median_sd(40)
-    assert sd40 <= 3 * max(sd5, 500_000), (sd5, sd40)
+    sd40 = min(_median_sd(40) for _ in range(2))
+    assert sd40 <= 3 * max(sd5, 2_000_000), (sd5, sd40)
 
 
 def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
