@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.analysis.verdicts import read_claims
 from coordinator.cli import main
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.aldubai import (
@@ -84,12 +85,17 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
         assert heading in text, heading
     assert "interarrival time of 250 cycles" in text and "load issue" in text
     assert text.count(": complete (") == 2
-    verdicts = re.findall(r"^\* \*\*(.+?): (holds|does not hold|holds in part[^.]*)", text, re.M)
-    names = [v[0] for v in verdicts]
-    assert sum(n.startswith("QG has the lowest CV") for n in names) == 2
-    assert sum(n.startswith("DP and MP win at light load") for n in names) == 1
-    assert sum(n.startswith("QG beats DP and MP on the larger mesh") for n in names) == 1
+    claims = read_claims(report_dir / "claims.csv")
+    assert all(c.markdown() in text.splitlines() for c in claims)
+    names = [c.text for c in claims]
+    assert sum(n.startswith("QG has the lowest coefficient of variation") for n in names) == 2
+    assert sum(n.startswith("DP and MP have the lowest latency at light load") for n in names) == 1
+    assert sum(n.startswith("QG has a lower latency than DP and MP on the larger mesh") for n in names) == 1
     assert sum(n.startswith("QG generates the least additional traffic") for n in names) == 2
+    assert sum(n.startswith("CP has the highest latency") for n in names) == 2
+    assert all(
+        c.numbers["points"] in (2, 4, 8) and c.evidence.startswith("judged contention-free") for c in claims
+    )
     # the CV tables: 4 ks × 4 algorithms per mesh, the paper's value beside ours
     assert len(re.findall(r"^\| (20|40|60|80) \| (DP|MP|CP|QG) \| 0\.\d+ \| ", text, re.M)) == 2 * 4 * 4
     # Table 3 beside ours

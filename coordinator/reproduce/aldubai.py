@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
+from coordinator.analysis.verdicts import COLUMNS, Claim, by_points, legend, repeat_warning
 from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
@@ -30,8 +31,10 @@ from coordinator.reproduce.framework import (
     read_report_only,
     run_facts,
     runtime_option,
+    text,
     texts,
     write_json,
+    write_tidy,
 )
 from node.topology import Topology
 
@@ -121,16 +124,11 @@ class Ours(wormhole.Summaries):
 
 
 # -- claims -------------------------------------------------------------------------------------
-def _least(values: Iterable[float | None]) -> float | None:
-    return min((v for v in values if v is not None), default=None)
-
-
-def _claim(key: str, hits: int, points: int, **fields: Any) -> str:
-    """One claim's line (its text in data/reports/aldubai.md) that held at ``hits`` of ``points``: it
-    *holds* at every point, *does not hold* at none, *holds in part* between."""
-    part = f"holds in part ({hits} of {points} points)"
-    verdict = "holds" if points and hits == points else ("does not hold" if hits == 0 else part)
-    return texts(NAME)[key].format(verdict=verdict, hits=hits, points=points, **fields)
+def _claim(key: str, hits: int, points: int, **fields: Any) -> Claim:
+    """A claim over ``points`` that held at ``hits``: source, text, evidence from reports/aldubai.md."""
+    numbers = {"hits": hits, "points": points}
+    source, said, evidence = text(NAME, key, numbers, fields).split("\n")
+    return Claim(source, said, by_points(hits, points), evidence, numbers)
 
 
 def _compare(
@@ -155,9 +153,9 @@ EXTREMES: tuple[Extreme, ...] = (
 )
 
 
-def _extreme_claim(ours: Ours, mesh: str, claim: Extreme) -> str:
+def _extreme_claim(ours: Ours, mesh: str, extreme: Extreme) -> Claim:
     """Where on ``mesh`` an algorithm has the lowest (highest) mean of a metric, and how QG compares."""
-    key, alg, metric, pick, cv, what = claim
+    key, alg, metric, pick, cv, what = extreme
 
     def best(k: int) -> str | None:
         known = {a: v for a in ALGORITHMS if (v := ours.mean(mesh, a, k, metric)) is not None}
@@ -167,17 +165,19 @@ def _extreme_claim(ours: Ours, mesh: str, claim: Extreme) -> str:
     hits = [k for k, a in winner.items() if a == alg]
     winners = ", ".join(f"k={k}: {(a or '—').upper()}" for k, a in winner.items())
     _, sig = _compare(ours, mesh, [("qg", a) for a in ALGORITHMS if a != "qg"], metric, what)
-    return _claim(
-        key, len(hits), len(winner), mesh=mesh, n=len(ours.ks), ks=_ks(hits), winners=winners, sig=sig
-    )
+    fields = dict(mesh=mesh.replace("x", "×"), n=len(ours.ks), ks=_ks(hits), winners=winners, sig=sig)
+    return _claim(key, len(hits), len(winner), **fields)
 
 
-def _light_claim(ours: Ours, mesh: str = "16x16") -> str:
+def _light_claim(ours: Ours, mesh: str = "16x16") -> Claim:
     """DP and MP win at light load (k ≤ 20) on the small mesh."""
     light = [k for k in ours.ks if k <= 20]
     lat = {k: {a: ours.mean(mesh, a, k, "latency_max") for a in ALGORITHMS} for k in light}
-    best = [(_least(lat[k][a] for a in ("dp", "mp")), _least(lat[k][a] for a in ("qg", "cp"))) for k in light]
-    hits = sum(1 for x, y in best if x is not None and y is not None and x < y)
+
+    def least(k: int, *algs: str) -> float:  # 0 when none is known
+        return min((v for a in algs if (v := lat[k][a]) is not None), default=0.0)
+
+    hits = sum(0 < least(k, "dp", "mp") < least(k, "qg", "cp") for k in light)
     values = "; ".join(
         f"k={k}: " + ", ".join(f"{a.upper()} {fmt(v, 1)}" for a, v in lat[k].items()) + " cycles"
         for k in light
@@ -186,14 +186,14 @@ def _light_claim(ours: Ours, mesh: str = "16x16") -> str:
     return _claim("claim-light", hits, len(light), values=values, sig=sig)
 
 
-def _large_claim(ours: Ours, mesh: str = "32x32") -> str:
+def _large_claim(ours: Ours, mesh: str = "32x32") -> Claim:
     """QG beats DP and MP on the larger mesh."""
     cs, sig = _compare(ours, mesh, [("qg", "dp"), ("qg", "mp")], "latency_max")
     both = sorted(set(cs[0].lower) & set(cs[1].lower))
     return _claim("claim-large", len(both), len(ours.ks), ks=_ks(both), sig=sig)
 
 
-def claims(ours: Ours) -> list[str]:
+def claims(ours: Ours) -> list[Claim]:
     """The paper's comparative claims, each checked against our contention-free data."""
     out = [_extreme_claim(ours, mesh, EXTREMES[0]) for mesh in ours.meshes]
     out += [_light_claim(ours)] if "16x16" in ours.meshes else []
@@ -202,9 +202,6 @@ def claims(ours: Ours) -> list[str]:
 
 
 # -- report ----------------------------------------------------------------------------------------
-CV_HEADER = ("k", "algorithm", "paper CV (loaded)", "ours CV (contention-free)", "ours − paper")
-
-
 def _mesh_tables(ours: Ours, table: Callable[[str], str], numbers: Mapping[str, str] | None = None) -> str:
     """A table per mesh run, each under a heading ``### 16×16 mesh`` (after the paper's table ``numbers``)."""
     return "\n".join(
@@ -213,8 +210,7 @@ def _mesh_tables(ours: Ours, table: Callable[[str], str], numbers: Mapping[str, 
 
 
 def _cv_table(ours: Ours, paper: PaperData, mesh: str) -> str:
-    """Table 4 or 5: per k and algorithm, the paper's CV and QG_IMPR% (how much higher than QG's, in
-    percent of QG's) beside ours."""
+    """Table 4 or 5: per k and algorithm, the paper's CV and QG_IMPR% (% above QG's CV) beside ours."""
     rows = []
     for k, a in ((k, a) for k in CV_KS if k in ours.ks for a in ALGORITHMS):
         p, o = paper.cv.get((mesh, k, a)), ours.mean(mesh, a, k, "cv")
@@ -225,7 +221,8 @@ def _cv_table(ours: Ours, paper: PaperData, mesh: str) -> str:
         ]
         cell = wormhole.ci_cell(ours.stat(mesh, a, k, "cv"), 3)
         rows.append([k, a.upper(), fmt(p, 3), cell, fmt_delta(o, p, 3), *(fmt(x, 1) for x in impr)])
-    return markdown_table([*CV_HEADER, "paper QG_IMPR%", "ours QG_IMPR%"], rows, "rlrrrrr")
+    header = ("k", "algorithm", "paper CV (loaded)", "ours CV (contention-free)", "ours − paper")
+    return markdown_table([*header, "paper QG_IMPR%", "ours QG_IMPR%"], rows, "rlrrrrr")
 
 
 def _table3(ours: Ours, paper: PaperData) -> str:
@@ -257,15 +254,14 @@ POINT_COLUMNS: list[wormhole.Column] = [
 CV_TABLES = {"16x16": "Table 4: ", "32x32": "Table 5: "}
 
 
-def _avg(vals: Iterable[float | None]) -> float | None:
-    return statistics.fmean(known) if (known := [v for v in vals if v is not None]) else None
-
-
 def _overall(ours: Ours) -> str:
     """Per mesh and algorithm, mean latency / CV averaged over the points: eq. 7 alone, then ours."""
 
     def avg(s: wormhole.Summaries, mesh: str, a: str) -> str:
-        lat, cv = (_avg(s.mean(mesh, a, k, m) for k in ours.ks) for m in ("latency_max", "cv"))
+        known = (
+            [v for k in ours.ks if (v := s.mean(mesh, a, k, m)) is not None] for m in ("latency_max", "cv")
+        )
+        lat, cv = (statistics.fmean(vs) if vs else None for vs in known)
         return f"{fmt(lat, 1)} / {fmt(cv, 3)}"
 
     return "; ".join(
@@ -314,6 +310,7 @@ def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
 
 def build_report(
     ours: Ours,
+    cs: Sequence[Claim],
     paper: PaperData,
     status: Mapping[str, wormhole.EmulationStatus],
     plots: Sequence[Path],
@@ -332,7 +329,8 @@ def build_report(
                 for m, s in status.items()
             ),
             overall=_overall(ours),
-            claims="\n".join(claims(ours)),
+            legend=legend(ours.repeat),
+            claims="\n".join(c.markdown() for c in cs),
             cv_source=paper.cv_source,
             cv_tables=_mesh_tables(ours, partial(_cv_table, ours, paper), CV_TABLES),
             t3_source=paper.table3_source,
@@ -408,8 +406,10 @@ def run(args: Any, ctx: Context) -> int:
     if not args.report_only:
         _emulate(args, ctx, out)
     ours, status, meta = read_report_only("aldubai", out, _read)
-    paper = paper_data()
-    plots = write_plots(out, ours, paper)
-    report = build_report(ours, paper, status, plots, out, meta)
+    paper, cs = paper_data(), claims(ours)
+    if (warning := repeat_warning(ours.repeat)) is not None:
+        ctx.warn(f"aldubai: {warning}")
+    write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
+    report = build_report(ours, cs, paper, status, write_plots(out, ours, paper), out, meta)
     said = f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
-    return finish(ctx, out, report, said, claims(ours), all(s.complete for s in status.values()))
+    return finish(ctx, out, report, said, map(Claim.markdown, cs), all(s.complete for s in status.values()))
