@@ -22,6 +22,7 @@ import trio
 
 from coordinator.analysis.metrics import multicast_metrics
 from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
 from coordinator.experiments.load import HEADER, LoadPoint, Traffic, load_point, plot_load, poisson_plan
 from coordinator.experiments.run import emulate
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
@@ -38,6 +39,7 @@ from coordinator.reproduce.framework import (
     run_pool,
     texts,
     write_json,
+    write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
@@ -55,8 +57,16 @@ INTERARRIVAL_CYCLES = 250
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
 #: Each per-multicast CV we report: its CvCell field, its name in the claims and in the plot titles.
 CV_MEASURES = (
-    ("cv_steps", "emulated arrival steps", "arrival steps under load"),
-    ("cv_wormhole", "eq. 7 wormhole latency", "eq. 7 wormhole latency"),
+    (
+        "cv_steps",
+        "the store-and-forward packet emulation's arrival steps under load",
+        "arrival steps under load",
+    ),
+    (
+        "cv_wormhole",
+        "seed 004's contention-free eq. 7 latency (cycles) of the same deliveries",
+        "eq. 7 wormhole latency",
+    ),
 )
 Key = tuple[str, int, str]  # (mesh, k, algorithm) of a CV cell
 Rows = Sequence[Mapping[str, Any]]  # one sweep's load points, as load_task returns them
@@ -215,23 +225,20 @@ def _cost(t: Task) -> float:
 
 
 # -- claims -------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One of the paper's claims, our verdict on it, and the numbers behind the verdict."""
-
-    claim: str
-    verdict: str
-    evidence: str
+Sweeps = Sequence[tuple[int, Rows]]  # (destinations, load points) of each sweep a claim is judged over
 
 
-def _verdict(ok: bool, partly: bool = False) -> str:
-    return "supported" if ok else ("partly supported" if partly else "not supported")
+def _claim(key: str, verdict: Verdict, numbers: Mapping[str, Any], parts: Rows = (), **fields: Any) -> Claim:
+    """A claim from section ``key`` of data/reports/load.md: source, text, evidence (filled from
+    ``numbers`` and ``fields``) and a line filled per sweep of ``parts``, listed as ``{parts}``."""
+    source, said, evidence, *each = texts(NAME)[key].split("\n")
+    listed = "; ".join(each[0].format(**p) for p in parts) if each else ""
+    return Claim(source, said, verdict, evidence.format(**{**numbers, **fields}, parts=listed), numbers)
 
 
-def _claim(key: str, verdict: str, **fields: Any) -> Claim:
-    """A claim whose text and evidence are the two lines of section ``key`` of data/reports/load.md."""
-    claim, evidence = texts(NAME)[key].format(**fields).split("\n")
-    return Claim(claim, verdict, evidence)
+def _held(key: str, hits: int, points: int, parts: Rows = (), **fields: Any) -> Claim:
+    """A claim over ``points`` whose direction held at ``hits`` of them."""
+    return _claim(key, by_points(hits, points), {"hits": hits, "points": points}, parts, **fields)
 
 
 def _listing(values: Mapping[str, float | None], digits: int, order: Sequence[str] = ALGORITHMS) -> str:
@@ -248,6 +255,16 @@ def _at_lowest(rows: Rows) -> tuple[float, dict[str, float | None], dict[str, fl
         {a: r["point"].latency for a, r in at.items()},
         {a: r["wormhole_latency"] for a, r in at.items()},
     )
+
+
+def _lowest(key: str, sweeps: Sweeps) -> Claim:
+    """A claim resting on start-ups, untestable on store-and-forward packets: the lowest rate's numbers."""
+    parts = [
+        dict(k=k, low=low, lat=_listing(lat, 1), worm=_listing(worm, 0))
+        for k, rows in sweeps
+        for low, lat, worm in [_at_lowest(rows)]
+    ]
+    return _claim(key, Verdict.UNTESTABLE, {}, parts)
 
 
 def _known(d: Mapping[str, float | None]) -> dict[str, float]:
@@ -273,59 +290,46 @@ def _heavy(rows: Rows, alg: str = "qg") -> tuple[float, dict[str, float]] | None
     return None if rate is None else (rate, {p.algorithm: p.latency for p in ok if p.rate == rate})
 
 
-def _low_load(rows: Rows, k: int) -> Claim:
-    low, lat, worm = _at_lowest(rows)
-
-    def beats(d: Mapping[str, float | None]) -> bool:
-        known = _known(d)
-        return len(known) == len(ALGORITHMS) and max(known["dp"], known["mp"]) < min(known["cp"], known["qg"])
-
-    verdict = _verdict(beats(lat), beats(worm))
-    return _claim("low-load", verdict, k=k, low=low, lat=_listing(lat, 1), worm=_listing(worm, 0))
-
-
-def _sensitivity(rows: Rows, k: int) -> Claim:
-    thr = _max_throughput(rows)
-    sat = {a: _sat_offered(rows, a) for a in ALGORITHMS}
-    ok = min(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
-    part = max(thr["cp"], thr["qg"]) > max(thr["dp"], thr["mp"])
-    return _claim("sensitivity", _verdict(ok, part), k=k, thr=_listing(thr, 3), sat=_listing(sat, 3))
+def _sensitivity(sweeps: Sweeps) -> Claim:
+    """CP's and QG's highest throughput both above DP's and MP's, per sweep."""
+    thr = [_max_throughput(rows) for _, rows in sweeps]
+    hits = sum(min(t["cp"], t["qg"]) > max(t["dp"], t["mp"]) for t in thr)
+    parts = [
+        dict(k=k, thr=_listing(t, 3), sat=_listing({a: _sat_offered(rows, a) for a in ALGORITHMS}, 3))
+        for (k, rows), t in zip(sweeps, thr, strict=True)
+    ]
+    return _held("sensitivity", hits, len(parts), parts)
 
 
-def _qg_best(rows: Rows, key: str, k: int, runner_up: str | None = None) -> Claim:
-    """QG has the highest throughput and, unsaturated, the lowest latency (then ``runner_up``)."""
-    thr = _max_throughput(rows)
-    rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
-    heavy, lat_rank = "", []
-    if (at := _heavy(rows)) is not None:
-        rate, lats = at
-        lat_rank = sorted(lats, key=lambda a: lats[a])
-        gone = ", ".join(a.upper() for a in ALGORITHMS if a not in lats)
-        heavy = texts(NAME)["heavy"].format(rate=rate, lats=_listing(lats, 1, lat_rank))
-        heavy += f", {gone} saturated" if gone else ""
-    thr_ok = rank[0] == "qg" and (runner_up is None or rank[1] == runner_up)
-    lat_ok = bool(lat_rank) and lat_rank[0] == "qg" and (runner_up is None or lat_rank[1:2] == [runner_up])
-    verdict = _verdict(thr_ok and lat_ok, rank[0] == "qg" or lat_rank[:1] == ["qg"])
-    return _claim(key, verdict, k=k, thr=_listing(thr, 3, rank), heavy=heavy)
-
-
-def _light_mixed(rows: Rows, k: int) -> Claim:
-    low, lat, _ = _at_lowest(rows)
-    known = _known(lat)
-    top = max(known, key=lambda a: known[a], default=None)
-    return _claim("light-mixed", _verdict(top == "cp"), k=k, low=low, lat=_listing(lat, 1))
+def _qg_best(sweeps: Sweeps, key: str, runner_up: str | None = None) -> Claim:
+    """QG first (then ``runner_up``) in throughput and in latency at QG's heaviest unsaturated rate."""
+    want, parts, tallies = ["qg", *([runner_up] if runner_up else [])], [], [0, 0, 0]
+    for k, rows in sweeps:
+        thr = _max_throughput(rows)
+        rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
+        heavy, lat_rank = "", []
+        if (at := _heavy(rows)) is not None:
+            rate, lats = at
+            lat_rank = sorted(lats, key=lambda a: lats[a])
+            gone = ", ".join(a.upper() for a in ALGORITHMS if a not in lats)
+            heavy = texts(NAME)["heavy"].format(rate=rate, lats=_listing(lats, 1, lat_rank))
+            heavy += f", {gone} saturated" if gone else ""
+        ok = rank[: len(want)] == want, lat_rank[: len(want)] == want
+        tallies = [tallies[0] + all(ok), tallies[1] + ok[0], tallies[2] + ok[1]]
+        parts.append(dict(k=k, thr=_listing(thr, 3, rank), heavy=heavy))
+    names = ("hits", "throughput_hits", "latency_hits")
+    numbers = {**dict(zip(names, tallies, strict=True)), "points": len(parts)}
+    return _claim(key, by_points(tallies[0], len(parts)), numbers, parts)
 
 
 def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> list[Claim]:
-    """The paper's comparative claims about latency and throughput under load, judged on our points."""
-    claims: list[Claim] = []
-    for spec in sweeps:
-        rows, k = by_sweep.get(spec.name, []), spec.k
-        if rows and spec.unicast_fraction == 0:
-            claims += [_low_load(rows, k), _sensitivity(rows, k), _qg_best(rows, "high-traffic", k)]
-        elif rows:
-            claims += [_qg_best(rows, "heavy-mixed", k, runner_up="cp"), _light_mixed(rows, k)]
-    return claims
+    """The paper's claims about latency and throughput under load, one point per sweep of their traffic."""
+    multi = [(x.k, rows) for x in sweeps if (rows := by_sweep.get(x.name)) and x.unicast_fraction == 0]
+    mixed = [(x.k, rows) for x in sweeps if (rows := by_sweep.get(x.name)) and x.unicast_fraction > 0]
+    claims = (
+        [_lowest("low-load", multi), _sensitivity(multi), _qg_best(multi, "high-traffic")] if multi else []
+    )
+    return claims + ([_qg_best(mixed, "heavy-mixed", "cp"), _lowest("light-mixed", mixed)] if mixed else [])
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -333,36 +337,27 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def _measure_claims(
-    cv: Mapping[Key, float], meshes: Sequence[str], ks: Sequence[int], label: str
+    cv: Mapping[Key, float], meshes: Sequence[str], ks: Sequence[int], model: str
 ) -> list[Claim]:
     """Tables 4–5's claims on one CV measure: QG lowest, growth with k, larger mesh higher."""
-    complete = [(m, k) for m in meshes for k in ks if all((m, k, a) in cv for a in ALGORITHMS)]
-    lowest = [(m, k) for m, k in complete if all(cv[(m, k, "qg")] <= cv[(m, k, a)] for a in ALGORITHMS)]
-    total = len(meshes) * len(ks)
-    slopes = {
-        a: [
-            (cv[(m, ks[-1], a)] - cv[(m, ks[0], a)]) / (ks[-1] - ks[0]) * 20
-            for m in meshes
-            if len(ks) >= 2 and (m, ks[0], a) in cv and (m, ks[-1], a) in cv
-        ]
+    full = [(m, k) for m in meshes for k in ks if all((m, k, a) in cv for a in ALGORITHMS)]
+    lowest = [(m, k) for m, k in full if cv[(m, k, "qg")] == min(cv[(m, k, a)] for a in ALGORITHMS)]
+    claims = [_held("cv-lowest", len(lowest), len(meshes) * len(ks), model=model)]
+    slope = {
+        (m, a): (cv[(m, ks[-1], a)] - cv[(m, ks[0], a)]) / (ks[-1] - ks[0]) * 20
+        for m in meshes
         for a in ALGORITHMS
+        if len(ks) >= 2 and (m, ks[0], a) in cv and (m, ks[-1], a) in cv
     }
-    grows = {a: statistics.fmean(v) for a, v in slopes.items() if v}
-    others_grow = all(grows.get(a, 0.0) > 0 for a in ("dp", "mp", "cp"))
-    qg_flat = "qg" in grows and all(abs(grows["qg"]) < g for a, g in grows.items() if a != "qg")
-    low = _verdict(len(lowest) == total, bool(lowest))
-    grow = _verdict(others_grow and qg_flat, others_grow or qg_flat)
-    claims = [
-        _claim("cv-lowest", low, label=label, hits=len(lowest), total=total),
-        _claim("cv-grow", grow, label=label, grows=_listing(grows, 3)),
-    ]
-    if len(meshes) >= 2:
-        small, large = meshes[0], meshes[-1]
-        pairs = [(k, a) for k in ks for a in ALGORITHMS if (small, k, a) in cv and (large, k, a) in cv]
-        higher = [(k, a) for k, a in pairs if cv[(large, k, a)] > cv[(small, k, a)]]
-        verdict = _verdict(len(higher) == len(pairs) and bool(pairs), bool(higher))
-        fields = dict(label=label, small=small, large=large, hits=len(higher), total=len(pairs))
-        claims.append(_claim("cv-larger", verdict, **fields))
+    if slope:  # DP, MP, CP: a rising CV; QG: a change smaller in size than each of theirs
+        others = {m: [v for (n, a), v in slope.items() if n == m and a != "qg"] for m in meshes}
+        hits = sum(all(abs(v) < w for w in others[m]) if a == "qg" else v > 0 for (m, a), v in slope.items())
+        grown = "; ".join(f"{m}: " + _listing({a: slope.get((m, a)) for a in ALGORITHMS}, 3) for m in meshes)
+        claims.append(_held("cv-grow", hits, len(meshes) * len(ALGORITHMS), model=model, grows=grown))
+    pairs = [(k, a) for k in ks for a in ALGORITHMS if (meshes[0], k, a) in cv and (meshes[-1], k, a) in cv]
+    if len(meshes) >= 2 and pairs:
+        higher = sum(cv[(meshes[-1], k, a)] > cv[(meshes[0], k, a)] for k, a in pairs)
+        claims.append(_held("cv-larger", higher, len(pairs), model=model, small=meshes[0], large=meshes[-1]))
     return claims
 
 
@@ -371,17 +366,16 @@ def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[C
     meshes = sorted({m for m, _, _ in cells}, key=lambda m: Topology.parse(m).size)
     ks = sorted({k for _, k, _ in cells})
     claims: list[Claim] = []
-    for attr, label, _ in CV_MEASURES:
+    for attr, model, _ in CV_MEASURES if cells else ():
         cv = {key: statistics.fmean(getattr(c, attr)) for key, c in cells.items() if getattr(c, attr)}
-        claims += _measure_claims(cv, meshes, ks, label)
+        claims += _measure_claims(cv, meshes, ks, model)
     diffs = [
         abs(statistics.fmean(c.cv_steps) - paper[key])
         for key, c in cells.items()
         if key in paper and c.cv_steps
     ]
-    if diffs:
-        claims.append(_claim("cv-values", "not comparable", mean=statistics.fmean(diffs), most=max(diffs)))
-    return claims
+    fields: dict[str, Any] = dict(mean=statistics.fmean(diffs), most=max(diffs)) if diffs else {}
+    return claims + ([_claim("cv-values", Verdict.UNTESTABLE, {}, **fields)] if diffs else [])
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -503,7 +497,8 @@ def build_report(
         drain=2 * s.duration,
         shortfall=SATURATION_SHORTFALL,
         note=t["note"].format(cells=grown_cells) + "\n\n" if grown else "",
-        claims="".join(f"- **{c.verdict}** — {c.claim}. *Our runs:* {c.evidence}.\n" for c in claims),
+        legend=legend(meta["repeat"]),
+        claims="".join(c.markdown() + "\n" for c in claims),
         drivers=_drivers(by_sweep, s),
         load_tables="\n".join(f"### {x.title}\n\n{_load_table(by_sweep.get(x.name, []))}" for x in s.sweeps),
         cv_tables="\n".join(f"### {m}\n\n{_cv_table(cells, paper, m, s.cv_ks)}" for m in s.cv_meshes),
@@ -579,6 +574,9 @@ def run(args: Any, ctx: Context) -> int:
     load_columns = ["sweep", *HEADER, "saturated_reason", "wormhole_latency_cycles", "wall_s"]
     write_csv(out / "load.csv", load_columns, [_load_row(r) for rows in by_sweep.values() for r in rows])
     write_csv(out / "cv.csv", CV_COLUMNS, [_cv_row(c, paper.get(key)) for key, c in sorted(cells.items())])
+    write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in claims))
+    if (warning := repeat_warning(meta["repeat"])) is not None:
+        ctx.warn(f"load: {warning}")
     plots = write_plots(out, by_sweep, s, cells, paper)
     atomic_write(out / "report.md", build_report(by_sweep, cells, paper, s, claims, plots, out, meta))
     n_tasks = sum(len(v) for v in by_sweep.values()) + len(cells)
@@ -586,7 +584,7 @@ def run(args: Any, ctx: Context) -> int:
         f"load: {n_tasks} tasks in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and {len(plots)} plots"
     )
     for c in claims:
-        ctx.say(f"{c.verdict}: {c.claim}")
+        ctx.say(f"{c.verdict}: {c.source}: {c.text}")
     if any(not c.cv_steps for c in cells.values()):
         ctx.warn("meshcast: some CV cells measured no complete multicast, see report.md")
         return 1
