@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.analysis.verdicts import Verdict
 from coordinator.cli import main
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.herley import (
@@ -19,6 +20,7 @@ from coordinator.reproduce.herley import (
     check_claims,
     exponent,
     points,
+    primitive_steps,
     summarise,
 )
 
@@ -40,8 +42,11 @@ def test_points_cover_the_four_sweeps_once() -> None:
     assert {p.seed for p in ps} == {1, 2} and {p.algorithm for p in ps} == set(ALGORITHMS)
 
 
-def _synthetic(s: Setup) -> dict[Key, dict[str, float | None]]:
-    """A summary where the Herley rules take √(cn), replicate c·√n, and buffers c or a constant."""
+def _synthetic(s: Setup, under: float = 1.0) -> dict[Key, dict[str, float | None]]:
+    """A summary where the Herley rules take √(cn), replicate c·√n, and buffers c or a constant.
+
+    ``under`` < 1 makes `tree` finish in that fraction of the lower bound.
+    """
     rows = []
     for side, kind, d, c in (
         {(s.side, k, c, c) for k in ("random", "worst") for c in s.cs}
@@ -54,6 +59,7 @@ def _synthetic(s: Setup) -> dict[Key, dict[str, float | None]]:
                 a, 1.3 * math.sqrt(c * n)
             )
             peak = {"herley-random": 9, "tree": 5}.get(a, 2 * c)
+            t = under * 0.4 * math.sqrt(c * n) if a == "tree" and under < 1 else t
             rows.append(
                 {
                     "side": side,
@@ -70,21 +76,50 @@ def _synthetic(s: Setup) -> dict[Key, dict[str, float | None]]:
                     "busiest_mean_occupancy": 1.0,
                     "traffic": 1,
                     "actual_c": c,
+                    "messages": n,
+                    "deliveries": n * d,
                 }
             )
     return summarise(rows)
 
 
+def _verdicts(claims: list) -> dict[str, Verdict]:
+    """Each claim's verdict by its source, with " buffers" / " charged" for the second claims of a theorem."""
+    tags = {"needs buffers": " buffers", "paper's charges": " charged"}
+    return {c.source + next((t for k, t in tags.items() if k in c.text), ""): c.verdict for c in claims}
+
+
 def test_claims_follow_the_data() -> None:
     claims = check_claims(_synthetic(FULL), FULL)
-    verdicts = {
-        c.claim.split(":")[0] + (" buffers" if "buffers" in c.claim else ""): c.verdict for c in claims
-    }
-    assert verdicts["Theorem 1"] == "supported"
-    assert verdicts["Theorem 2"] == "supported" and verdicts["Theorem 3"] == "supported"
-    assert verdicts["Theorem 2 buffers"] == "supported" and verdicts["Theorem 3 buffers"] == "supported"
-    assert verdicts["§1"] == "supported" and verdicts["§1.2"] == "supported"
+    verdicts = _verdicts(claims)
+    assert len(verdicts) == len(claims) == 11
+    for source in ("Theorem 1", "§1", "§1.2", "Theorem 2", "Theorem 3"):
+        assert verdicts[source] is Verdict.HELD, source
+    for source in ("Theorem 2", "Theorem 3"):
+        assert verdicts[f"{source} charged"] is Verdict.HELD and verdicts[f"{source} buffers"] is Verdict.HELD
+    assert verdicts["Lemma 1"] is Verdict.UNTESTABLE and verdicts["Theorem 4"] is Verdict.NOT_REPRODUCIBLE
+    assert "lower bound" in claims[0].text and "consistent" in claims[0].evidence
     assert all(c.evidence for c in claims)
+    assert all(c.numbers["points"] for c in claims if c.verdict is Verdict.HELD)
+
+
+def test_claims_fail_when_the_data_says_so() -> None:
+    # `tree` beats the lower bound: Theorem 1 is contradicted
+    assert _verdicts(check_claims(_synthetic(FULL, under=0.5), FULL))["Theorem 1"] is Verdict.NOT_HELD
+    # herley-random's buffers grow like c: not O(1)
+    grown = _synthetic(FULL)
+    for key, rec in grown.items():
+        if key[4] == "herley-random":
+            rec["peak_buffer"] = 3.0 * key[3]
+    assert _verdicts(check_claims(grown, FULL))["Theorem 3 buffers"] is Verdict.NOT_HELD
+
+
+def test_primitives_are_charged_to_the_rules_that_use_them() -> None:
+    assert primitive_steps("replicate", 256, 16, 16) == primitive_steps("tree", 256, 16, 16) == 0
+    tiles, rand = primitive_steps("herley-tiles", 256, 16, 16), primitive_steps("herley-random", 256, 16, 16)
+    assert tiles == pytest.approx(3 * math.sqrt(256 / 16) + 4)
+    # one phase of 16 tiles: 5 whole-mesh primitives, then 16 rounds of 2 migrations of (1 + 5·3)·4 steps
+    assert rand == pytest.approx(5 * 3 * 16 + 16 * 2 * 16 * 4)
 
 
 def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None:
