@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import operator
 import os
 import statistics
@@ -20,8 +21,10 @@ from typing import Any
 
 import trio
 
+from coordinator.analysis import verdicts
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.analysis.verdicts import HOLD_SHARE, Claim, Verdict, by_points
 from coordinator.errors import UsageError
 from coordinator.experiments.run import emulate, runtime_problem
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
@@ -29,7 +32,7 @@ from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError
-from node.topology import Topology
+from node.topology import Coord, Topology
 
 __all__ = [
     "ALGORITHMS",
@@ -238,6 +241,59 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
 
 
+#: T2W's free choices varied (node/routing/torus_paths.py, choices 9–12): (its main path split both ways
+#: round the source row, each column's sweep split both ways); (0, 0) is our reconstruction. Then per
+#: (Ts in ns, start-ups of a delivery by a vertical path): the paper's Ts = 0, then two start-up costs.
+T2W_PATHS = ((0, 0), (1, 0), (0, 1), (1, 1))
+T2W_TIMINGS = ((0.0, 2), (250.0, 2), (250.0, 1), (1000.0, 2), (1000.0, 1))
+T2W_COLUMNS = (
+    "sweep",
+    "n",
+    "k",
+    "split_row",
+    "split_columns",
+    "ts_ns",
+    "vertical_startups",
+    "t2w_latency_ns",
+)
+
+
+def t2w_deliveries(topo: Topology, src: Coord, dests: Iterable[Coord], split: Sequence[int]) -> list[Any]:
+    """(hops, start-ups) of each T2W delivery as node/routing/torus_paths.py routes it, or with its main path
+    (``split[0]``) or column sweeps (``split[1]``) split both ways, each destination the shorter way round."""
+    (m, n), (xs, ys), out = (topo.cols, topo.rows), src, []
+    plus, minus = (max((sign * (x - xs) % m for x, _ in dests if x != xs), default=0) for sign in (1, -1))
+    for x in {x for x, _ in dests}:
+        col, h = [y for c, y in dests if c == x], (x - xs) * (1 if plus <= minus else -1) % m
+        h = min(h, m - h) if split[0] else h
+        if x != xs and ys in col:  # delivered by the main path itself
+            out, col = [*out, (h, 1)], [y for y in col if y != ys]
+        up, down = (max((sign * (y - ys) % n for y in col), default=0) for sign in (1, -1))
+        far = [(y - ys) * (1 if up <= down else -1) % n for y in col]
+        out += [(h + (min(d, n - d) if split[1] else d), 1 + (x != xs)) for d in far]
+    return out
+
+
+def t2w_rows(cfg: Config) -> list[dict[str, Any]]:
+    """Per point, T2W variant and timing: T2W's mean latency on the run's destination sets, from its paths."""
+    from coordinator.experiments.sweep import sweep_plan
+
+    rows, size = [], [("size", n, (size_k(n, cfg.percent),)) for n in cfg.sizes]
+    for sweep, side, ks in [("dests", cfg.dest_torus, cfg.dests), *size]:
+        topo = Topology.parse(f"torus:{side}x{side}")
+        plan, points = sweep_plan(topo, list(cfg.algorithms), list(ks), cfg.repeat, cfg.seed, None)
+        sets = list(zip(plan.multicasts, points, strict=True))[: len(ks) * cfg.repeat]  # every algorithm's
+        for k, split, (ts, ups) in itertools.product(ks, T2W_PATHS, T2W_TIMINGS):
+            paths = [t2w_deliveries(topo, m.source, m.destinations, split) for m, (kk, _) in sets if kk == k]
+            mean = statistics.fmean(
+                max(HOP_NS * h + ts * (ups if u == 2 else 1) for h, u in p) for p in paths
+            )
+            rows.append(
+                dict(zip(T2W_COLUMNS, (sweep, side, k, *split, ts, ups, round(mean, 6)), strict=True))
+            )
+    return rows
+
+
 # -- numbers -----------------------------------------------------------------------------------
 def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per sweep × torus × k × algorithm: mean and 95% CI of each metric, the bound, the start-ups."""
@@ -361,65 +417,77 @@ def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
     return f"; {which} instead: {named}" if pts else ""
 
 
-def _check_line(key: str, c: OrderCheck) -> str:
-    """An ordering check's bullet: the report text ``key`` (``order_bullet`` or ``ts_bullet``) filled in."""
+def _check_line(c: OrderCheck) -> str:
+    """An ordering check's bullet (report text ``order_bullet``)."""
     instead = {w: _instead(c.sweep, w, getattr(c, f"{w}_elsewhere")) for w in ("lowest", "highest")}
-    return _text(key, c=c, sweep=SWEEPS[c.sweep], metric=MEASURES.get(c.metric, (c.metric,))[0], **instead)
+    return _text("order_bullet", c=c, sweep=SWEEPS[c.sweep], metric=MEASURES[c.metric][0], **instead)
 
 
-def _half(hits: int, points: int) -> str:
-    return "that half holds" if hits == points else f"it fails at {points - hits}"
+def _claim(
+    key: str, hits: int, points: int, evidence: str, more: Mapping[str, float] = {}, **fields: Any
+) -> Claim:
+    """The claim of report text ``key`` (its source, then its text) decided by counts (:func:`by_points`)."""
+    source, text = _text(key, **fields).split("\n")
+    return Claim(source, text, by_points(hits, points), evidence, {"hits": hits, "points": points, **more})
 
 
-def _order_lines(res: Results) -> tuple[bool, list[str]]:
-    """(does the ordering hold everywhere?, one bullet per sweep × metric, then the verdict)."""
-    checks = [ordering(res, sweep, metric) for sweep in SWEEPS for metric in MEASURES]
-    lines = [_check_line("order_bullet", c) for c in checks]
-    points = sum(c.points for c in checks)
-    low = sum(c.tasnem_lowest for c in checks)
-    high = sum(c.uniform_highest for c in checks)
-    holds = points > 0 and low == points and high == points
-    halves = {"low_half": _half(low, points), "high_half": _half(high, points)}
-    verdict = [
-        _text("verdict_holds" if holds else "verdict_fails", points=points, low=low, high=high, **halves)
-    ]
-    lowest = [(c.sweep, x, names.split(" = ")) for c in checks for x, names in c.lowest_elsewhere]
-    ties = [_x_name(sweep, x) for sweep, x, names in lowest if "TASNEM" in names]
-    if ties:
-        are = "is a tie" if len(ties) == 1 else "are ties"
-        verdict.append(_text("verdict_ties", n=len(ties), are_ties=are, ties=", ".join(ties)))
-    beaters = sorted({n for _, _, names in lowest if "TASNEM" not in names for n in names})
-    if beaters:
-        verdict.append(_text("verdict_beaten", beaters=" or ".join(beaters)))
-    return holds, [*lines, "", " ".join(verdict)]
+def _order_claims(res: Results, span: tuple[int, int]) -> tuple[list[str], list[Claim]]:
+    """§4.2's ordering: a bullet per sweep × metric; per metric the claims TASNEM lowest, Uniform highest."""
+    checks, claims = [ordering(res, sweep, m) for m in MEASURES for sweep in SWEEPS], []
+    for (metric, (what, _)), who in itertools.product(MEASURES.items(), ("tasnem", "uniform")):
+        cs, low = [c for c in checks if c.metric == metric], who == "tasnem"
+        extreme = "lowest" if low else "highest"
+        hits, sig, points = (
+            sum(getattr(c, f) for c in cs) for f in (f"{who}_{extreme}", f"{who}_significant", "points")
+        )
+        instead = [n for c in cs for _, n in getattr(c, f"{extreme}_elsewhere")]
+        beaters = " or ".join(sorted({n for n in instead if "TASNEM" not in n})) if low else ""
+        notes = [_text("note_tie")] * any(n.count(" = ") == 3 for n in instead)
+        notes += [_text("note_reconstruction", beaters=beaters)] * bool(beaters)
+        more = {"significant": sig}
+        if beaters and metric == "latency_ns":
+            notes.append(_text("note_span", span=span, points=points, need=math.ceil(HOLD_SHARE * points)))
+            more |= dict(zip(("t2w_variants_min", "t2w_variants_max"), span, strict=True))
+        named = ", ".join(f"{n} at {instead.count(n)}" for n in dict.fromkeys(instead))
+        evidence = _text(
+            "evidence_order",
+            who=LABELS[who],
+            extreme=extreme,
+            hits=hits,
+            points=points,
+            sig=sig,
+            instead=f"; elsewhere {named}" if named else "",
+            notes="".join(f" {n}" for n in notes),
+        )
+        claims.append(_claim(f"claim_{who}", hits, points, evidence, more, what=what))
+    return [_check_line(c) for c in checks], claims
 
 
-def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[float | None, float | None, int, int]:
-    """(first mean, last mean, rises, falls) between consecutive points of a sweep."""
+def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[Any, Any, int, int, int]:
+    """(first mean, last mean, rises, falls, steps) between consecutive points of a sweep."""
     known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
     steps = list(itertools.pairwise(known))
     first, last = (known[0] if known else None), (known[-1] if len(known) > 1 else None)
-    return first, last, sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a)
+    return first, last, sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a), len(steps)
 
 
-def _trend_claim(res: Results, quote: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> str:
-    """A bullet checking "these curves rise" (or fall): every last mean above (below) the first; monotone?"""
+def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> Claim:
+    """A claim "these curves rise" (or fall), decided over the steps between consecutive points."""
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
-    ok = all(
-        f0 is not None and f1 is not None and (f1 > f0 if up else f1 < f0) for f0, f1, _, _ in trends.values()
-    )
-    monotone = all((f if up else r) == 0 for _, _, r, f in trends.values())
-    answer = f"**yes** ({'monotonically' if monotone else 'not monotonically'})" if ok else "**no**"
+    hits, steps = sum(t[2] if up else t[3] for t in trends.values()), sum(t[4] for t in trends.values())
     unit, xs = ("ns" if metric.startswith("latency") else "links"), res.xs[sweep]
     each = "; ".join(
         f"{LABELS[a]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
-        for a, (f0, f1, r, f) in trends.items()
+        for a, (f0, f1, r, f, _) in trends.items()
     )
-    return f'- *"{quote}"*: {answer} — {_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}: {each}.'
+    ends, way = f"{_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}", "up" if up else "down"
+    return _claim(
+        key, hits, steps, _text("evidence_trend", ends=ends, each=each, hits=hits, steps=steps, way=way)
+    )
 
 
-#: The paper's statements about how the curves move (§4.1–4.2): (its quote in the report texts, sweep, which,
-#: metric, rising), ``which`` being "tasnem", "others" (the other three) or "all" (the four).
+#: The paper's statements about how the curves move (§4.1–4.2): (its report text, sweep, which, metric,
+#: rising), ``which`` being "tasnem", "others" (the other three) or "all" (the four).
 _CURVE_CLAIMS = (
     ("curve_tasnem_latency", "dests", "tasnem", "latency_ns", False),
     ("curve_others_latency", "dests", "others", "latency_ns", True),
@@ -429,30 +497,41 @@ _CURVE_CLAIMS = (
 )
 
 
-def _trend_lines(res: Results) -> list[str]:
-    """The paper's statements about how the curves move (§4.1–4.2), each checked."""
+def _claims(res: Results, span: tuple[int, int]) -> tuple[list[str], list[Claim]]:
+    """The ordering's bullets, and the claims: ordering, curves, TASNEM's start-ups, the case study."""
+    lines, claims = _order_claims(res, span)
     algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
-    which = {"tasnem": ["tasnem"], "others": [a for a in algs if a != "tasnem"], "all": algs}
-    out = [
-        _trend_claim(res, _text(quote), sweep, which[these], metric, up)
-        for quote, sweep, these, metric, up in _CURVE_CLAIMS
+    which = {"tasnem": ["tasnem"], "others": algs[1:], "all": algs}
+    claims += [
+        _trend_claim(res, key, sweep, which[these], metric, up)
+        for key, sweep, these, metric, up in _CURVE_CLAIMS
         if len(res.xs[sweep]) >= 2
     ]
     ns = res.xs["size"]
-    ends = {a: _trend(res, "size", a, "traffic")[:2] for a in algs} if len(ns) >= 2 else {}
-    growth = {a: f1 / f0 for a, (f0, f1) in ends.items() if f0 and f1 is not None}
-    if "tasnem" in growth and len(growth) > 1:
-        others = ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items() if a != "tasnem")
-        answer = "yes" if min(growth, key=lambda a: growth[a]) == "tasnem" else "no"
-        fields = {
-            "answer": answer,
-            "first": ns[0],
-            "last": ns[-1],
-            "tasnem": growth["tasnem"],
-            "others": others,
-        }
-        out.append(_text("curve_growth", **fields))
-    return out
+    growth = {
+        a: f1 / f0
+        for a in algs
+        if len(ns) > 1 and (f := _trend(res, "size", a, "traffic")) and (f0 := f[0]) and (f1 := f[1])
+    }
+    if (mine := growth.pop("tasnem", None)) and growth:
+        hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
+        named = ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items())
+        evidence = _text(
+            "evidence_growth",
+            first=ns[0],
+            last=ns[-1],
+            tasnem=mine,
+            others=named,
+            ratio=ratio,
+            hits=hits,
+            n=len(growth),
+        )
+        claims.append(_claim("curve_growth", hits, len(growth), evidence, {"ratio": round(ratio, 3)}))
+    ups = [r["startups"] for (_, a, _, _), r in res.tidy.items() if a == "tasnem"]
+    evidence = _text("evidence_startups", most=max(ups, default=0), points=len(ups))
+    claims.append(_claim("claim_startups", sum(1 for u in ups if u <= 2), len(ups), evidence))
+    source, text, evidence = _text("claim_case_study").split("\n")
+    return lines, [*claims, Claim(source, text, Verdict.NOT_REPRODUCIBLE, evidence)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,11 +582,13 @@ def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
     pcts = [statistics.fmean(v.pcts) for v in vs if v.pcts]
     avg = f"({statistics.fmean(pcts):+.0f}% on average)" if pcts else "(— on average)"
     where = (
-        "below TASNEM's at every point" if lower == pts
-        else "above TASNEM's at every point" if higher == pts
+        "below TASNEM's at every point"
+        if lower == pts
+        else "above TASNEM's at every point"
+        if higher == pts
         else f"below TASNEM's at {lower}, above at {higher} and indistinguishable at {pts - lower - higher}"
         f" of {pts} points"
-    )  # fmt: skip
+    )
     return f"{LABELS[alg]}'s {what} is significantly {where} {avg}"
 
 
@@ -540,6 +621,34 @@ def _trees(res: Results) -> str:
         tasnem=share("tasnem"),
         slower=_text("some_slower" if slower else "none_slower"),
     )
+
+
+def _sensitivity(
+    res: Results, rows: Sequence[Mapping[str, Any]], ts_ns: float
+) -> tuple[str, tuple[int, int]]:
+    """TASNEM's lowest-latency count per T2W variant (a table; HCM's and Uniform's margins), and its range."""
+    t2w = {(*(r[c] for c in T2W_COLUMNS[3:7]), r["sweep"], r["k" if r["sweep"] == "dests" else "n"]): r
+           for r in rows}  # fmt: skip
+    lat = {(s, x): res.mean(s, "tasnem", x, "latency_ns") or math.inf for s in SWEEPS for x in res.xs[s]}
+    ratios = {(a, p): (res.mean(p[0], a, p[1], "latency_ns") or 0) / t for a in ("hcm", "uniform")
+              for p, t in lat.items()}  # fmt: skip
+    ahead = [p for p in lat if ratios[("hcm", p)] > 1 and ratios[("uniform", p)] > 1]  # TASNEM below both
+    counts = [[sum(1 for p in ahead if lat[p] + tm[0] < t2w[(*sp, *tm, *p)]["t2w_latency_ns"])
+               for tm in T2W_TIMINGS] for sp in T2W_PATHS]  # fmt: skip
+    ways, n = ("one way (ours)", "both ways"), len(lat)
+    table = [
+        [ways[r], ways[c], *(f"{k} of {n}" for k in ks)] for (r, c), ks in zip(T2W_PATHS, counts, strict=True)
+    ]
+    head = ["T2W main path", "column sweeps"]
+    head += [f"Ts = {ts:g} ns" + f", {u} start-up{'s' * (u > 1)}" * (ts > 0) for ts, u in T2W_TIMINGS]
+    ours = [(r["t2w_latency_ns"], res.mean(k[4], "t2w", k[5], "latency_ts_ns" if k[2] else "latency_ns"))
+            for k, r in t2w.items() if (k[0], k[1], k[3]) == (0, 0, 2) and k[2] in (0, ts_ns)]  # fmt: skip
+    return _text(
+        "sensitivity", table=markdown_table(head, table, ["l", "l"] + ["r"] * len(T2W_TIMINGS)).rstrip(),
+        matched=sum(1 for v, m in ours if m is not None and abs(v - m) < 1e-3), checked=len(ours),
+        margin=min((q - 1 for q in ratios.values() if q > 1), default=0) * 100,
+        below=", ".join(f"{LABELS[a]} at {_x_name(*p)}" for (a, p), q in ratios.items() if q <= 1) or "none",
+    ), (min(map(min, counts)), max(map(max, counts)))  # fmt: skip
 
 
 def _share_cell(pct: float | None, excess: float) -> str:
@@ -637,12 +746,12 @@ def _run_status(results: Sequence[JobResult]) -> str:
 
 def build_report(
     results: Sequence[JobResult], res: Results, plots: Sequence[Path], out: Path, cfg: Config,
-    meta: Mapping[str, Any], order: Sequence[str],
+    meta: Mapping[str, Any],
 ) -> str:  # fmt: skip
-    """report.md's text: the template of reports/tasnem.md filled in with this run's numbers."""
+    """report.md's text: the template of reports/tasnem.md filled in with this run's numbers (and ``meta``'s
+    claims, ordering bullets and sensitivity table)."""
     heads = [(s, m, d) for s in SWEEPS if res.xs[s] for m, d in (("latency_ns", 0), ("traffic", 1))]
     tables = [_point_table(res, s, m, d) for s, m, d in heads]
-    ts = [_check_line("ts_bullet", ordering(res, s, "latency_ts_ns")) for s in SWEEPS if res.xs[s]]
     rebuilt, cpu = meta.get("rebuilt"), [r.cpu_s for r in results]
     fields = {
         **asdict(cfg),
@@ -660,9 +769,7 @@ def build_report(
         "runs": _runs_text(results, cfg),
         "run_status": _run_status(results),
         "hop": HOP_NS,
-        "order": "\n".join(order),
-        "trends": "".join(f"{line}\n" for line in _trend_lines(res)),
-        "ts_lines": "\n".join(ts),
+        "legend": verdicts.legend(cfg.repeat),
         **_consistency(res),
         "trees": _trees(res),
         "tables": "\n\n".join(tables),
@@ -766,12 +873,7 @@ def _config(args: Any) -> Config:
     )  # fmt: skip
 
 
-def _load() -> float:
-    """The one-minute load average (0 where the platform has none)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
+_load = getattr(os, "getloadavg", lambda: (0.0,))  # (0,) where the platform has none
 
 
 def run(args: Any, ctx: Context) -> int:
@@ -785,13 +887,19 @@ def run(args: Any, ctx: Context) -> int:
     rows = [r for res in results for r in res.rows]
     res = Results.build(rows, cfg.algorithms, cfg.repeat)
     plots = write_plots(out, res, cfg.percent)
-    holds, order = _order_lines(res)
+    t2w = framework.read_report_only("tasnem", out, lambda o: framework.read_tidy(o / "t2w_variants.csv"))
+    sensitivity, span = _sensitivity(res, t2w, cfg.ts_ns)
+    order, claims = _claims(res, span)
+    framework.write_tidy(out / "claims.csv", verdicts.COLUMNS, (c.row() for c in claims))
+    if warning := verdicts.repeat_warning(cfg.repeat):
+        ctx.warn(f"meshcast: {warning}")
     said = (
-        f"tasnem: {len(rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'} and "
-        f"{len(plots)} plots; the paper's ordering {'holds' if holds else 'does not hold'}"
+        f"tasnem: {len(rows)} multicasts, {meta['wall_s']:.1f} s; wrote {out}/report.md, {len(plots)} plots"
     )
-    report = build_report(results, res, plots, out, cfg, meta, order)
-    return framework.finish(ctx, out, report, said, order, all(r.complete for r in results))
+    bullets = [c.markdown() for c in claims]
+    fields = {"order": "\n".join(order), "claims": "\n".join(bullets), "sensitivity": sensitivity}
+    report = build_report(results, res, plots, out, cfg, {**meta, **fields})
+    return framework.finish(ctx, out, report, said, bullets, all(r.complete for r in results))
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
@@ -804,19 +912,23 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
         cfg.emulate_up_to,
     )  # fmt: skip
-    watch, load0 = framework.Stopwatch(), _load()
+    watch, load0 = framework.Stopwatch(), _load()[0]
     try:
         one = partial(run_job, repeat=cfg.repeat, seed=cfg.seed, settings=settings, ts_ns=cfg.ts_ns)
         results = framework.run_pool(one, jobs, cfg.jobs, ctx.progress)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    meta = {**framework.run_facts(cfg.command, watch, load=(load0, _load())), "wall_s": watch.wall()}
+    meta = {
+        **framework.run_facts(cfg.command, watch, load=(load0, _load()[0])),
+        "wall_s": watch.wall(),
+    }
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for res in results for r in res.rows]
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
     framework.write_tidy(out / "tidy.csv", TIDY_COLUMNS, rows)
     rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
     framework.write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
+    framework.write_tidy(out / "t2w_variants.csv", T2W_COLUMNS, t2w_rows(cfg))
     framework.write_json(
         out / "run.json",
         {"config": asdict(cfg), "settings": asdict(settings), "timing": asdict(PAPER_TIMING), **meta,
