@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import csv
 import types
+from itertools import product
 from pathlib import Path
 
 import pytest
 
+from coordinator.analysis.verdicts import read_claims
 from coordinator.cli import main
 from coordinator.output.report import fmt_delta, markdown_table, read_data_table
 from coordinator.reproduce import _load, reproductions
 from coordinator.reproduce.malani import FIGURES, KS, TABLES, TableSpec
 
 PNG = b"\x89PNG\r\n\x1a\n"
+#: The §4.3 claims per topology, as each Claim's text starts.
+CLAIMS = (
+    "PAIR's traffic is below DIAG's on the {kind}",
+    "PAIR's time is not above DIAG's on the {kind}",
+    "MIN's traffic is below PAIR's on the {kind}",
+    "MIN's time is slightly above PAIR's on the {kind}",
+)
 
 
 @pytest.mark.parametrize("spec", TABLES, ids=lambda t: t.file)
@@ -85,14 +94,20 @@ def test_report_has_every_table_and_claim(report_dir: Path) -> None:
     for spec in TABLES:
         assert f"### Table {spec.number}: {spec.title}" in text
     assert text.count("*Likely reasons.*") == 6
-    for claim in (
-        "PAIR's traffic below DIAG's at equal time, mesh",
-        "PAIR's traffic below DIAG's at equal time, torus",
-        "MIN's traffic below PAIR's with slightly higher time, mesh",
-        "MIN's traffic below PAIR's with slightly higher time, torus",
-        "Torus times below mesh times",
+    claims = read_claims(report_dir / "claims.csv")  # every verdict one of the vocabulary
+    assert all(c.markdown() in text for c in claims) and "**Verdicts.**" in text
+    said = [c.text for c in claims]
+    for kind, claim in product(("mesh", "torus"), CLAIMS):
+        assert sum(t.startswith(claim.format(kind=kind)) for t in said) == 1, claim
+    for start in (
+        "Torus times are below mesh times",
+        "DIAG/PAIR's additional traffic",
+        "MIN's additional traffic",
     ):
-        assert f"**{claim}: " in text
+        assert sum(t.startswith(start) for t in said) == 1, start
+    assert len(claims) == 11
+    for problem in ("Table 2's PAIR traffic", "Table 4's torus times", "Table 5's torus traffic"):
+        assert f"* **{problem}" in text.split("## Where the paper contradicts itself")[1]
     # one table row per point in each table, plus the mean row
     assert text.count("\n| 380 |") == 6 and text.count("\n| **mean** |") == 6
     assert "5 runs per point" in text
@@ -157,6 +172,7 @@ def test_report_with_a_subset_of_algorithms(report_dir: Path, tmp_path: Path) ->
     (copy / "reproduction.json").write_text(json.dumps(meta))
     assert main(["reproduce", "malani", "--out", str(copy), "--report-only"]) == 0
     text = (copy / "report.md").read_text()
-    assert "below DIAG's" not in text and "**MIN's traffic below PAIR's" in text
+    assert "below DIAG's" not in text and "MIN's traffic is below PAIR's" in text
+    assert "DIAG" not in (copy / "claims.csv").read_text() and "PAIR's additional traffic" in text
     assert "DIAG ours" not in text and "MIN ours" in text
     assert sorted(p.name[:5] for p in (copy / "plots").glob("fig*.png")) == [f"fig{n}" for n in range(33, 39)]

@@ -16,6 +16,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from coordinator.analysis.verdicts import COLUMNS, HOLD_SHARE, Claim, by_points, legend, repeat_warning
 from coordinator.experiments import sweep
 from coordinator.output.report import (
     DataTable,
@@ -45,19 +46,24 @@ PAPER_ALGORITHMS = ("diag", "pair", "min")
 ALL_ALGORITHMS = (*PAPER_ALGORITHMS, "vh", "dist")
 #: The thesis's two comparisons, (a, b) for "a against b": Figs. 27–32, then Figs. 33–38.
 COMPARISONS: tuple[tuple[str, str], ...] = (("pair", "diag"), ("min", "pair"))
-SPANNING_TREE_EDGES = 20 * 20 - 1
+NODES = 20 * 20
+SPANNING_TREE_EDGES = NODES - 1
 #: Our criteria for the paper's words, stated in the report.
-EQUAL_TIME_TOLERANCE = 0.01  # "at equal time": mean time at most 1% above
-SLIGHTLY_HIGHER_LIMIT = 0.05  # "slightly higher time": mean time 0–5% above
+EQUAL_TIME_TOLERANCE = 0.01  # "at equal time": at a point, mean time at most 1% above
+SIZE_FACTOR = 2.0  # a size (a relative gap) holds when ours is within a factor 2 of the paper's
+PEAK_TOLERANCE = 20  # an additional-traffic peak within one step (20 destinations) of the stated share
+#: Where the thesis says additional traffic peaks, in % of the nodes (§4.3.1–4.3.4), by (kind, algorithm).
+PEAK_SHARES = {(kind, a): (30, 30 if kind == "mesh" else 35) for kind in TOPOLOGIES for a in ("diag", "pair")}
+PEAK_SHARES |= {(kind, "min"): (35, 45) for kind in TOPOLOGIES}
+EXAMPLE_2 = ((3, 2), (9, 3), (8, 5), (4, 7), (7, 7), (2, 8), (5, 8), (9, 8))  # §3.2.2: PAIR, 34 links
 
-METRIC_NAMES = {
-    "time": "multicast time (steps)",
-    "traffic": "multicast traffic (links)",
-    "additional_traffic": "additional traffic (links)",
-}
+METRIC_NAMES = {"time": "multicast time (steps)", "traffic": "multicast traffic (links)"}
+METRIC_NAMES |= {"additional_traffic": "additional traffic (links)"}
 
 Tables = Mapping[tuple[str, str], DataTable]
 """The paper's Tables 1–6 by (topology, metric)."""
+Noted = tuple[Claim, str]
+"""A checked claim and a note to print under its bullet (or "")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,7 @@ class Ours:
     summary: Mapping[str, Mapping[tuple[str, int], Mapping[str, Any]]]  # kind → (alg, k) → row
     tidy: Mapping[str, Mapping[tuple[str, int, int], Mapping[str, Any]]]  # kind → (alg, k, rep) → row
     bound: Mapping[str, Mapping[int, float]]  # kind → k → mean distance to the farthest destination
+    rule: Sequence[int]  # PAIR's links by the thesis's own rule on the mesh's sets at k = 20
     algorithms: tuple[str, ...]
     repeat: int
     meta: Mapping[str, Any]
@@ -121,12 +128,10 @@ class Ours:
     def of(cls, results: Mapping[str, sweep.SweepResult], meta: Mapping[str, Any]) -> Ours:
         """The sweeps indexed, with the farthest-destination bounds of their sets."""
         summary = {kind: {(r["algorithm"], r["k"]): r for r in res.summary} for kind, res in results.items()}
-        tidy = {
-            kind: {(r["algorithm"], r["k"], r["repetition"]): r for r in res.tidy}
-            for kind, res in results.items()
-        }
-        bound, repeat = _farthest_bounds(int(meta["repeat"]), int(meta["seed"])), int(meta["repeat"])
-        return cls(summary, tidy, bound, tuple(meta["algorithms"]), repeat, meta)
+        key = ("algorithm", "k", "repetition")
+        tidy = {kind: {tuple(r[c] for c in key): r for r in v.tidy} for kind, v in results.items()}
+        (bound, rule), repeat = _set_facts(int(meta["repeat"]), int(meta["seed"])), int(meta["repeat"])
+        return cls(summary, tidy, bound, rule, tuple(meta["algorithms"]), repeat, meta)
 
     def mean(self, kind: str, alg: str, k: int, metric: str) -> float | None:
         r = self.summary[kind].get((alg, k))
@@ -144,9 +149,8 @@ class Ours:
 
     def points_below(self, alg: str, metric: str, kind: str, other: str) -> int:
         """At how many points ``alg``'s mean on ``kind`` lies below its mean on ``other``."""
-        return sum(
-            1 for k in KS if (self.mean(kind, alg, k, metric) or 0) < (self.mean(other, alg, k, metric) or 0)
-        )
+        means = [(self.mean(kind, alg, k, metric) or 0, self.mean(other, alg, k, metric) or 0) for k in KS]
+        return sum(x < y for x, y in means)
 
     def diffs(self, kind: str, a: str, b: str, metric: str, ks: Sequence[int] = KS) -> list[float]:
         """a − b per multicast (the same destination sets) at the points ``ks``, where both have one."""
@@ -160,27 +164,42 @@ class Ours:
             and rb[metric] is not None
         ]
 
-    def classes(self, kind: str, a: str, b: str, metric: str) -> tuple[int, int, int]:
-        """At how many points a is significantly below b, indistinguishable, significantly above
-        (per point, the 95% CI of the paired differences; one repetition: nothing significant)."""
-        counts = [0, 0, 0]
-        for k in KS:
-            if diffs := self.diffs(kind, a, b, metric, (k,)):
-                counts[framework.significance(diffs, single=False) + 1] += 1
-        return counts[0], counts[1], counts[2]
+    def significant(self, kind: str, a: str, b: str, metric: str, sign: int) -> int:
+        """At how many points a − b is significantly of ``sign`` (−1 below 0, +1 above; per point the
+        95% CI of the paired differences; one repetition: nothing significant)."""
+        ds = (self.diffs(kind, a, b, metric, (k,)) for k in KS)
+        return sum(framework.significance(d, single=False) == sign for d in ds if d)
 
 
-def _farthest_bounds(repeat: int, seed: int) -> dict[str, dict[int, float]]:
-    """Per topology and k, the mean over the sets of the distance to the farthest destination."""
+def _set_facts(repeat: int, seed: int) -> tuple[dict[str, dict[int, float]], list[int]]:
+    """Per topology and k, the mean over the sets of the distance to the farthest destination; and
+    PAIR's links by the thesis's own rule (:func:`_rule_pair_traffic`) on the mesh's sets at k = 20."""
     out: dict[str, dict[int, float]] = {}
+    rule: list[int] = []
     for kind, spec in TOPOLOGIES.items():
         topo = Topology.parse(spec)
         plan, points = sweep.sweep_plan(topo, ["vh"], KS, repeat, seed, SOURCE)
         per_k: dict[int, list[int]] = defaultdict(list)
         for m, (k, _) in zip(plan.multicasts, points, strict=True):
             per_k[k].append(max(topo.distance(m.source, d) for d in m.destinations))
+            rule += [_rule_pair_traffic(m.destinations)] if (kind, k) == ("mesh", KS[0]) else []
         out[kind] = {k: statistics.fmean(v) for k, v in per_k.items()}
-    return out
+    return out, rule
+
+
+def _rule_pair_traffic(dests: Sequence[tuple[int, int]]) -> int:
+    """PAIR's links on a mesh from (0, 0) by the rule as the thesis states it (Fig. 11, Prop. 4), written
+    apart from node.routing: A = min x, B = min y of the rest; I = (x_A, y_B) joins from the last I
+    (the new source) by an XY path; A and B hang off I by straight paths. The distinct links."""
+    rest, (hx, hy), links = set(dests), (0, 0), set[tuple[tuple[int, int], tuple[int, int]]]()
+    while rest:
+        (ax, ay), (bx, by) = min(rest), min(rest, key=lambda d: (d[1], d[0]))
+        for (ux, uy), (vx, vy) in (((hx, hy), (ax, by)), ((ax, by), (ax, ay)), ((ax, by), (bx, by))):
+            links |= {((x, uy), (x + 1, uy)) for x in range(ux, vx)}
+            links |= {((vx, y), (vx, y + 1)) for y in range(uy, vy)}
+        rest -= {(ax, ay), (bx, by)}
+        hx, hy = ax, by
+    return len(links)
 
 
 def _paper(table: DataTable, k: int, col: str) -> float | None:
@@ -274,44 +293,27 @@ def _table_section(v: View) -> str:
     mean_row += [f"**{fmt(ours.overall(kind, a, metric))}**" for a in extras]
     farthest = " " + _text("farthest") if timed else ""
     reasons = (_time_reasons if timed else _traffic_reasons)(v)
-    return "\n".join(
-        [
-            f"### Table {v.spec.number}: {v.spec.title}\n",
-            _text("caption", source=v.table().source, repeat=ours.repeat, farthest=farthest) + "\n",
-            markdown_table(header, [*map(row, KS), mean_row]),
-            "\n".join(["**Differences.**", *_differences(v), "", "*Likely reasons.* " + " ".join(reasons)])
-            + "\n",
-        ]
-    )
+    caption = _text("caption", source=v.table().source, repeat=ours.repeat, farthest=farthest)
+    diffs = "\n".join(["**Differences.**", *_differences(v), "", "*Likely reasons.* " + " ".join(reasons)])
+    table = markdown_table(header, [*map(row, KS), mean_row])
+    return f"### Table {v.spec.number}: {v.spec.title}\n\n{caption}\n\n{table}\n{diffs}\n"
 
 
 def _differences(v: View) -> list[str]:
     """How far ours are from the paper's, per algorithm."""
     lines = []
     for a in v.algs:
-        deltas = [
-            (k, m - p, p) for k in KS if (p := v.paper(k, a)) is not None and (m := v.mine(a, k)) is not None
-        ]
-        if not deltas:
+        known = [(k, v.paper(k, a), v.mine(a, k)) for k in KS]
+        if not (deltas := [(k, m - p, p) for k, p, m in known if p is not None and m is not None]):
             continue
         ds, ps = [d for _, d, _ in deltas], [p for *_, p in deltas]
-        cis = [v.ours.ci(v.spec.kind, a, k, v.spec.metric) for k, *_ in deltas]
-        inside = sum(
-            1
-            for p, (lo, hi) in zip(ps, cis, strict=True)
-            if lo is not None and hi is not None and lo <= p <= hi
-        )
+        cis = [(p, *v.ours.ci(v.spec.kind, a, k, v.spec.metric)) for k, _, p in deltas]
+        inside = sum(lo <= p <= hi for p, lo, hi in cis if lo is not None and hi is not None)
         rel = _pct(statistics.fmean(p + d for _, d, p in deltas), statistics.fmean(ps))
         k, d, p = max(deltas, key=lambda t: abs(t[1]))
-        lines.append(
-            _text(
-                "difference",
-                {"alg": a.upper(), "mean": _diff(statistics.fmean(ds)), "rel": _signed(rel), "k": k},
-                {"lo": _diff(min(ds)), "hi": _diff(max(ds)), "largest": _diff(d), "inside": inside},
-                largest_pct=_signed(d / p * 100 if p else 0),
-                points=len(ds),
-            )
-        )
+        f = {"alg": a.upper(), "mean": _diff(statistics.fmean(ds)), "rel": _signed(rel), "k": k}
+        f |= {"lo": _diff(min(ds)), "hi": _diff(max(ds)), "largest": _diff(d), "inside": inside}
+        lines.append(_text("difference", f, largest_pct=_signed(d / p * 100 if p else 0), points=len(ds)))
     return lines
 
 
@@ -320,27 +322,11 @@ def _time_reasons(v: View) -> list[str]:
     kind, ours = v.spec.kind, v.ours
     bound = statistics.fmean(ours.bound[kind].values())
     _, wa, wk = max((abs((v.mine(a, k) or 0) - (v.paper(k, a) or 0)), a, k) for a in v.algs for k in KS)
-    out = [
-        _text(
-            "time",
-            bound=fmt(bound),
-            over_paper=_each(v.algs, lambda a: _diff(_paper_overall(v.table(), a) - bound)),
-            over_ours=_each(v.algs, lambda a: _diff((ours.overall(kind, a, "time") or 0) - bound)),
-            **{"alg": wa.upper(), "k": wk, "bound_k": fmt(ours.bound[kind][wk]), "ours": fmt(v.mine(wa, wk))},
-            paper=fmt(v.paper(wk, wa)),
-        )
-    ]
-    if kind == "torus":
-        topo, cols = Topology.parse(TOPOLOGIES[kind]), [v.table().column(a) for a in v.algs]
-
-        def between(a: str) -> str:
-            mesh, paper = ours.overall("mesh", a, "time"), _paper_overall(v.table(), a)
-            return f"{fmt(ours.overall('torus', a, 'time'))} < {fmt(paper)} < {fmt(mesh)}"
-
-        above, top = sum(1 for c in cols for x in c if x > topo.diameter), fmt(max(map(max, cols)))
-        fields = {"above": above, "means": len(v.algs) * len(KS), "top": top, "spec": topo.spec}
-        out.append(_text("table 4", fields, diameter=topo.diameter, between=_each(v.algs, between)))
-    return out
+    f = {"alg": wa.upper(), "k": wk, "bound_k": fmt(ours.bound[kind][wk]), "ours": fmt(v.mine(wa, wk))}
+    f |= {"paper": fmt(v.paper(wk, wa)), "bound": fmt(bound)}
+    f["over_paper"] = _each(v.algs, lambda a: _diff(_paper_overall(v.table(), a) - bound))
+    f["over_ours"] = _each(v.algs, lambda a: _diff((ours.overall(kind, a, "time") or 0) - bound))
+    return [_text("time", f), *([_text("table 4")] if kind == "torus" else [])]
 
 
 def _traffic_reasons(v: View) -> list[str]:
@@ -352,12 +338,7 @@ def _traffic_reasons(v: View) -> list[str]:
         out.append(_text(f"reading {a}", where=f"{at20}; over the sweep {v.shift(a)}"))
     if kind == "torus":
         out.append(_torus_above_mesh(v))
-        over = [(a, x) for a in v.algs for x in v.table().column(a) if x > SPANNING_TREE_EDGES]
-        if metric == "traffic" and over:
-            listed = ", ".join(f"{a.upper()} {fmt(x)}" for a, x in over)
-            out.append(
-                _text("table 5", over=listed, s="s" if len(over) == 1 else "", edges=SPANNING_TREE_EDGES)
-            )
+        out += [_text("table 5", edges=SPANNING_TREE_EDGES)] if metric == "traffic" else []
     if metric == "additional_traffic":
         traffic = v.table(metric="traffic")
         gap, alg, k = max(
@@ -382,78 +363,123 @@ def _torus_above_mesh(v: View) -> str:
     return " ".join([*parts, _text("torus runs")])
 
 
-def _equal_time(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> tuple[str, str]:
-    """PAIR against DIAG "at equal time": the verdict and how the times compare per multicast."""
-    diffs = ours.diffs(kind, "pair", "diag", "time")
-    lower, equal, higher = framework.sign_counts(diffs)
-    split = f"; per multicast PAIR's time is lower in {lower}, equal in {equal} and higher in {higher} of "
-    split = f"{split}{len(diffs)}" if diffs else ""
-    if not (below and dt <= EQUAL_TIME_TOLERANCE * 100):
-        return "does not hold", split
-    return ("holds" if strong else "holds, but by a much smaller margin than the paper's"), split
+def _within(ratio: float) -> bool:
+    """A size within the stated factor of the paper's (``ratio`` = ours ÷ the paper's)."""
+    return 1 / SIZE_FACTOR <= ratio <= SIZE_FACTOR
 
 
-def _slightly_higher(ours: Ours, kind: str, below: bool, strong: bool, dt: float) -> tuple[str, str]:
-    """MIN against PAIR "with slightly higher time": the verdict and how the times compare per point."""
-    t_lower, t_same, t_higher = ours.classes(kind, "min", "pair", "time")
-    tail = f", significantly higher at {t_higher} of {len(KS)} points, indistinguishable at {t_same}, "
-    tail += f"lower at {t_lower}"
-    if not below:
-        return "does not hold", tail
-    if dt <= 0:
-        return "holds for traffic; MIN's time is not even higher", tail
-    if dt <= SLIGHTLY_HIGHER_LIMIT * 100:
-        return ("holds" if strong else "holds, but by a much smaller traffic margin than the paper's"), tail
-    return "holds for traffic, but MIN's time is more than slightly higher", tail
+def _claim(where: str, key: str, f: Mapping[str, Any], size_ok: bool | None = None, **sizes: float) -> Claim:
+    """A claim from its texts ``KEY claim``, ``KEY evidence`` filled from ``f``; f's hits, points decide."""
+    verdict = by_points(f["hits"], f["points"], size_ok=size_ok)
+    numbers = {"hits": f["hits"], "points": f["points"], **sizes}
+    return Claim(where, _text(f"{key} claim", f), verdict, _text(f"{key} evidence", f), numbers)
 
 
-#: The paper's claim for each comparison: its words for the times and how we judge them.
-CLAIMS = {
-    ("pair", "diag"): ("at equal time", _equal_time),
-    ("min", "pair"): ("with slightly higher time", _slightly_higher),
-}
+def _comparison(tables: Tables, ours: Ours, kind: str, a: str, b: str) -> list[Noted]:
+    """§4.3's claims for ``a`` against ``b`` on ``kind``: a's traffic below b's, and their times."""
+
+    def per_k(metric: str) -> list[tuple[float, float]]:
+        return [(ours.mean(kind, a, k, metric) or 0, ours.mean(kind, b, k, metric) or 0) for k in KS]
+
+    def gap(m: str) -> tuple[float, float]:
+        mine = _pct(ours.overall(kind, a, m) or 0, ours.overall(kind, b, m) or 0)
+        return mine, _paper_gap(tables, kind, m, a, b)
+
+    (t, pt), (x, px), (s, ps) = map(gap, ("traffic", "additional_traffic", "time"))
+    n, rt, rx = 1 if kind == "mesh" else 4, round(t / pt, 3), round(x / px, 3)  # n: the time table
+    sec = f"§4.3.{1 + 2 * COMPARISONS.index((a, b)) + list(TOPOLOGIES).index(kind)}, Table"
+    sizes = {"ratio": rt, "ratio_additional": rx}
+    f: dict[str, Any] = {"A": a.upper(), "B": b.upper(), "kind": kind, "points": len(KS), **sizes}
+    f |= {"ours": _signed(t), "paper": _signed(pt), "aat": _signed(x), "paper_aat": _signed(px)}
+    f |= {"hits": sum(p < q for p, q in per_k("traffic")), "sig": ours.significant(kind, a, b, "traffic", -1)}
+    traffic = _claim(f"{sec} {n + 1}", "traffic", f, all(map(_within, sizes.values())), **sizes)
+    diag = fmt(ours.overall(kind, "diag", "traffic")), fmt(_paper_overall(tables[(kind, "traffic")], "diag"))
+    note = _text("diag note", ours=diag[0], paper=diag[1]) if (a, b, kind) == ("pair", "diag", "mesh") else ""
+    f |= {"ours": _signed(s, 2), "paper": _signed(ps, 2), "ratio": round(s / ps, 3)}
+    f["sig"] = ours.significant(kind, a, b, "time", 1)
+    if b == "diag":  # "without increasing the optimal multicast time": at most the tolerance above at a point
+        f["hits"] = sum(p <= q * (1 + EQUAL_TIME_TOLERANCE) for p, q in per_k("time"))
+        lower, same, higher = framework.sign_counts(diffs := ours.diffs(kind, a, b, "time"))
+        f |= {"lower": lower, "same": same, "higher": higher, "n": len(diffs), "equal": EQUAL_TIME_TOLERANCE}
+        return [(traffic, note), (_claim(f"{sec} {n}", "time pair", f, tolerance=EQUAL_TIME_TOLERANCE), "")]
+    f["hits"] = sum(p > q for p, q in per_k("time"))  # "slightly higher": above, by about the paper's gap
+    return [(traffic, note), (_claim(f"{sec} {n}", "time min", f, _within(f["ratio"]), ratio=f["ratio"]), "")]
 
 
-def _claim(tables: Tables, ours: Ours, kind: str, a: str, b: str) -> str:
-    """One comparative claim (``a``'s traffic below ``b``'s, and how the times compare), checked."""
-    words, judge = CLAIMS[(a, b)]
-    ta, tb = ours.overall(kind, a, "traffic") or 0, ours.overall(kind, b, "traffic") or 0
-    sa, sb = ours.overall(kind, a, "time") or 0, ours.overall(kind, b, "time") or 0
-    lower, same, higher = ours.classes(kind, a, b, "traffic")
-    below, pct, paper_pct = ta < tb and higher == 0, _pct(ta, tb), _paper_gap(tables, kind, "traffic", a, b)
-    verdict, tail = judge(ours, kind, below, below and abs(pct) >= abs(paper_pct) / 2, _pct(sa, sb))
-    return _text(
-        "claim",
-        {"A": a.upper(), "B": b.upper(), "words": words, "kind": kind, "verdict": verdict, "tail": tail},
-        {"ta": fmt(ta), "tb": fmt(tb), "pct": _signed(pct), "paper_pct": _signed(paper_pct)},
-        {"lower": lower, "same": same, "higher": higher, "points": len(KS), "sa": fmt(sa), "sb": fmt(sb)},
-        time_pct=_signed(_pct(sa, sb), 2),
-        paper_time_pct=_signed(_paper_gap(tables, kind, "time", a, b), 2),
-    )
-
-
-def _claims(tables: Tables, ours: Ours) -> list[str]:
-    """The paper's comparative claims, each checked against our data in a sentence or two."""
-    have, algs = set(ours.algorithms), ours.algorithms
-    out = [_claim(tables, ours, kind, a, b) for a, b in COMPARISONS if {a, b} <= have for kind in TOPOLOGIES]
-    points, below = len(algs) * len(KS), sum(ours.points_below(a, "time", "torus", "mesh") for a in algs)
-    ratios = [(ours.overall("torus", a, "time") or 0) / (ours.overall("mesh", a, "time") or 1) for a in algs]
-    torus, mesh = tables[("torus", "time")], tables[("mesh", "time")]
+def _torus_claim(tables: Tables, ours: Ours) -> Claim:
+    """§4.3.2: torus times below mesh times at every algorithm × k; the size is the reduction."""
+    algs, (torus, mesh) = ours.algorithms, (tables[("torus", "time")], tables[("mesh", "time")])
+    mine = [(ours.overall("torus", a, "time") or 0) / (ours.overall("mesh", a, "time") or 1) for a in algs]
     paper = [_paper_overall(torus, a) / _paper_overall(mesh, a) for a in PAPER_ALGORITHMS]
-    fields = {"below": below, "points": points, "ratios": _span(ratios), "paper_ratios": _span(paper)}
-    return [*out, _text("torus claim", fields, verdict="holds" if below == points else "does not hold")]
+    r = round((1 - statistics.fmean(mine)) / (1 - statistics.fmean(paper)), 3)
+    f: dict[str, Any] = {"hits": sum(ours.points_below(a, "time", "torus", "mesh") for a in algs)}
+    f["points"] = len(algs) * len(KS)
+    f |= {"ratios": _span(mine), "paper_ratios": _span(paper), "ratio": r}
+    return _claim("§4.3.2, Tables 1 and 4", "torus", f, _within(r), ratio=r)
 
 
-def _headline(tables: Tables, ours: Ours) -> str:
-    """The percentages the thesis quotes in §4.3, from its tables and from ours."""
-    rows = []
-    for kind, (a, b), metric in product(TOPOLOGIES, COMPARISONS, METRIC_NAMES):
-        if {a, b} <= set(ours.algorithms):
-            mine = _pct(ours.overall(kind, a, metric) or 0, ours.overall(kind, b, metric) or 0)
-            paper = _signed(_paper_gap(tables, kind, metric, a, b))
-            rows.append([kind, f"{a.upper()} vs {b.upper()}", METRIC_NAMES[metric], paper, _signed(mine)])
-    header = ["topology", "comparison", "metric (mean over the 19 points)", "paper", "ours"]
-    return markdown_table(header, rows, ["l", "l", "l", "r", "r"])
+def _peak_claim(tables: Tables, ours: Ours, algs: Sequence[str], where: str) -> list[Noted]:
+    """§4.3.1–4.3.4: additional traffic peaks inside the sweep (direction), near the stated share (size)."""
+    curves = [(kind, a) for kind in TOPOLOGIES for a in algs if a in ours.algorithms]
+
+    def peak(kind: str, a: str, paper: bool = False) -> int:
+        t, m = tables[(kind, "additional_traffic")], "additional_traffic"
+        return max(KS, key=lambda k: (_paper(t, k, a) if paper else ours.mean(kind, a, k, m)) or 0)
+
+    def each(value: Callable[[str, str], object]) -> str:
+        return ", ".join(f"{a.upper()} {kind} {value(kind, a)}" for kind, a in curves)
+
+    at = {c: peak(*c) for c in curves}
+    mid = {c: statistics.fmean(PEAK_SHARES[c]) * NODES / 100 for c in curves}
+    half = {c: (PEAK_SHARES[c][1] - PEAK_SHARES[c][0]) * NODES / 200 + PEAK_TOLERANCE for c in curves}
+    f: dict[str, Any] = {"hits": sum(KS[0] < k < KS[-1] for k in at.values()), "points": len(curves)}
+    f |= {
+        "near": sum(abs(at[c] - mid[c]) <= half[c] for c in curves),
+        "algs": _upper([*dict.fromkeys(a for _, a in curves)]),
+    }
+    f |= {"peak": PEAK_TOLERANCE, "paper_peaks": each(partial(peak, paper=True))}
+    f["peaks"] = each(lambda k, a: f"{at[k, a]} ({at[k, a] / NODES:.0%})")
+    f["ratios"] = each(lambda k, a: f"{at[k, a] / mid[k, a]:.2f}×")
+    ratios = {f"{kind}_{a}_ratio": round(at[(kind, a)] / mid[(kind, a)], 3) for kind, a in curves}
+    if not curves:
+        return []
+    size_ok = f["near"] >= HOLD_SHARE * len(curves)
+    return [(_claim(f"{where}, Tables 3 and 6", f"peak {algs[-1]}", f, size_ok, **ratios), "")]
+
+
+def _claims(tables: Tables, ours: Ours) -> list[Noted]:
+    """The paper's claims, each checked: the claim and a note to print under its bullet (or "")."""
+    pairs = [(a, b) for a, b in COMPARISONS if {a, b} <= set(ours.algorithms)]
+    out = [c for a, b in pairs for kind in TOPOLOGIES for c in _comparison(tables, ours, kind, a, b)]
+    out += [(_torus_claim(tables, ours), ""), *_peak_claim(tables, ours, ("diag", "pair"), "§4.3.1–4.3.2")]
+    return out + _peak_claim(tables, ours, ("min",), "§4.3.3–4.3.4")
+
+
+def _contradictions(tables: Tables, ours: Ours) -> str:
+    """Where the thesis's tables contradict its own rules and network, with our numbers."""
+    algs, parts = [a for a in PAPER_ALGORITHMS if a in ours.algorithms], [_text("contradictions")]
+    mesh, torus, topo = tables[("mesh", "traffic")], tables[("torus", "time")], Topology.parse("torus:20x20")
+    if "pair" in algs and ours.rule:
+        d = [(ours.mean("mesh", "pair", k, "traffic") or 0) - (_paper(mesh, k, "pair") or 0) for k in KS]
+        f = {"above": sum(x > 0 for x in d), "points": len(KS), "lo": fmt(min(d)), "hi": fmt(max(d))}
+        f |= {"sets": len(ours.rule), "rule": fmt(statistics.fmean(ours.rule))}
+        f |= {"example": _rule_pair_traffic(EXAMPLE_2), "paper": fmt(_paper(mesh, 20, "pair"))}
+        f["ours"] = fmt(ours.mean("mesh", "pair", 20, "traffic"))
+        parts.append(_text("contra pair", f))
+
+    def between(a: str) -> str:
+        m, t = (fmt(ours.overall(kind, a, "time")) for kind in TOPOLOGIES)
+        return f"{t} < {fmt(_paper_overall(torus, a))} < {m}"
+
+    cols = [torus.column(a) for a in PAPER_ALGORITHMS]
+    f = {"above": sum(x > topo.diameter for c in cols for x in c), "means": len(cols) * len(KS)}
+    f |= {"d": topo.diameter, "top": fmt(max(map(max, cols))), "between": _each(algs, between)}
+    parts.append(_text("contra table 4", f))
+    t5, edges = tables[("torus", "traffic")], SPANNING_TREE_EDGES
+    over = [f"{a.upper()} {fmt(x)}" for a in PAPER_ALGORITHMS for x in t5.column(a) if x > edges]
+    top = fmt(max(r["traffic_mean"] for r in ours.summary["torus"].values()))
+    f = {"over": ", ".join(over), "s": "s" * (len(over) == 1), "top": top, "edges": edges}
+    return "\n\n".join([*parts, _text("contra table 5", f)]) + "\n"
 
 
 _MARKERS = {"diag": "o", "pair": "s", "min": "^", "vh": "D", "dist": "v"}
@@ -472,10 +498,8 @@ def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
             if a in ours.algorithms:
                 mean = [ours.mean(kind, a, k, metric) for k in KS]
                 lo, hi = zip(*(ours.ci(kind, a, k, metric) for k in KS), strict=True)
-                width = 1.6 + 0.9 * (len(algs) - 1 - i)
-                curves.append(
-                    Series(f"{label} (ours)", KS, mean, False, colour, (lo, hi), _MARKERS[a], width)
-                )
+                w = 1.6 + 0.9 * (len(algs) - 1 - i)
+                curves.append(Series(f"{label} (ours)", KS, mean, False, colour, (lo, hi), _MARKERS[a], w))
             if a in PAPER_ALGORITHMS:
                 paper = [_paper(tables[(kind, metric)], k, a) for k in KS]
                 curves.append(Series(f"{label} (paper)", KS, paper, True, colour))
@@ -493,50 +517,25 @@ def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
     return written
 
 
-def build_report(
-    results: Mapping[str, sweep.SweepResult], ours: Ours, tables: Tables, plots: Sequence[Path], out: Path
-) -> str:
-    """report.md's text."""
+def build_report(ours: Ours, tables: Tables, plots: Sequence[Path], claims: Sequence[Noted]) -> str:
+    """report.md's text (``ours.meta`` carries the run's status and its number of emulations)."""
     meta = ours.meta
-    status = "; ".join(
-        f"{kind}: {'complete' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}"
-        f" ({r.steps} lockstep steps, {len(r.errors)} node errors)"
-        for kind, r in results.items()
-    )
-    fields = {"cpu": f" ({meta['cpu_s']:.0f} s of CPU)" if "cpu_s" in meta else "", "status": status}
-    counts = {"emulations": sum(r.emulations for r in results.values()), "repeat": ours.repeat}
-    criteria = {"equal": EQUAL_TIME_TOLERANCE, "slightly": SLIGHTLY_HIGHER_LIMIT}
-    return "\n".join(
-        [
-            _text("head", meta, fields, counts, criteria, algorithms=_upper(ours.algorithms, ", ")) + "\n",
-            *_claims(tables, ours),
-            "",
-            "### The thesis's headline percentages (§4.3), from its tables and from ours\n",
-            _headline(tables, ours),
-            "## Tables\n",
-            *(_table_section(View(spec, tables, ours)) for spec in TABLES),
-            _text("plots") + "\n",
-            *(f"![{p.stem}]({p.relative_to(out).as_posix()})\n" for p in plots),
-        ]
-    )
+    fields = {"cpu": f" ({meta['cpu_s']:.0f} s of CPU)" if "cpu_s" in meta else "", "repeat": ours.repeat}
+    criteria: dict[str, Any] = {"equal": EQUAL_TIME_TOLERANCE, "factor": SIZE_FACTOR, "low": 1 / SIZE_FACTOR}
+    criteria |= {"peak": PEAK_TOLERANCE, "peak_pct": PEAK_TOLERANCE / NODES, "legend": legend(ours.repeat)}
+    head = _text("head", meta, fields, algorithms=_upper(ours.algorithms, ", "))
+    bullets = (c.markdown() + (f"\n{note}" if note else "") for c, note in claims)
+    parts = [head + "\n", _text("claims", criteria) + "\n", *bullets, "", _contradictions(tables, ours)]
+    parts += ["## Tables\n", *(_table_section(View(spec, tables, ours)) for spec in TABLES)]
+    return "\n".join([*parts, _text("plots") + "\n", *(f"![{p.stem}](plots/{p.name})\n" for p in plots)])
 
 
 # -- command -----------------------------------------------------------------------------------
-USES = ("jobs",)
+USES, CHUNK, ALGS = ("jobs",), sweep.DEFAULT_CHUNK, ",".join(ALL_ALGORITHMS)
 OPTIONS = (
-    Option(
-        "--algorithms",
-        f"comma-separated subset of {','.join(ALL_ALGORITHMS)} (default: all; the paper's are "
-        "diag,pair,min, VH and DIST are extra columns)",
-        default=",".join(ALL_ALGORITHMS),
-    ),
+    Option("--algorithms", f"comma-separated subset of {ALGS} (default: all)", default=ALGS),
     framework.runtime_option(),
-    Option(
-        "--chunk",
-        f"most multicasts per emulation, 0 for no limit (default {sweep.DEFAULT_CHUNK})",
-        int,
-        sweep.DEFAULT_CHUNK,
-    ),
+    Option("--chunk", f"most multicasts per emulation, 0: no limit (default {CHUNK})", int, CHUNK),
     Option("--wall-budget", "wall-clock budget per emulation (s)", float, 3600.0),
 )
 #: What SweepResult takes from sweep.json after its rows, in order, with the value when absent.
@@ -562,16 +561,22 @@ def run(args: Any, ctx: Context) -> int:
     if not args.report_only:
         _emulate(args, ctx, out)
     results, meta = framework.read_report_only("malani", out, load_results)
-    ours = Ours.of(results, meta)
+    meta["status"] = "; ".join(
+        f"{kind}: {'complete' if r.complete else 'INCOMPLETE — ' + '; '.join(r.incomplete)}"
+        f" ({r.steps} lockstep steps, {len(r.errors)} node errors)"
+        for kind, r in results.items()
+    )
+    ours = Ours.of(results, meta | {"emulations": sum(r.emulations for r in results.values())})
     tables = {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
     plots = write_plots(out, tables, ours)
     said = f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
     said += f"wrote {out / 'report.md'} and {len(plots)} plots"
-    report, complete = (
-        build_report(results, ours, tables, plots, out),
-        all(r.complete for r in results.values()),
-    )
-    return framework.finish(ctx, out, report, said, _claims(tables, ours), complete)
+    claims, complete = _claims(tables, ours), all(r.complete for r in results.values())
+    report = build_report(ours, tables, plots, claims)
+    framework.write_tidy(out / "claims.csv", COLUMNS, (c.row() for c, _ in claims))
+    if (warning := repeat_warning(ours.repeat)) is not None:
+        ctx.warn(f"malani: {warning}")
+    return framework.finish(ctx, out, report, said, [c.markdown() for c, _ in claims], complete)
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
@@ -579,20 +584,14 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     algorithms = framework.names_in(args.algorithms, ALL_ALGORITHMS, "--algorithms")
     settings, watch = framework.lockstep_settings(args, "one-port"), framework.Stopwatch()
     specs = [sweep.SweepSpec(t, algorithms, KS, args.repeat, args.seed, SOURCE) for t in TOPOLOGIES.values()]
-    results = dict(
-        zip(
-            TOPOLOGIES,
-            sweep.sweep_many(specs, settings, ctx.progress, jobs=args.jobs, chunk=args.chunk),
-            strict=True,
-        )
-    )
+    runs = sweep.sweep_many(specs, settings, ctx.progress, jobs=args.jobs, chunk=args.chunk)
+    results = dict(zip(TOPOLOGIES, runs, strict=True))
     chosen = [] if algorithms == ALL_ALGORITHMS else [f"--algorithms {','.join(algorithms)}"]
     cmd = framework.command_line(NAME, args, *chosen)
     same = {"algorithms": list(algorithms), "repeat": args.repeat, "seed": args.seed}
-    multicasts = sum(len(r.tidy) for r in results.values())
-    meta = framework.run_facts(
-        cmd, watch, **same, runtime=args.runtime, jobs=args.jobs, chunk=args.chunk, multicasts=multicasts
-    )
+    facts = {"runtime": args.runtime, "jobs": args.jobs, "chunk": args.chunk}
+    facts["multicasts"] = sum(len(r.tidy) for r in results.values())
+    meta = framework.run_facts(cmd, watch, **same, **facts)
     about = {**same, "ks": list(KS), "source": list(SOURCE), "settings": asdict(settings)}
     for kind, res in results.items():
         sweep.write_sweep(out / kind, res, {"command": cmd, "topology": TOPOLOGIES[kind], **about})
