@@ -18,6 +18,7 @@ from coordinator.reproduce import reproductions
 from coordinator.reproduce.chen import (
     ALGORITHMS,
     KS,
+    READINGS,
     SCENARIOS,
     TIMING,
     draw_points,
@@ -62,12 +63,22 @@ def test_timing_is_the_papers_section_4_mapping() -> None:
     # t_s = 1 µs, 100 flits × 5 ns per start-up; 5 ns link + 20 ns router per hop
     assert TIMING.latency(0, 10, 1) == 1000 + 100 * 5 + 10 * 25
     assert TIMING.latency(0, 10, 2) == 2 * 1500 + 250
+    # the other reading of "t_r for each routing flit": every flit pays it, 3.5 µs per start-up
+    assert READINGS["per-hop"] is TIMING
+    assert READINGS["per-flit"].latency(0, 10, 2) == 2 * (1000 + 100 * 25) + 250
 
 
 def test_worked_example_through_the_emulation() -> None:
     ex = run_example(RunSettings(port_model="all-port", runtime="model"))
     assert ex.status.complete
-    assert {a: ex.rows[a].traffic for a in ALGORITHMS} == {"dp": 23, "group-graph": 15, "group-pattern": 15}
+    assert {a: ex.rows[("per-hop", a)].traffic for a in ALGORITHMS} == {
+        "dp": 23,
+        "group-graph": 15,
+        "group-pattern": 15,
+    }
+    # grouping is slower here under either reading of t_r (the report discusses it): 1.95 vs 3.20 µs per hop
+    assert [ex.rows[("per-hop", a)].latency_max for a in ALGORITHMS] == [1950, 3200, 3200]
+    assert [ex.rows[("per-flit", a)].latency_max for a in ALGORITHMS] == [3950, 7200, 7200]
     paper = {
         frozenset({(1, 6), (2, 6), (1, 7)}),
         frozenset({(2, 3), (1, 2), (0, 2)}),
@@ -103,6 +114,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
     for heading in (
         "# Reproduction of seed 003",
         "## Timing",
+        "## Latency with t_r per flit",
         "## Destinations with proximity",
         "## The paper's claims, checked against our runs",
         "What drives these results: a second start-up costs",
@@ -114,17 +126,31 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
     ):
         assert heading in text, heading
     assert "Run status: complete" in text
-    # the claims: grouping vs DP on links and time, both scenarios, both schemes; proximity vs random
-    verdicts = re.findall(r"^\* \*\*(.+?): (holds|does not hold|holds[^.]*)\.\*\*", text, re.M)
-    assert len(verdicts) == 2 * 2 * 2 + 3
-    assert sum("beats dual-path on links used" in v[0] for v in verdicts) == 4
-    assert sum("beats dual-path on multicast latency" in v[0] for v in verdicts) == 4
+    # the claims: grouping vs DP on links (2 schemes × 2 scenarios) and on latency under both readings of t_r;
+    # proximity vs random per algorithm and reading; the worked examples (§2.2, §3.1, §3.2)
+    bullets = re.findall(
+        r"^- \*\*(held|held in direction only|not held|untestable here|not reproducible)\*\* — (.+)$",
+        text,
+        re.M,
+    )
+    assert len(bullets) == 4 + 2 * 4 + 2 * 3 + 5
+    assert sum("uses fewer links than" in b for _, b in bullets) == 4
+    for reading in READINGS:
+        assert (
+            sum(f"latency is lower than Hamiltonian dual-path's (t_r {reading})" in b for _, b in bullets)
+            == 4
+        )
+        assert sum(f'("a great amount"; t_r {reading})' in b for _, b in bullets) == 3
+    assert [v for v, b in bullets if "Figs. 7–9" in b] == ["not reproducible"]
+    assert [v for v, b in bullets if "reduces the transmission time" in b] == ["not held"]
+    assert "our invention" in text and "s·(t_s + L·(t_l + t_r)) + h·(t_l + t_r)" in text
+    assert (report_dir / "claims.csv").read_text().count("\n") == len(bullets) + 1
     # the worked example beside the paper's numbers
     assert re.search(r"\| Ham-Path \(DP\) \| — \| — \| 23 \| 23 \|", text)
     assert re.search(r"\| Graph-Based \| .+ \| 15 \| 15 \|", text)
-    # one table row per k in each scenario
+    # one table row per k in each scenario and reading of t_r
     for k in KS:
-        assert len(re.findall(rf"^\| {k} \| ", text, re.M)) == 2, k
+        assert len(re.findall(rf"^\| {k} \| ", text, re.M)) == 2 * len(READINGS), k
 
 
 def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
@@ -139,7 +165,8 @@ def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
 def test_tidy_rows(report_dir: Path) -> None:
     with (report_dir / "tidy.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS)
+    assert len(rows) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS) * len(READINGS)
+    assert {r["model"] for r in rows} == set(READINGS)
     assert all(r["complete"] == "1" for r in rows)
     # the same sets for every algorithm
     by = {(r["scenario"], r["k"], r["repetition"], r["algorithm"]): r["source"] for r in rows}

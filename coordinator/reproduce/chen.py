@@ -1,7 +1,8 @@
 """Seed 003 (Chen, Chang & Sheu): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
 
 Figs. 10–11's setting (16×16 mesh, random or clustered destinations) in one isolated-contention emulation,
-timed by the contention-free wormhole model, plus the worked example of §2.2/§3.1 (prose: reports/chen.md).
+timed by the contention-free wormhole model (t_r per hop and per flit), plus the worked example of §2.2/§3.1
+(prose: reports/chen.md).
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
+from itertools import product
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
+from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
 from coordinator.errors import UsageError
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
 from coordinator.runtimes.records import RunSettings
-from node.routing.grouping import graph_groups, pattern_groups
+from node.routing.grouping import graph_cuts, graph_groups, graph_split, pattern_groups
 from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
 
@@ -37,18 +40,13 @@ TOPOLOGY = "mesh:16x16"
 KS: tuple[int, ...] = tuple(range(16, 241, 16))
 ALGORITHMS = ("dp", "group-graph", "group-pattern")
 GROUPING = ("group-graph", "group-pattern")
-LABELS: Mapping[str, str] = {
-    "dp": "Ham-Path (DP)",
-    "group-graph": "Graph-Based",
-    "group-pattern": "Pattern-Based",
-}
+LABELS = {"dp": "Ham-Path (DP)", "group-graph": "Graph-Based", "group-pattern": "Pattern-Based"}
 COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "group-graph": "#2ca02c", "group-pattern": "#d62728"}
-SCENARIOS: Mapping[str, str] = {
-    "random": "random destinations (Fig. 10)",
-    "proximity": "destinations with proximity (Fig. 11)",
-}
+SCENARIOS = {"random": "random destinations (Fig. 10)", "proximity": "destinations with proximity (Fig. 11)"}
 THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping scheme"
-TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns
+TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns, t_r charged per hop
+READINGS: Mapping[str, Timing] = {"per-hop": TIMING, "per-flit": replace(TIMING, beta=25.0, router=0.0)}
+CHECKS = (("traffic", "per-hop"), ("latency_max", "per-hop"), ("latency_max", "per-flit"))  # metric, reading
 CLUSTER_SIZE = 8
 CLUSTER_DENSITY = 0.5
 METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv", "groups")
@@ -81,15 +79,10 @@ def proximity_destinations(
     centres = rng.sample(nodes, min(len(nodes), math.ceil(k / cluster_size)))
     r = max(1, math.ceil((math.sqrt(cluster_size / density) - 1) / 2))
     while True:
-        pool = sorted(
-            {
-                (x, y)
-                for cx, cy in centres
-                for x in range(max(0, cx - r), min(topology.cols, cx + r + 1))
-                for y in range(max(0, cy - r), min(topology.rows, cy + r + 1))
-            }
-            - {source}
-        )
+        sq = {
+            (x, y) for cx, cy in centres for x in range(cx - r, cx + r + 1) for y in range(cy - r, cy + r + 1)
+        }
+        pool = sorted(n for n in sq if topology.contains(n) and n != source)
         if len(pool) >= k:
             return tuple(rng.sample(pool, k))
         r += 1
@@ -120,9 +113,9 @@ def draw_points(
     return points
 
 
-def latency_ns(algorithm: str, step: int, hops: int, startups: int) -> float:
-    """§4's wormhole latency of one delivery in ns (the lockstep step is not used: no contention)."""
-    return TIMING.latency(step, hops, startups)
+def timed(em: wormhole.Emulated) -> list[wormhole.McRow]:
+    """Every multicast's row under each reading of t_r (model = the reading; the step is not used)."""
+    return [r for m, t in READINGS.items() for r in wormhole.mc_rows(em, lambda _, *d: t.latency(*d), m)]  # noqa: B023
 
 
 # -- the worked example (§2.2, §3.1, Figs. 2–3) ---------------------------------------------------
@@ -130,18 +123,23 @@ EXAMPLE_TOPOLOGY = "mesh:8x8"
 EXAMPLE_SOURCE: Coord = (2, 5)
 EXAMPLE: tuple[Coord, ...] = ((1, 6), (2, 6), (1, 7), (2, 3), (5, 2), (1, 2), (0, 2), (6, 1))
 EXAMPLE_PAPER_CHANNELS: Mapping[str, int] = {"dp": 23, "group-graph": 15, "group-pattern": 15}
-EXAMPLE_PAPER_GROUPS = "{(1,6),(2,6),(1,7)}, {(2,3),(1,2),(0,2)}, {(5,2),(6,1)}"
-EXAMPLE_PAPER_LEADERS = "(2,6), (2,3), (5,2)"
+EXAMPLE_PAPER_GROUPS = (((1, 6), (2, 6), (1, 7)), ((2, 3), (1, 2), (0, 2)), ((5, 2), (6, 1)))
+EXAMPLE_PAPER_LEADERS: tuple[Coord, ...] = ((2, 6), (2, 3), (5, 2))
 
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """The worked example through the emulation: per algorithm its row and its groups."""
+    """The worked example through the emulation: per reading of t_r and algorithm its row; its groups."""
 
-    rows: Mapping[str, wormhole.McRow]
+    rows: Mapping[tuple[str, str], wormhole.McRow]  # by reading of t_r and algorithm
     groups: Mapping[str, list[list[Coord]]]
     leaders: Mapping[str, list[Coord]]
     status: wormhole.EmulationStatus
+
+
+# what _read gives: the summaries per reading of t_r, the example, the run's status, reproduction.json
+Read = tuple[dict[str, wormhole.Summaries], Example, wormhole.EmulationStatus, dict[str, Any]]
+Rule = Callable[[Sequence[Coord]], list[list[Coord]]]
 
 
 def run_example(settings: RunSettings) -> Example:
@@ -149,10 +147,10 @@ def run_example(settings: RunSettings) -> Example:
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
     point = wormhole.Point("example", len(EXAMPLE), 0, EXAMPLE_SOURCE, EXAMPLE)
     em = wormhole.emulate_points(topo, [point], ALGORITHMS, settings, {"group-graph": {"T": 0.5}})
-    return _example({r.algorithm: r for r in wormhole.mc_rows(em, latency_ns)}, em.status)
+    return _example(timed(em), em.status)
 
 
-def _example(rows: Mapping[str, wormhole.McRow], status: wormhole.EmulationStatus) -> Example:
+def _example(rows: Sequence[wormhole.McRow], status: wormhole.EmulationStatus) -> Example:
     """The example's rows with its groups and leaders (pure functions of the example)."""
     topo = Topology.parse(EXAMPLE_TOPOLOGY)
     groups = {
@@ -161,7 +159,7 @@ def _example(rows: Mapping[str, wormhole.McRow], status: wormhole.EmulationStatu
         "group-pattern": pattern_groups(EXAMPLE),
     }
     leaders = {a: sorted(with_leaders(topo, EXAMPLE_SOURCE, g)) for a, g in groups.items() if a != "dp"}
-    return Example(rows, groups, leaders, status)
+    return Example({(r.model, r.algorithm): r for r in rows}, groups, leaders, status)
 
 
 def _groups_text(groups: Sequence[Sequence[Coord]]) -> str:
@@ -172,41 +170,31 @@ def _coords(cs: Sequence[Coord]) -> str:
     return ", ".join(f"({x},{y})" for x, y in cs)
 
 
+def _us(ex: Example, reading: str, algorithm: str) -> str:
+    return fmt((ex.rows[(reading, algorithm)].latency_max or math.nan) / 1000, 3)
+
+
 def _example_section(ex: Example) -> str:
     """The worked example's groups, leaders, channels and latency beside the paper's channels."""
     columns: Sequence[tuple[str, str, Callable[[str], str]]] = (
         ("algorithm", "l", lambda a: LABELS[a]),
         ("groups (ours)", "l", lambda a: _groups_text(ex.groups[a]) if a != "dp" else "—"),
         ("leaders (ours)", "l", lambda a: _coords(ex.leaders.get(a, [])) or "—"),
-        ("channels (ours)", "r", lambda a: str(ex.rows[a].traffic)),
+        ("channels (ours)", "r", lambda a: str(ex.rows[("per-hop", a)].traffic)),
         ("channels (paper)", "r", lambda a: str(EXAMPLE_PAPER_CHANNELS[a])),
-        ("latency (µs)", "r", lambda a: fmt(_us(ex.rows[a].latency_max), 3)),
+        *((f"latency, t_r {m} (µs)", "r", partial(_us, ex, m)) for m in READINGS),
     )
-    table = markdown_table(
-        [c[0] for c in columns],
-        [[cell(a) for *_, cell in columns] for a in ALGORITHMS],
-        [c[1] for c in columns],
-    )
-    head = _text(
-        "example", destinations=_coords(EXAMPLE), groups=EXAMPLE_PAPER_GROUPS, leaders=EXAMPLE_PAPER_LEADERS
-    )
+    heads, aligns, cells = zip(*columns, strict=True)
+    table = markdown_table(list(heads), [[c(a) for c in cells] for a in ALGORITHMS], list(aligns))
+    paper = {"groups": _groups_text(EXAMPLE_PAPER_GROUPS), "leaders": _coords(EXAMPLE_PAPER_LEADERS)}
+    head = _text("example", paper, destinations=_coords(EXAMPLE))
     return f"{head}\n\n{table}\n{_text('example note')}\n"
 
 
-# -- numbers from the runs --------------------------------------------------------------------------
-def _verdict(c: wormhole.Comparison) -> str:
-    if c.points and len(c.lower) == c.points:
-        return "holds"
-    if c.lower and not c.higher:
-        return "holds at some points, indistinguishable at the others"
-    if c.lower:
-        return "holds only in part"
-    return "does not hold"
-
-
+# -- the claims -----------------------------------------------------------------------------------
 def drivers(ours: wormhole.Summaries, threshold: float) -> str:
     """What the numbers come down to: the price of a start-up in hops, and how finely each rule groups."""
-    hops = (TIMING.ts + TIMING.flits * TIMING.beta) / (TIMING.beta + TIMING.router)
+    hop, (cost, flit) = TIMING.beta + TIMING.router, (t.ts + t.flits * t.beta for t in READINGS.values())
     k0, k1 = ours.ks[0], ours.ks[-1]
     cells = [
         f"{LABELS[g]}, {scenario}: {fmt(ours.mean(scenario, g, k0, 'groups'), 1)} groups at k = {k0}, "
@@ -214,9 +202,8 @@ def drivers(ours: wormhole.Summaries, threshold: float) -> str:
         for scenario in SCENARIOS
         for g in GROUPING
     ]
-    parts = [
-        _text("drivers", cost=TIMING.ts + TIMING.flits * TIMING.beta, hops=hops, groups="; ".join(cells))
-    ]
+    f = {"cost": cost, "flit": flit, "hop": hop, "cost_hops": cost / hop, "flit_hops": flit / hop}
+    parts = [_text("drivers", f, groups="; ".join(cells))]
     sparse = ours.mean("random", "group-graph", k0, "groups")
     dense = ours.mean("random", "group-graph", k1, "groups")
     parts += [_text("sparse", threshold=threshold)] if sparse is not None and sparse >= 0.75 * k0 else []
@@ -224,52 +211,67 @@ def drivers(ours: wormhole.Summaries, threshold: float) -> str:
     return " ".join(parts) + "\n"
 
 
-def claims(ours: wormhole.Summaries) -> list[str]:
-    """The paper's comparative claims, each checked against our data (computed, not written in)."""
-    out: list[str] = []
-    for metric, what in (("traffic", "links used"), ("latency_max", "multicast latency")):
-        for scenario in SCENARIOS:
-            for g in GROUPING:
-                c = wormhole.paired(ours.rows, scenario, g, "dp", metric)
-                comparison = wormhole.compare_text(c, LABELS[g], "DP", what)
-                fields = {"label": LABELS[g], "what": what, "scenario": SCENARIOS[scenario]}
-                out.append(_text("beats", fields, verdict=_verdict(c), comparison=comparison))
-    # Fig. 11 vs Fig. 10: proximity lowers the latency of the grouping schemes
-    for g in ALGORITHMS:
-        rnd = [ours.mean("random", g, k, "latency_max") for k in ours.ks]
-        prx = [ours.mean("proximity", g, k, "latency_max") for k in ours.ks]
-        pairs = [(a, b) for a, b in zip(rnd, prx, strict=True) if a is not None and b is not None]
-        below = sum(1 for a, b in pairs if b < a)
-        rel = statistics.fmean((b - a) / a * 100 for a, b in pairs) if pairs else float("nan")
-        verdict = (
-            "holds" if pairs and below == len(pairs) else "does not hold" if below == 0 else "holds in part"
-        )
-        signed = f"{'+' if rel >= 0 else '−'}{abs(rel):.1f}%"
-        fields = {"label": LABELS[g], "verdict": verdict, "rel": signed}
-        out.append(_text("proximity", fields, below=below, points=len(pairs)))
-    return out
+def _claim(
+    key: str, hits: int, points: int, extra: Mapping[str, Any], size_ok: bool | None = None, **f: Any
+) -> Claim:
+    """Claim ``key`` of reports/chen.md (sections ``key source``, ``key claim``, ``key``: the evidence)."""
+    numbers = {"hits": hits, "points": points, **extra}
+    src, text, evidence = (_text(s, numbers, f) for s in (f"{key} source", f"{key} claim", key))
+    return Claim(src, text, by_points(hits, points, size_ok=size_ok), evidence, numbers)
 
 
-def _table(ours: wormhole.Summaries, scenario: str) -> str:
-    """One scenario's per-k latency and links (95% CIs) and mean numbers of groups."""
+def claims(readings: Mapping[str, wormhole.Summaries], ex: Example) -> list[Claim]:
+    """The paper's claims, decided by counts over points (the worked example's over its few cases)."""
+    out: list[Claim] = []
+    for (metric, m), scenario, g in product(CHECKS, SCENARIOS, GROUPING):
+        c = wormhole.paired(readings[m].rows, scenario, g, "dp", metric)
+        what = "links used" if metric == "traffic" else f"multicast latency (t_r {m})"
+        pct = None if c.overall_pct is None else round(c.overall_pct, 2)
+        extra = {"same": len(c.same), "higher": len(c.higher), "mean_pct": pct}
+        fig = SCENARIOS[scenario].split("(")[-1][:-1]
+        f: dict[str, Any] = {"label": LABELS[g], "fig": fig, "reading": m}
+        f["text"] = wormhole.compare_text(c, LABELS[g], "DP", what)
+        out.append(_claim(metric, len(c.lower), c.points, extra, **f))
+    for m, g in product(READINGS, ALGORITHMS):
+        rnd, prx = ([readings[m].mean(s, g, k, "latency_max") for k in readings[m].ks] for s in SCENARIOS)
+        rel = [(b - a) / a * 100 for a, b in zip(rnd, prx, strict=True) if a and b]
+        pct = round(statistics.fmean(rel), 2) if rel else None
+        f = {"label": LABELS[g], "reading": m}
+        out.append(_claim("proximity", sum(r < 0 for r in rel), len(rel), {"mean_pct": pct}, **f))
+    ch = {f"channels {a}": ex.rows[("per-hop", a)].traffic for a in ALGORITHMS}
+    fewer = sum(ch[f"channels {g}"] < ch["channels dp"] for g in GROUPING)
+    size_ok = list(ch.values()) == list(EXAMPLE_PAPER_CHANNELS.values())
+    out.append(_claim("channels", fewer, len(GROUPING), ch, size_ok))
+    us = {f"{m} {a}": (ex.rows[(m, a)].latency_max or math.nan) / 1000 for m in READINGS for a in ALGORITHMS}
+    out.append(_claim("time", sum(us[f"{m} {g}"] < us[f"{m} dp"] for m in READINGS for g in GROUPING), 4, us))
+    groups, leaders = ex.groups["group-graph"], ex.leaders["group-graph"]
+    same = len({frozenset(g) for g in EXAMPLE_PAPER_GROUPS} & {frozenset(g) for g in groups})
+    same += len(set(EXAMPLE_PAPER_LEADERS) & set(leaders))
+    out.append(_claim("groups", same, 6, {}, groups=_groups_text(groups), leaders=_coords(leaders)))
+    w1, _, _, rest = graph_split(EXAMPLE)
+    w = {"first": w1, "second": graph_split(rest)[0]}
+    some = "some" if any(c.weight == 93 for c in graph_cuts(EXAMPLE)) else "no"
+    out.append(_claim("weights", (w1 == 93) + (w["second"] == 32), 2, w, some=some))
+    src, text, why = (_text(f"pattern example{s}") for s in (" source", " claim", ""))
+    return [*out, Claim(src, text, Verdict.NOT_REPRODUCIBLE, why)]
+
+
+def _table(ours: wormhole.Summaries, scenario: str, full: bool = True) -> str:
+    """One scenario's per-k latency (and when ``full`` links, 95% CIs, and mean numbers of groups)."""
     latency, links = partial(wormhole.ci_cell, digits=3, scale=1000.0), partial(wormhole.ci_cell, digits=1)
-    columns: list[wormhole.Column] = [
+    cols: list[wormhole.Column] = [
         (f"latency {LABELS[a]} (µs)", a, "latency_max", latency) for a in ALGORITHMS
     ]
-    columns += [(f"links {LABELS[a]}", a, "traffic", links) for a in ALGORITHMS]
-    columns += [(f"groups {LABELS[g]}", g, "groups", partial(wormhole.mean_cell, digits=2)) for g in GROUPING]
-    return wormhole.point_table(ours, scenario, columns)
-
-
-def _us(v: float | None) -> float | None:
-    return None if v is None else v / 1000
+    cols += [(f"links {LABELS[a]}", a, "traffic", links) for a in ALGORITHMS if full]
+    groups = partial(wormhole.mean_cell, digits=2)
+    return wormhole.point_table(
+        ours, scenario, cols + [(f"groups {LABELS[g]}", g, "groups", groups) for g in GROUPING if full]
+    )
 
 
 def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
     """Latency, links used and number of groups against k, one plot per scenario (ours only)."""
-    note = (
-        f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; the paper's Figs. 10–11 give no numbers"
-    )
+    note = f"ours: mean of {ours.repeat} sets per point, 95% CI shaded; Figs. 10–11 give no numbers"
     groups_note = f"mean of {ours.repeat} sets per point; graph-based at T = {THRESHOLD:g}"
 
     def plot(name: str, m: str, series: list[Series], title: str, note: str) -> Path:
@@ -292,45 +294,42 @@ def write_plots(out: Path, ours: wormhole.Summaries) -> list[Path]:
     return written
 
 
-def build_report(
-    ours: wormhole.Summaries,
-    example: Example,
-    status: wormhole.EmulationStatus,
-    plots: Sequence[Path],
-    out: Path,
-    meta: Mapping[str, Any],
-) -> str:
+def build_report(read: Read, plots: Sequence[Path], out: Path) -> str:
     """report.md's text."""
+    readings, example, status, meta = read
+    ours = readings["per-hop"]
     fields = {"labels": ", ".join(LABELS.values()), "ks": ", ".join(map(str, ours.ks)), "repeat": ours.repeat}
     fields |= {"steps": status.steps, "state": status.state, "errors": len(status.errors)}
     parts = [
         _text("head", meta, fields) + "\n",
-        *claims(ours),
+        legend(ours.repeat) + "\n",
+        *(c.markdown() for c in claims(readings, example)),
         "",
         drivers(ours, meta["threshold"]),
         _example_section(example),
         _text("tables") + "\n",
     ]
     for scenario, title in SCENARIOS.items():
-        parts.append(f"### {title[0].upper()}{title[1:]}\n")
-        parts.append(_table(ours, scenario))
+        parts += [f"### {title[0].upper()}{title[1:]}\n", _table(ours, scenario)]
+    k, us = 96 if 96 in ours.ks else ours.ks[0], dict[str, float]()
+    for (m, r), a in product(readings.items(), ALGORITHMS):
+        us[f"{a} {m}"] = (r.mean("random", a, k, "latency_max") or 0) / 1000
+    parts.append(_text("flit tables", us, k=k) + "\n")
+    for scenario, title in SCENARIOS.items():
+        parts += [
+            f"### {title[0].upper()}{title[1:]}, t_r per flit\n",
+            _table(readings["per-flit"], scenario, False),
+        ]
     parts += [_text("plots") + "\n", *wormhole.plot_links(plots, out), _text("rows") + "\n"]
     return "\n".join(parts)
 
 
 # -- command --------------------------------------------------------------------------------------
 OPTIONS = (
-    Option(
-        "--ks", "numbers of destinations, a comma list (default 16,32,…,240)", default=",".join(map(str, KS))
-    ),
+    Option("--ks", "numbers of destinations (default 16,32,…,240)", default=",".join(map(str, KS))),
     Option("--threshold", f"graph-based grouping threshold T (default {THRESHOLD:g}, §4)", float, THRESHOLD),
     Option("--cluster-size", "destinations per cluster (proximity sets)", int, CLUSTER_SIZE),
-    Option(
-        "--cluster-density",
-        "destinations per node of a cluster's square (proximity sets)",
-        float,
-        CLUSTER_DENSITY,
-    ),
+    Option("--cluster-density", "destinations per node of a cluster's square", float, CLUSTER_DENSITY),
     framework.runtime_option(),
     Option("--wall-budget", "wall-clock budget (s)", float, 3600.0),
 )
@@ -359,33 +358,24 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     )
     example = run_example(settings)
     groups = _group_counts(points, args.threshold)
-    rows = [
-        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep)))
-        for r in wormhole.mc_rows(em, latency_ns)
-    ]
+    rows = [replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep))) for r in timed(em)]
     wormhole.write_rows(out / "tidy.csv", rows)
     wormhole.write_rows(out / "example.csv", example.rows.values())
-    meta = framework.run_facts(
-        framework.command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"])),
-        watch,
-        seed=args.seed,
-        repeat=args.repeat,
-        ks=list(ks),
-        threshold=args.threshold,
-        cluster_size=args.cluster_size,
-        density=args.cluster_density,
-        runtime=args.runtime,
-        multicasts=len(rows),
-        status=asdict(em.status),
-        example_status=asdict(example.status),
-    )
-    framework.write_json(out / "reproduction.json", meta)
+    facts = {k: getattr(args, k) for k in ("seed", "repeat")} | {"ks": list(ks), "threshold": args.threshold}
+    facts |= {"cluster_size": args.cluster_size, "density": args.cluster_density, "runtime": args.runtime}
+    facts |= {
+        "multicasts": len(em.index),
+        "status": asdict(em.status),
+        "example_status": asdict(example.status),
+    }
+    cmd = framework.command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"]))
+    framework.write_json(out / "reproduction.json", framework.run_facts(cmd, watch, **facts))
 
 
 def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tuple[str, str, int, int], int]:
     """Per point and grouping rule, its number of groups (the rules' pure grouping functions)."""
-    rules: Mapping[str, Callable[[Sequence[Coord]], list[list[Coord]]]] = {
-        "group-graph": lambda d: graph_groups(d, threshold),
+    rules: Mapping[str, Rule] = {
+        "group-graph": partial(graph_groups, threshold=threshold),
         "group-pattern": pattern_groups,
     }
     return {
@@ -393,15 +383,20 @@ def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tu
     }
 
 
-def _read(out: Path) -> tuple[wormhole.Summaries, Example, wormhole.EmulationStatus, dict[str, Any]]:
-    meta = json.loads((out / "reproduction.json").read_text())
-    rows = wormhole.read_rows(out / "tidy.csv")
-    ours = wormhole.Summaries(
-        rows, wormhole.summarise_rows(rows, METRICS), tuple(meta["ks"]), int(meta["repeat"])
+def _read(out: Path) -> Read:
+    meta, rows = json.loads((out / "reproduction.json").read_text()), wormhole.read_rows(out / "tidy.csv")
+    by = {m: [r for r in rows if r.model == m] for m in READINGS}
+    ks, status = tuple(meta["ks"]), wormhole.EmulationStatus(**meta["example_status"])
+    ours = {
+        m: wormhole.Summaries(rs, wormhole.summarise_rows(rs, METRICS), ks, meta["repeat"])
+        for m, rs in by.items()
+    }
+    return (
+        ours,
+        _example(wormhole.read_rows(out / "example.csv"), status),
+        wormhole.EmulationStatus(**meta["status"]),
+        meta,
     )
-    ex_rows = {r.algorithm: r for r in wormhole.read_rows(out / "example.csv")}
-    example = _example(ex_rows, wormhole.EmulationStatus(**meta["example_status"]))
-    return ours, example, wormhole.EmulationStatus(**meta["status"]), meta
 
 
 def run(args: Any, ctx: Context) -> int:
@@ -409,9 +404,14 @@ def run(args: Any, ctx: Context) -> int:
     out = Path(args.out)
     if not args.report_only:
         _emulate(args, ctx, out)
-    ours, example, status, meta = framework.read_report_only("chen", out, _read)
-    meta["wall_s"] = float(meta["wall_s"])
-    plots = write_plots(out, ours)
-    report = build_report(ours, example, status, plots, out, meta)
+    read = framework.read_report_only("chen", out, _read)
+    readings, example, status, meta = read
+    ours, meta["wall_s"] = readings["per-hop"], float(meta["wall_s"])
+    report = build_report(read, write_plots(out, ours), out)
+    cs = claims(readings, example)
+    framework.write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
+    if (warning := repeat_warning(ours.repeat)) is not None:
+        ctx.warn(warning)
     said = f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
-    return framework.finish(ctx, out, report, said, claims(ours), status.complete and example.status.complete)
+    done = status.complete and example.status.complete
+    return framework.finish(ctx, out, report, said, [c.markdown() for c in cs], done)
