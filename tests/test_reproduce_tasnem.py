@@ -213,10 +213,10 @@ def _results(means: dict[str, list[float]]) -> Results:
 def test_ordering_check() -> None:
     res = _results({"tasnem": [1, 2, 3], "hcm": [2, 3, 4], "t2w": [3, 4, 5], "uniform": [9, 9, 9]})
     c = ordering(res, "size", "traffic")
-    assert c.holds and (c.points, c.tasnem_lowest, c.uniform_highest) == (3, 3, 3)
+    assert (c.points, c.tasnem_lowest, c.uniform_highest) == (3, 3, 3)  # TASNEM lowest, Uniform highest
     assert c.tasnem_significant == 3  # paired: the same ±1 in every algorithm, so constant differences
     res = _results({"tasnem": [1, 5, 3], "hcm": [2, 3, 3], "t2w": [3, 4, 9], "uniform": [9, 9, 9]})
     c = ordering(res, "size", "traffic")
-    assert not c.holds and c.tasnem_lowest == 1
+    assert c.tasnem_lowest == 1 < c.points
     assert c.lowest_elsewhere == ((10, "multipath-HCM"), (15, "TASNEM = multipath-HCM"))
     assert c.highest_elsewhere == ((15, "Uniform = T2W"),) or c.highest_elsewhere == ((15, "T2W = Uniform"),)

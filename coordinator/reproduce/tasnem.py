@@ -68,16 +68,12 @@ DEFAULT_TS_NS = 1000.0
 
 #: Per algorithm: its name in the report and our plot colour (report.algorithm_colour maps all four
 #: seed-001 names to one colour).
-_STYLE: Mapping[str, tuple[str, str]] = {
-    "tasnem": ("TASNEM", "#000000"),
-    "hcm": ("multipath-HCM", "#8c564b"),
-    "t2w": ("T2W", "#17becf"),
-    "uniform": ("Uniform", "#bcbd22"),
-    "pair": ("PAIR", "#ff7f0e"),
-    "min": ("MIN", "#2ca02c"),
-}
-LABELS: Mapping[str, str] = {a: label for a, (label, _) in _STYLE.items()}
-COLOURS: Mapping[str, str] = {a: colour for a, (_, colour) in _STYLE.items()}
+LABELS: Mapping[str, str] = dict(
+    zip(ALGORITHMS, ("TASNEM", "multipath-HCM", "T2W", "Uniform", "PAIR", "MIN"), strict=True)
+)
+COLOURS: Mapping[str, str] = dict(
+    zip(ALGORITHMS, ("#000000", "#8c564b", "#17becf", "#bcbd22", "#ff7f0e", "#2ca02c"), strict=True)
+)
 SWEEPS: Mapping[str, str] = {"dests": "number of destinations", "size": "torus size"}
 #: The paper's two metrics: column → (its word in the report, its axis label).
 MEASURES: Mapping[str, tuple[str, str]] = {
@@ -246,22 +242,14 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
 #: (Ts in ns, start-ups of a delivery by a vertical path): the paper's Ts = 0, then two start-up costs.
 T2W_PATHS = ((0, 0), (1, 0), (0, 1), (1, 1))
 T2W_TIMINGS = ((0.0, 2), (250.0, 2), (250.0, 1), (1000.0, 2), (1000.0, 1))
-T2W_COLUMNS = (
-    "sweep",
-    "n",
-    "k",
-    "split_row",
-    "split_columns",
-    "ts_ns",
-    "vertical_startups",
-    "t2w_latency_ns",
-)
+T2W_COLUMNS = ("sweep", "n", "k", "split_row", "split_columns", "ts_ns", "vertical_startups",
+               "t2w_latency_ns")  # fmt: skip
 
 
 def t2w_deliveries(topo: Topology, src: Coord, dests: Iterable[Coord], split: Sequence[int]) -> list[Any]:
     """(hops, start-ups) of each T2W delivery as node/routing/torus_paths.py routes it, or with its main path
     (``split[0]``) or column sweeps (``split[1]``) split both ways, each destination the shorter way round."""
-    (m, n), (xs, ys), out = (topo.cols, topo.rows), src, []
+    (m, n), (xs, ys), out = (topo.cols, topo.rows), src, list[tuple[int, int]]()
     plus, minus = (max((sign * (x - xs) % m for x, _ in dests if x != xs), default=0) for sign in (1, -1))
     for x in {x for x, _ in dests}:
         col, h = [y for c, y in dests if c == x], (x - xs) * (1 if plus <= minus else -1) % m
@@ -285,12 +273,9 @@ def t2w_rows(cfg: Config) -> list[dict[str, Any]]:
         sets = list(zip(plan.multicasts, points, strict=True))[: len(ks) * cfg.repeat]  # every algorithm's
         for k, split, (ts, ups) in itertools.product(ks, T2W_PATHS, T2W_TIMINGS):
             paths = [t2w_deliveries(topo, m.source, m.destinations, split) for m, (kk, _) in sets if kk == k]
-            mean = statistics.fmean(
-                max(HOP_NS * h + ts * (ups if u == 2 else 1) for h, u in p) for p in paths
-            )
-            rows.append(
-                dict(zip(T2W_COLUMNS, (sweep, side, k, *split, ts, ups, round(mean, 6)), strict=True))
-            )
+            mean = statistics.fmean(max(HOP_NS * h + ts * min(u, ups) for h, u in p) for p in paths)
+            row = (sweep, side, k, *split, ts, ups, round(mean, 6))
+            rows.append(dict(zip(T2W_COLUMNS, row, strict=True)))
     return rows
 
 
@@ -358,8 +343,7 @@ class Results:
 
     def bound(self, sweep: str, x: int, metric: str) -> float | None:
         """The lower bound at point x: the farthest destination × 25 ns, or k links."""
-        r = self.summary.get((sweep, self.algorithms[0], x))
-        if r is None:
+        if (r := self.summary.get((sweep, self.algorithms[0], x))) is None:
             return None
         return r["bound_hops_mean"] * HOP_NS if metric.startswith("latency") else float(r["k"])
 
@@ -377,10 +361,6 @@ class OrderCheck:
     uniform_significant: int
     lowest_elsewhere: tuple[tuple[int, str], ...]  # (point, the lowest algorithm(s), "A = B" when tied)
     highest_elsewhere: tuple[tuple[int, str], ...]
-
-    @property
-    def holds(self) -> bool:
-        return self.tasnem_lowest == self.points and self.uniform_highest == self.points
 
 
 def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
@@ -411,56 +391,33 @@ def _x_name(sweep: str, x: int) -> str:
     return f"k = {x}" if sweep == "dests" else f"T{x}"
 
 
-def _instead(sweep: str, which: str, pts: Sequence[tuple[int, str]]) -> str:
-    """``; lowest instead: k = 100 (T2W), …`` (empty when there are no such points)."""
-    named = ", ".join(f"{_x_name(sweep, x)} ({names})" for x, names in pts)
-    return f"; {which} instead: {named}" if pts else ""
-
-
-def _check_line(c: OrderCheck) -> str:
-    """An ordering check's bullet (report text ``order_bullet``)."""
-    instead = {w: _instead(c.sweep, w, getattr(c, f"{w}_elsewhere")) for w in ("lowest", "highest")}
-    return _text("order_bullet", c=c, sweep=SWEEPS[c.sweep], metric=MEASURES[c.metric][0], **instead)
-
-
-def _claim(
-    key: str, hits: int, points: int, evidence: str, more: Mapping[str, float] = {}, **fields: Any
-) -> Claim:
+def _claim(key: str, hits: int, points: int, evidence: str, more: Mapping[str, Any] = {}, **kw: Any) -> Claim:
     """The claim of report text ``key`` (its source, then its text) decided by counts (:func:`by_points`)."""
-    source, text = _text(key, **fields).split("\n")
+    source, text = _text(key, **kw).split("\n")
     return Claim(source, text, by_points(hits, points), evidence, {"hits": hits, "points": points, **more})
 
 
-def _order_claims(res: Results, span: tuple[int, int]) -> tuple[list[str], list[Claim]]:
-    """§4.2's ordering: a bullet per sweep × metric; per metric the claims TASNEM lowest, Uniform highest."""
-    checks, claims = [ordering(res, sweep, m) for m in MEASURES for sweep in SWEEPS], []
+def _order_claims(res: Results, span: tuple[int, int]) -> list[Claim]:
+    """§4.2's ordering over both sweeps, per metric: TASNEM lowest of the four, Uniform highest."""
+    claims = []
     for (metric, (what, _)), who in itertools.product(MEASURES.items(), ("tasnem", "uniform")):
-        cs, low = [c for c in checks if c.metric == metric], who == "tasnem"
-        extreme = "lowest" if low else "highest"
-        hits, sig, points = (
-            sum(getattr(c, f) for c in cs) for f in (f"{who}_{extreme}", f"{who}_significant", "points")
-        )
-        instead = [n for c in cs for _, n in getattr(c, f"{extreme}_elsewhere")]
-        beaters = " or ".join(sorted({n for n in instead if "TASNEM" not in n})) if low else ""
-        notes = [_text("note_tie")] * any(n.count(" = ") == 3 for n in instead)
+        cs, low = [ordering(res, sweep, metric) for sweep in SWEEPS], who == "tasnem"
+        extreme, points = "lowest" if low else "highest", sum(c.points for c in cs)
+        hits, sig = (sum(getattr(c, f"{who}_{f}") for c in cs) for f in (extreme, "significant"))
+        elsewhere = [(_x_name(c.sweep, x), n) for c in cs for x, n in getattr(c, f"{extreme}_elsewhere")]
+        beaters = " or ".join(sorted({n for _, n in elsewhere if "TASNEM" not in n})) if low else ""
+        named = ", ".join(f"{x} ({n})" for x, n in elsewhere)
+        notes = [f"{extreme.capitalize()} instead: {named}."] * bool(named)
+        notes += [_text("note_tie")] * any(n.count(" = ") == 3 for _, n in elsewhere)
         notes += [_text("note_reconstruction", beaters=beaters)] * bool(beaters)
         more = {"significant": sig}
         if beaters and metric == "latency_ns":
             notes.append(_text("note_span", span=span, points=points, need=math.ceil(HOLD_SHARE * points)))
-            more |= dict(zip(("t2w_variants_min", "t2w_variants_max"), span, strict=True))
-        named = ", ".join(f"{n} at {instead.count(n)}" for n in dict.fromkeys(instead))
-        evidence = _text(
-            "evidence_order",
-            who=LABELS[who],
-            extreme=extreme,
-            hits=hits,
-            points=points,
-            sig=sig,
-            instead=f"; elsewhere {named}" if named else "",
-            notes="".join(f" {n}" for n in notes),
-        )
+            more |= {"t2w_variants_min": span[0], "t2w_variants_max": span[1]}
+        evidence = _text("evidence_order", who=LABELS[who], extreme=extreme, hits=hits, points=points,
+                         sig=sig, notes="".join(f" {n}" for n in notes))  # fmt: skip
         claims.append(_claim(f"claim_{who}", hits, points, evidence, more, what=what))
-    return [_check_line(c) for c in checks], claims
+    return claims
 
 
 def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[Any, Any, int, int, int]:
@@ -476,14 +433,11 @@ def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
     hits, steps = sum(t[2] if up else t[3] for t in trends.values()), sum(t[4] for t in trends.values())
     unit, xs = ("ns" if metric.startswith("latency") else "links"), res.xs[sweep]
-    each = "; ".join(
-        f"{LABELS[a]} {fmt(f0, 0)} → {fmt(f1, 0)} {unit} ({r} rises, {f} falls)"
-        for a, (f0, f1, r, f, _) in trends.items()
-    )
+    each = "; ".join(f"{LABELS[a]} {fmt(t[0], 0)} → {fmt(t[1], 0)} {unit} ({t[2]} rises, {t[3]} falls)"
+                     for a, t in trends.items())  # fmt: skip
     ends, way = f"{_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}", "up" if up else "down"
-    return _claim(
-        key, hits, steps, _text("evidence_trend", ends=ends, each=each, hits=hits, steps=steps, way=way)
-    )
+    evidence = _text("evidence_trend", ends=ends, each=each, hits=hits, steps=steps, way=way)
+    return _claim(key, hits, steps, evidence)
 
 
 #: The paper's statements about how the curves move (§4.1–4.2): (its report text, sweep, which, metric,
@@ -497,41 +451,26 @@ _CURVE_CLAIMS = (
 )
 
 
-def _claims(res: Results, span: tuple[int, int]) -> tuple[list[str], list[Claim]]:
-    """The ordering's bullets, and the claims: ordering, curves, TASNEM's start-ups, the case study."""
-    lines, claims = _order_claims(res, span)
-    algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
+def _claims(res: Results, span: tuple[int, int]) -> list[Claim]:
+    """Every claim: the ordering, the curves, TASNEM's start-ups, the case study."""
+    claims, algs = _order_claims(res, span), [a for a in PAPER_ALGORITHMS if a in res.algorithms]
     which = {"tasnem": ["tasnem"], "others": algs[1:], "all": algs}
-    claims += [
-        _trend_claim(res, key, sweep, which[these], metric, up)
-        for key, sweep, these, metric, up in _CURVE_CLAIMS
-        if len(res.xs[sweep]) >= 2
-    ]
+    claims += [_trend_claim(res, key, sweep, which[these], metric, up)
+               for key, sweep, these, metric, up in _CURVE_CLAIMS if len(res.xs[sweep]) > 1]  # fmt: skip
     ns = res.xs["size"]
-    growth = {
-        a: f1 / f0
-        for a in algs
-        if len(ns) > 1 and (f := _trend(res, "size", a, "traffic")) and (f0 := f[0]) and (f1 := f[1])
-    }
+    ends = {a: _trend(res, "size", a, "traffic")[:2] for a in algs} if len(ns) > 1 else {}
+    growth = {a: f1 / f0 for a, (f0, f1) in ends.items() if f0 and f1 is not None}
     if (mine := growth.pop("tasnem", None)) and growth:
         hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
         named = ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items())
-        evidence = _text(
-            "evidence_growth",
-            first=ns[0],
-            last=ns[-1],
-            tasnem=mine,
-            others=named,
-            ratio=ratio,
-            hits=hits,
-            n=len(growth),
-        )
+        evidence = _text("evidence_growth", first=ns[0], last=ns[-1], tasnem=mine, others=named, ratio=ratio,
+                         hits=hits, n=len(growth))  # fmt: skip
         claims.append(_claim("curve_growth", hits, len(growth), evidence, {"ratio": round(ratio, 3)}))
     ups = [r["startups"] for (_, a, _, _), r in res.tidy.items() if a == "tasnem"]
     evidence = _text("evidence_startups", most=max(ups, default=0), points=len(ups))
     claims.append(_claim("claim_startups", sum(1 for u in ups if u <= 2), len(ups), evidence))
     source, text, evidence = _text("claim_case_study").split("\n")
-    return lines, [*claims, Claim(source, text, Verdict.NOT_REPRODUCIBLE, evidence)]
+    return [*claims, Claim(source, text, Verdict.NOT_REPRODUCIBLE, evidence)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,14 +520,9 @@ def _tree_sentence(alg: str, what: str, vs: Sequence[Versus]) -> str:
     lower, higher = sum(v.points[0] for v in vs), sum(v.points[2] for v in vs)
     pcts = [statistics.fmean(v.pcts) for v in vs if v.pcts]
     avg = f"({statistics.fmean(pcts):+.0f}% on average)" if pcts else "(— on average)"
-    where = (
-        "below TASNEM's at every point"
-        if lower == pts
-        else "above TASNEM's at every point"
-        if higher == pts
-        else f"below TASNEM's at {lower}, above at {higher} and indistinguishable at {pts - lower - higher}"
-        f" of {pts} points"
-    )
+    mixed = f"below TASNEM's at {lower}, above at {higher} and indistinguishable at {pts - lower - higher}"
+    every = {higher: "above", lower: "below"}.get(pts)
+    where = f"{every} TASNEM's at every point" if every else f"{mixed} of {pts} points"
     return f"{LABELS[alg]}'s {what} is significantly {where} {avg}"
 
 
@@ -598,14 +532,16 @@ def _trees(res: Results) -> str:
     if not extras or "tasnem" not in res.algorithms:
         return "(PAIR and MIN were not run: `--no-extras`.)"
     sweeps = [s for s in SWEEPS if res.xs[s]]
-    verdicts = {(a, s, m): versus(res, s, a, m) for s in sweeps for a in extras for m in MEASURES}
+    compared = {(a, s, m): versus(res, s, a, m) for s in sweeps for a in extras for m in MEASURES}
     header = ["sweep", "vs TASNEM", "metric", "points lower / same / higher", "sets lower / equal / higher"]
-    table = [v.row(s, a, m) for (a, s, m), v in verdicts.items()]
+    table = [v.row(s, a, m) for (a, s, m), v in compared.items()]
     labels = [LABELS[a] for a in res.algorithms]
-    bounds = [[SWEEPS[s], *(_share_cell(*_bound_share(res, [s], a)) for a in res.algorithms)] for s in sweeps]
+    cell = [(s, a, _bound_share(res, [s], a)) for s in sweeps for a in res.algorithms]
+    bounds = [[SWEEPS[s], *(f"{p:.0f}% (+{e:.1f})" if p is not None else "—" for t, _, (p, e) in cell
+                            if t == s)] for s in sweeps]  # fmt: skip
     each = [(a, m, what) for a in extras for m, (what, _) in MEASURES.items()]
-    sentences = [_tree_sentence(a, what, [verdicts[(a, s, m)] for s in sweeps]) for a, m, what in each]
-    slower = any(verdicts[(a, s, "latency_ns")].points[2] for a in extras for s in sweeps)
+    sentences = [_tree_sentence(a, what, [compared[(a, s, m)] for s in sweeps]) for a, m, what in each]
+    slower = any(compared[(a, s, "latency_ns")].points[2] for a in extras for s in sweeps)
     stats = {a: _bound_share(res, list(SWEEPS), a) for a in ("tasnem", *extras)}
 
     def share(a: str) -> str:
@@ -613,19 +549,14 @@ def _trees(res: Results) -> str:
         return f"{LABELS[a]} at the bound in {pct:.0f}% of the sets, {excess:.1f} hops above it on average"
 
     return _text(
-        "trees",
-        versus=markdown_table([*header, "mean difference"], table, ["l", "l", "l", "r", "r", "r"]).rstrip(),
+        "trees", versus=markdown_table([*header, "mean difference"], table, ["l"] * 3 + ["r"] * 3).rstrip(),
         bounds=markdown_table(["sweep", *labels], bounds, ["l"] + ["r"] * len(labels)).rstrip(),
-        sentences="; ".join(sentences),
-        extras="; ".join(share(a) for a in extras),
-        tasnem=share("tasnem"),
+        sentences="; ".join(sentences), extras="; ".join(share(a) for a in extras), tasnem=share("tasnem"),
         slower=_text("some_slower" if slower else "none_slower"),
-    )
+    )  # fmt: skip
 
 
-def _sensitivity(
-    res: Results, rows: Sequence[Mapping[str, Any]], ts_ns: float
-) -> tuple[str, tuple[int, int]]:
+def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> tuple[str, tuple[int, int]]:
     """TASNEM's lowest-latency count per T2W variant (a table; HCM's and Uniform's margins), and its range."""
     t2w = {(*(r[c] for c in T2W_COLUMNS[3:7]), r["sweep"], r["k" if r["sweep"] == "dests" else "n"]): r
            for r in rows}  # fmt: skip
@@ -642,17 +573,13 @@ def _sensitivity(
     head = ["T2W main path", "column sweeps"]
     head += [f"Ts = {ts:g} ns" + f", {u} start-up{'s' * (u > 1)}" * (ts > 0) for ts, u in T2W_TIMINGS]
     ours = [(r["t2w_latency_ns"], res.mean(k[4], "t2w", k[5], "latency_ts_ns" if k[2] else "latency_ns"))
-            for k, r in t2w.items() if (k[0], k[1], k[3]) == (0, 0, 2) and k[2] in (0, ts_ns)]  # fmt: skip
+            for k, r in t2w.items() if (k[0], k[1], k[3]) == (0, 0, 2) and k[2] in (0, ts)]  # fmt: skip
     return _text(
         "sensitivity", table=markdown_table(head, table, ["l", "l"] + ["r"] * len(T2W_TIMINGS)).rstrip(),
         matched=sum(1 for v, m in ours if m is not None and abs(v - m) < 1e-3), checked=len(ours),
         margin=min((q - 1 for q in ratios.values() if q > 1), default=0) * 100,
         below=", ".join(f"{LABELS[a]} at {_x_name(*p)}" for (a, p), q in ratios.items() if q <= 1) or "none",
     ), (min(map(min, counts)), max(map(max, counts)))  # fmt: skip
-
-
-def _share_cell(pct: float | None, excess: float) -> str:
-    return "—" if pct is None else f"{pct:.0f}% (+{excess:.1f})"
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -679,9 +606,7 @@ def _consistency(res: Results) -> dict[str, str]:
     total = sum(1 for r in rows if r["hops"] is not None)
     differ = [r for r in rows if r["hops"] is not None and r["time"] != r["hops"]]
     algs = ", ".join(LABELS[a] for a in sorted({r["algorithm"] for r in differ}, key=ALGORITHMS.index))
-    lockstep = _text(
-        "lockstep_differs" if differ else "lockstep_equal", n=len(differ), total=total, algs=algs
-    )
+    lockstep = _text(f"lockstep_{'differs' if differ else 'equal'}", n=len(differ), total=total, algs=algs)
     return {"ups": ", ".join(f"{LABELS[a]} {n}" for a, n in ups.items()), "lockstep": lockstep}
 
 
@@ -754,27 +679,16 @@ def build_report(
     tables = [_point_table(res, s, m, d) for s, m, d in heads]
     rebuilt, cpu = meta.get("rebuilt"), [r.cpu_s for r in results]
     fields = {
-        **asdict(cfg),
-        **meta,
-        "command": cfg.command,
-        "n_mc": sum(len(r.rows) for r in results),
-        "n_runs": len(results),
-        "cpu_s": sum(cpu),
+        **asdict(cfg), **meta, "command": cfg.command, "n_mc": sum(len(r.rows) for r in results),
+        "n_runs": len(results), "cpu_s": sum(cpu), "hop": HOP_NS, "legend": verdicts.legend(cfg.repeat),
         "idle": max(sum(cpu) / max(1, cfg.jobs), max(cpu, default=0.0)),  # the runs on idle CPUs
         "rebuilt_note": f" Report rebuilt from the CSVs on {rebuilt} (`--report-only`)." if rebuilt else "",
-        "algorithms": ", ".join(LABELS[a] for a in cfg.algorithms),
-        "dests": ", ".join(map(str, cfg.dests)),
-        "sizes": ", ".join(f"T{n}" for n in cfg.sizes),
-        "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes),
-        "runs": _runs_text(results, cfg),
-        "run_status": _run_status(results),
-        "hop": HOP_NS,
-        "legend": verdicts.legend(cfg.repeat),
-        **_consistency(res),
-        "trees": _trees(res),
-        "tables": "\n\n".join(tables),
+        "algorithms": ", ".join(LABELS[a] for a in cfg.algorithms), "dests": ", ".join(map(str, cfg.dests)),
+        "sizes": ", ".join(f"T{n}" for n in cfg.sizes), "runs": _runs_text(results, cfg),
+        "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes), "trees": _trees(res),
+        **_consistency(res), "run_status": _run_status(results), "tables": "\n\n".join(tables),
         "plots": "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in plots),
-    }
+    }  # fmt: skip
     return _text("report", **fields) + "\n"
 
 
@@ -889,15 +803,15 @@ def run(args: Any, ctx: Context) -> int:
     plots = write_plots(out, res, cfg.percent)
     t2w = framework.read_report_only("tasnem", out, lambda o: framework.read_tidy(o / "t2w_variants.csv"))
     sensitivity, span = _sensitivity(res, t2w, cfg.ts_ns)
-    order, claims = _claims(res, span)
+    claims = _claims(res, span)
     framework.write_tidy(out / "claims.csv", verdicts.COLUMNS, (c.row() for c in claims))
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")
     said = (
-        f"tasnem: {len(rows)} multicasts, {meta['wall_s']:.1f} s; wrote {out}/report.md, {len(plots)} plots"
+        f"tasnem: {len(rows)} multicasts ({meta['wall_s']:.1f} s); wrote {out}/report.md, {len(plots)} plots"
     )
     bullets = [c.markdown() for c in claims]
-    fields = {"order": "\n".join(order), "claims": "\n".join(bullets), "sensitivity": sensitivity}
+    fields = {"claims": "\n".join(bullets), "sensitivity": sensitivity}
     report = build_report(results, res, plots, out, cfg, {**meta, **fields})
     return framework.finish(ctx, out, report, said, bullets, all(r.complete for r in results))
 
@@ -918,10 +832,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         results = framework.run_pool(one, jobs, cfg.jobs, ctx.progress)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    meta = {
-        **framework.run_facts(cfg.command, watch, load=(load0, _load()[0])),
-        "wall_s": watch.wall(),
-    }
+    meta = {**framework.run_facts(cfg.command, watch, load=(load0, _load()[0])), "wall_s": watch.wall()}
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for res in results for r in res.rows]
     rows.sort(key=lambda r: (r["sweep"], r["n"], r["k"], ALGORITHMS.index(r["algorithm"]), r["repetition"]))
