@@ -27,6 +27,7 @@ from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.analysis.verdicts import HOLD_SHARE, Claim, Verdict, by_points
 from coordinator.errors import UsageError
 from coordinator.experiments.run import emulate, runtime_problem
+from coordinator.experiments.sweep import parse_dests, sweep_plan
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
@@ -66,8 +67,7 @@ HOP_NS = 25.0
 PAPER_TIMING = Timing(model="wormhole", ts=0.0, beta=0.0, flits=1, router=HOP_NS)
 DEFAULT_TS_NS = 1000.0
 
-#: Per algorithm: its name in the report and our plot colour (report.algorithm_colour maps all four
-#: seed-001 names to one colour).
+#: Names in the report and plot colours (report.algorithm_colour gives all of seed 001's one colour).
 LABELS: Mapping[str, str] = dict(
     zip(ALGORITHMS, ("TASNEM", "multipath-HCM", "T2W", "Uniform", "PAIR", "MIN"), strict=True)
 )
@@ -194,8 +194,7 @@ def make_jobs(
     jobs: list[Job] = []
 
     def add(sweep: str, side: int, ks: tuple[int, ...]) -> None:
-        rt = runtime if side <= emulate_up_to else "model"
-        topo = f"torus:{side}x{side}"
+        rt, topo = (runtime if side <= emulate_up_to else "model"), f"torus:{side}x{side}"
         subsets = [(a,) for a in algs] if rt == "model" and sweep == "dests" else [algs]
         for sub in subsets:
             jobs.append(Job(sweep, topo, ks, algs, sub, rt, _estimate(ks, sub, side, repeat, rt)))
@@ -208,15 +207,12 @@ def make_jobs(
 
 def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: float) -> JobResult:
     """Run one job (in a worker process or here) and return one row per multicast."""
-    from coordinator.experiments.sweep import sweep_plan
-
     topo = Topology.parse(job.topology)
     full, points = sweep_plan(topo, list(job.algorithms), list(job.ks), repeat, seed, None)
     index = [i for i, m in enumerate(full.multicasts) if m.algorithm in job.subset]  # renumbered 0..
     plan = Plan(full.topology, tuple(replace(full.multicasts[i], id=j) for j, i in enumerate(index)))
-    st = replace(settings, runtime=job.runtime)
     t0, c0 = time.perf_counter(), time.process_time()
-    raw = trio.run(emulate, plan, st, None)
+    raw = trio.run(emulate, plan, replace(settings, runtime=job.runtime), None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     records = multicast_metrics(plan, raw)
     apply_timing(records, PAPER_TIMING)
@@ -237,9 +233,8 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
 
 
-#: T2W's free choices varied (node/routing/torus_paths.py, choices 9–12): (its main path split both ways
-#: round the source row, each column's sweep split both ways); (0, 0) is our reconstruction. Then per
-#: (Ts in ns, start-ups of a delivery by a vertical path): the paper's Ts = 0, then two start-up costs.
+#: T2W's free choices (node/routing/torus_paths.py, choices 9–12): (main path, column sweeps split both ways
+#: round; (0, 0) ours), and (Ts in ns, start-ups of a delivery by a vertical path), the paper's Ts = 0 first.
 T2W_PATHS = ((0, 0), (1, 0), (0, 1), (1, 1))
 T2W_TIMINGS = ((0.0, 2), (250.0, 2), (250.0, 1), (1000.0, 2), (1000.0, 1))
 T2W_COLUMNS = ("sweep", "n", "k", "split_row", "split_columns", "ts_ns", "vertical_startups",
@@ -264,8 +259,6 @@ def t2w_deliveries(topo: Topology, src: Coord, dests: Iterable[Coord], split: Se
 
 def t2w_rows(cfg: Config) -> list[dict[str, Any]]:
     """Per point, T2W variant and timing: T2W's mean latency on the run's destination sets, from its paths."""
-    from coordinator.experiments.sweep import sweep_plan
-
     rows, size = [], [("size", n, (size_k(n, cfg.percent),)) for n in cfg.sizes]
     for sweep, side, ks in [("dests", cfg.dest_torus, cfg.dests), *size]:
         topo = Topology.parse(f"torus:{side}x{side}")
@@ -322,12 +315,11 @@ class Results:
         return Results(tidy, summ, xs, tuple(algorithms), repeat)
 
     def mean(self, sweep: str, alg: str, x: int, metric: str) -> float | None:
-        r = self.summary.get((sweep, alg, x))
-        return None if r is None else r[f"{metric}_mean"]
+        return (self.summary.get((sweep, alg, x)) or {}).get(f"{metric}_mean")
 
     def ci(self, sweep: str, alg: str, x: int, metric: str) -> tuple[float | None, float | None]:
-        r = self.summary.get((sweep, alg, x))
-        return (None, None) if r is None else (r[f"{metric}_ci_low"], r[f"{metric}_ci_high"])
+        r = self.summary.get((sweep, alg, x)) or {}
+        return r.get(f"{metric}_ci_low"), r.get(f"{metric}_ci_high")
 
     def diffs(self, sweep: str, a: str, b: str, x: int, metric: str) -> list[float]:
         """Per destination set at point x: a − b (the same sets, so the differences are paired)."""
@@ -338,8 +330,7 @@ class Results:
 
     def at(self, sweep: str, x: int, column: str) -> Any:
         """A column common to every algorithm at point x (torus, k), from the first one run there."""
-        r = next((r for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
-        return None if r is None else r[column]
+        return next((r[column] for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
 
     def bound(self, sweep: str, x: int, metric: str) -> float | None:
         """The lower bound at point x: the farthest destination × 25 ns, or k links."""
@@ -357,21 +348,19 @@ class OrderCheck:
     points: int
     tasnem_lowest: int
     tasnem_significant: int
+    lowest_elsewhere: tuple[tuple[int, str], ...]  # (point, the lowest algorithm(s), "A = B" when tied)
     uniform_highest: int
     uniform_significant: int
-    lowest_elsewhere: tuple[tuple[int, str], ...]  # (point, the lowest algorithm(s), "A = B" when tied)
     highest_elsewhere: tuple[tuple[int, str], ...]
 
 
 def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
     """Check the paper's ordering among its four algorithms at every point of a sweep."""
-    algs = [a for a in PAPER_ALGORITHMS if a in res.algorithms]
-    xs = res.xs[sweep]
+    algs, xs = [a for a in PAPER_ALGORITHMS if a in res.algorithms], res.xs[sweep]
     tallies: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
     for alg, sign, beats, pick in (("tasnem", -1, operator.lt, min), ("uniform", 1, operator.gt, max)):
-        hits = sig = 0
+        hits, sig, others = 0, 0, [a for a in algs if a != alg]
         elsewhere = []
-        others = [a for a in algs if a != alg]
         for x in xs:
             known = {a: v for a in algs if (v := res.mean(sweep, a, x, metric)) is not None}
             if len(known) < len(algs):
@@ -383,8 +372,7 @@ def ordering(res: Results, sweep: str, metric: str) -> OrderCheck:
                 extreme = pick(known.values())
                 elsewhere.append((x, " = ".join(LABELS[a] for a in algs if known[a] == extreme)))
         tallies.append((hits, sig, tuple(elsewhere)))
-    (low, low_sig, low_else), (high, high_sig, high_else) = tallies
-    return OrderCheck(sweep, metric, len(xs), low, low_sig, high, high_sig, low_else, high_else)
+    return OrderCheck(sweep, metric, len(xs), *tallies[0], *tallies[1])
 
 
 def _x_name(sweep: str, x: int) -> str:
@@ -423,9 +411,9 @@ def _order_claims(res: Results, span: tuple[int, int]) -> list[Claim]:
 def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[Any, Any, int, int, int]:
     """(first mean, last mean, rises, falls, steps) between consecutive points of a sweep."""
     known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
-    steps = list(itertools.pairwise(known))
-    first, last = (known[0] if known else None), (known[-1] if len(known) > 1 else None)
-    return first, last, sum(1 for a, b in steps if b > a), sum(1 for a, b in steps if b < a), len(steps)
+    steps, last = list(itertools.pairwise(known)), (known[-1] if len(known) > 1 else None)
+    first = known[0] if known else None
+    return first, last, sum(b > a for a, b in steps), sum(b < a for a, b in steps), len(steps)
 
 
 def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> Claim:
@@ -440,8 +428,7 @@ def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric
     return _claim(key, hits, steps, evidence)
 
 
-#: The paper's statements about how the curves move (§4.1–4.2): (its report text, sweep, which, metric,
-#: rising), ``which`` being "tasnem", "others" (the other three) or "all" (the four).
+#: §4.1–4.2 on the curves: (report text, sweep, "tasnem"/"others" (the other three)/"all", metric, rising).
 _CURVE_CLAIMS = (
     ("curve_tasnem_latency", "dests", "tasnem", "latency_ns", False),
     ("curve_others_latency", "dests", "others", "latency_ns", True),
@@ -567,9 +554,8 @@ def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> 
     counts = [[sum(1 for p in ahead if lat[p] + tm[0] < t2w[(*sp, *tm, *p)]["t2w_latency_ns"])
                for tm in T2W_TIMINGS] for sp in T2W_PATHS]  # fmt: skip
     ways, n = ("one way (ours)", "both ways"), len(lat)
-    table = [
-        [ways[r], ways[c], *(f"{k} of {n}" for k in ks)] for (r, c), ks in zip(T2W_PATHS, counts, strict=True)
-    ]
+    table = [[ways[r], ways[c], *(f"{k} of {n}" for k in ks)]
+             for (r, c), ks in zip(T2W_PATHS, counts, strict=True)]  # fmt: skip
     head = ["T2W main path", "column sweeps"]
     head += [f"Ts = {ts:g} ns" + f", {u} start-up{'s' * (u > 1)}" * (ts > 0) for ts, u in T2W_TIMINGS]
     ours = [(r["t2w_latency_ns"], res.mean(k[4], "t2w", k[5], "latency_ts_ns" if k[2] else "latency_ns"))
@@ -650,10 +636,8 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
         return ", ".join(f"T{n}" for n in sorted(sides))
 
     emu, mod = tori(False), tori(True)
-    parts = [f"{emu} in the emulation ({cfg.runtime}, one emulation per torus)"] if emu else []
-    if mod:
-        parts.append(_text("model_runs", tori=mod, up=cfg.emulate_up_to))
-    return "; ".join(parts)
+    parts = [f"{emu} in the emulation ({cfg.runtime}, one emulation per torus)"] * bool(emu)
+    return "; ".join(parts + [_text("model_runs", tori=mod, up=cfg.emulate_up_to)] * bool(mod))
 
 
 def _run_status(results: Sequence[JobResult]) -> str:
@@ -673,8 +657,7 @@ def build_report(
     results: Sequence[JobResult], res: Results, plots: Sequence[Path], out: Path, cfg: Config,
     meta: Mapping[str, Any],
 ) -> str:  # fmt: skip
-    """report.md's text: the template of reports/tasnem.md filled in with this run's numbers (and ``meta``'s
-    claims, ordering bullets and sensitivity table)."""
+    """report.md's text: reports/tasnem.md's template filled in (``meta`` with the claims and sensitivity)."""
     heads = [(s, m, d) for s in SWEEPS if res.xs[s] for m, d in (("latency_ns", 0), ("traffic", 1))]
     tables = [_point_table(res, s, m, d) for s, m, d in heads]
     rebuilt, cpu = meta.get("rebuilt"), [r.cpu_s for r in results]
@@ -735,8 +718,6 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
 
 # -- command -----------------------------------------------------------------------------------
 def _int_list(text: str, what: str) -> tuple[int, ...]:
-    from coordinator.experiments.sweep import parse_dests
-
     try:
         return tuple(parse_dests(text))
     except PlanError as exc:
@@ -771,16 +752,13 @@ def _config(args: Any) -> Config:
         raise UsageError(f"--dest-torus must be at least 3 (a torus needs 3×3), got {args.dest_torus}")
     if small := [n for n in sizes if n < 3]:
         raise UsageError(f"--sizes: a torus needs at least 3×3, got {small[0]}")
-    others = args.dest_torus**2 - 1
+    n, others = args.dest_torus, args.dest_torus**2 - 1
     if over := [k for k in dests if k > others]:
-        raise UsageError(
-            f"--dests: T{args.dest_torus} has {others} nodes besides the source, asked for {over[0]}"
-        )
+        raise UsageError(f"--dests: T{n} has {others} nodes besides the source, asked for {over[0]}")
     if not 0 < args.percent < 100:
         raise UsageError(f"--percent must be between 0 and 100, got {args.percent:g}")
     framework.positive(args.wall_budget, "--wall-budget")
-    if args.ts < 0:
-        raise UsageError(f"--ts must not be negative, got {args.ts:g}")
+    framework.positive(args.ts, "--ts", strict=False)
     return Config(
         args.repeat, args.seed, args.dest_torus, tuple(sorted(dests)), tuple(sorted(sizes)), args.percent,
         ALGORITHMS if args.extras else PAPER_ALGORITHMS, args.runtime, args.emulate_up_to, args.ts, args.jobs,
@@ -811,8 +789,9 @@ def run(args: Any, ctx: Context) -> int:
         f"tasnem: {len(rows)} multicasts ({meta['wall_s']:.1f} s); wrote {out}/report.md, {len(plots)} plots"
     )
     bullets = [c.markdown() for c in claims]
-    fields = {"claims": "\n".join(bullets), "sensitivity": sensitivity}
-    report = build_report(results, res, plots, out, cfg, {**meta, **fields})
+    report = build_report(
+        results, res, plots, out, cfg, {**meta, "claims": "\n".join(bullets), "sensitivity": sensitivity}
+    )
     return framework.finish(ctx, out, report, said, bullets, all(r.complete for r in results))
 
 
@@ -822,10 +801,8 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     if problem := runtime_problem(cfg.runtime):
         raise UsageError(problem)
     settings = framework.lockstep_settings(args, "all-port", seed=cfg.seed, runtime=cfg.runtime)
-    jobs = make_jobs(
-        cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat, cfg.runtime,
-        cfg.emulate_up_to,
-    )  # fmt: skip
+    jobs = make_jobs(cfg.dest_torus, cfg.dests, cfg.sizes, cfg.percent, cfg.algorithms, cfg.repeat,
+                     cfg.runtime, cfg.emulate_up_to)  # fmt: skip
     watch, load0 = framework.Stopwatch(), _load()[0]
     try:
         one = partial(run_job, repeat=cfg.repeat, seed=cfg.seed, settings=settings, ts_ns=cfg.ts_ns)
