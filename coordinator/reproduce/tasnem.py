@@ -564,7 +564,7 @@ def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> 
         "sensitivity", table=markdown_table(head, table, ["l", "l"] + ["r"] * len(T2W_TIMINGS)).rstrip(),
         matched=sum(1 for v, m in ours if m is not None and abs(v - m) < 1e-3), checked=len(ours),
         margin=min((q - 1 for q in ratios.values() if q > 1), default=0) * 100,
-        below=", ".join(f"{LABELS[a]} at {_x_name(*p)}" for (a, p), q in ratios.items() if q <= 1) or "none",
+        below=", ".join(f"{_x_name(*p)} ({LABELS[a]})" for (a, p), q in ratios.items() if q <= 1) or "none",
     ), (min(map(min, counts)), max(map(max, counts)))  # fmt: skip
 
 
