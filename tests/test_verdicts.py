@@ -59,3 +59,8 @@ def test_every_claim_of_a_report_has_a_verdict_and_its_numbers(name: str, tmp_pa
     for c in claims:
         assert c.markdown() in report, c.text
     assert (copy / "claims.csv").read_text() == (DOCS / name / "claims.csv").read_text()
+    for c in claims:  # a verdict over counted points is the one the counts give
+        if {"hits", "points"} <= set(c.numbers) and c.verdict in (Verdict.HELD, Verdict.NOT_HELD):
+            assert by_points(int(c.numbers["hits"] or 0), int(c.numbers["points"] or 0)) is c.verdict, c.text
+        if c.verdict is Verdict.DIRECTION_ONLY and "points" in c.numbers:
+            assert int(c.numbers["hits"] or 0) >= 0.8 * int(c.numbers["points"] or 0), c.text

@@ -43,7 +43,7 @@ class Verdict(StrEnum):
 
 MEANING: Final[Mapping[Verdict, str]] = {
     Verdict.HELD: "direction and size within the paper's own spread or the stated tolerance, at the "
-    "stated share of points",
+    "stated share of points (direction alone where the paper states no size: the claim says so)",
     Verdict.DIRECTION_ONLY: "the direction holds at the stated share of points but the size does not; "
     "the ratio of our size to the paper's is given",
     Verdict.NOT_HELD: "the direction fails at more points than the stated share allows (numbers given)",
