@@ -232,7 +232,8 @@ def _each(algs: Sequence[str], value: Callable[[str], object]) -> str:
 
 
 def _span(vals: Sequence[float]) -> str:
-    return f"{min(vals):.2f}–{max(vals):.2f}"
+    lo, hi = f"{min(vals):.2f}", f"{max(vals):.2f}"
+    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def _paper_gap(tables: Tables, kind: str, metric: str, a: str, b: str) -> float:
