@@ -85,10 +85,14 @@ def test_report_sections(run_dir: Path) -> None:
         assert f"| {k} | torus:10x10 |" in text
     for n in SIZES:
         assert f"| T{n} | {size_k(n, 20)} |" in text
-    # every claim a bullet with its verdict: the ordering (2 metrics × TASNEM, Uniform), the six curve
-    # statements, TASNEM's start-ups and the case study (not reproducible: its set is only in a figure)
+    # every claim a bullet with its verdict: the ordering (2 metrics × TASNEM, Uniform), the seven curve
+    # statements (the "increasing rate" one twice: the paper says traffic under Fig. 10, which plots
+    # latency), TASNEM's start-ups and the case study (not reproducible: its set is only in a figure)
     claims = read_claims(run_dir / "claims.csv")
-    assert len(claims) == 12 and all(c.markdown() in text for c in claims)
+    assert len(claims) == 13 and all(c.markdown() in text for c in claims)
+    rates = [c for c in claims if "increasing rate" in c.text]
+    assert [c.source for c in rates] == ["§4.2, Fig. 10 (read as traffic)", "§4.2, Fig. 10 (read as latency)"]
+    assert all("only the direction is judged" in c.text and "ratio" in c.numbers for c in rates)
     assert claims[-1].verdict is Verdict.NOT_REPRODUCIBLE
     if claims[0].numbers["hits"] < claims[0].numbers["points"]:  # beaten: by a reconstruction, so said
         assert "reconstructed from a few sentences" in claims[0].evidence

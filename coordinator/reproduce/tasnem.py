@@ -444,15 +444,15 @@ def _claims(res: Results, span: tuple[int, int]) -> list[Claim]:
     which = {"tasnem": ["tasnem"], "others": algs[1:], "all": algs}
     claims += [_trend_claim(res, key, sweep, which[these], metric, up)
                for key, sweep, these, metric, up in _CURVE_CLAIMS if len(res.xs[sweep]) > 1]  # fmt: skip
-    ns = res.xs["size"]
-    ends = {a: _trend(res, "size", a, "traffic")[:2] for a in algs} if len(ns) > 1 else {}
-    growth = {a: f1 / f0 for a, (f0, f1) in ends.items() if f0 and f1 is not None}
-    if (mine := growth.pop("tasnem", None)) and growth:
-        hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
-        named = ", ".join(f"×{g:.1f} with {LABELS[a]}" for a, g in growth.items())
-        evidence = _text("evidence_growth", first=ns[0], last=ns[-1], tasnem=mine, others=named, ratio=ratio,
-                         hits=hits, n=len(growth))  # fmt: skip
-        claims.append(_claim("curve_growth", hits, len(growth), evidence, {"ratio": round(ratio, 3)}))
+    for key, metric in (("curve_growth", "traffic"), ("curve_growth_latency", "latency_ns")):
+        ends = {a: t[:2] for a in algs if (t := _trend(res, "size", a, metric))[0] and t[1] is not None}
+        growth = {a: y / x for a, (x, y) in ends.items()}
+        if (mine := growth.pop("tasnem", None)) and growth:
+            hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
+            each = "; ".join(f"{LABELS[a]} ×{y / x:.1f} ({x:.0f} → {y:.0f})" for a, (x, y) in ends.items())
+            evidence = _text("evidence_growth", first=(ns := res.xs["size"])[0], last=ns[-1], each=each,
+                             what=MEASURES[metric][1], ratio=ratio, hits=hits, n=len(growth))  # fmt: skip
+            claims.append(_claim(key, hits, len(growth), evidence, {"ratio": round(ratio, 3)}))
     ups = [r["startups"] for (_, a, _, _), r in res.tidy.items() if a == "tasnem"]
     evidence = _text("evidence_startups", most=max(ups, default=0), points=len(ups))
     claims.append(_claim("claim_startups", sum(1 for u in ups if u <= 2), len(ups), evidence))
