@@ -98,6 +98,15 @@ def test_cv_claims_follow_the_data() -> None:
     claims = cv_claims(cells, {})
     assert [c.verdict for c in claims[:3]] == [Verdict.HELD] * 3
     assert [c.numbers["points"] for c in claims[:3]] == [4, 8, 8]  # (mesh, k) cells; (mesh, alg); (k, alg)
+    # eq. 7 alone lacks the source's serialisation, which decides the CV ranking: untestable
+    assert [c.verdict for c in claims[3:6]] == [Verdict.UNTESTABLE] * 3
+    assert all("serialisation" in c.evidence and not c.numbers for c in claims[3:6])
+    # a rise of 0.004 per 20 destinations is noise, not growth: DP no longer counts on either mesh
+    for mesh in ("mesh:16x16", "mesh:32x32"):
+        dp = cells[(mesh, 20, "dp")].cv_steps[0] + 0.004 * 3
+        cells[(mesh, 80, "dp")] = replace(cells[(mesh, 80, "dp")], cv_steps=[dp])
+    grow = cv_claims(cells, {})[1]
+    assert grow.numbers == {"hits": 6, "points": 8} and grow.verdict is Verdict.NOT_HELD
     paper = {key: 0.1 for key in cells}
     assert cv_claims(cells, paper)[-1].verdict is Verdict.UNTESTABLE  # steps against cycles
 
