@@ -140,7 +140,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
             sum(f"latency is lower than Hamiltonian dual-path's (t_r {reading})" in b for _, b in bullets)
             == 4
         )
-        assert sum(f'("a great amount"; t_r {reading})' in b for _, b in bullets) == 3
+        assert sum(f'by "a great amount" (t_r {reading}; ' in b for _, b in bullets) == 3
     assert [v for v, b in bullets if "Figs. 7–9" in b] == ["not reproducible"]
     assert [v for v, b in bullets if "reduces the transmission time" in b] == ["not held"]
     assert "our invention" in text and "s·(t_s + L·(t_l + t_r)) + h·(t_l + t_r)" in text

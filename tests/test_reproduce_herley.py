@@ -85,15 +85,15 @@ def _synthetic(s: Setup, under: float = 1.0) -> dict[Key, dict[str, float | None
 
 def _verdicts(claims: list) -> dict[str, Verdict]:
     """Each claim's verdict by its source, with " buffers" / " charged" for the second claims of a theorem."""
-    tags = {"needs buffers": " buffers", "paper's charges": " charged"}
+    tags = {"needs buffers": " buffers", "paper's charges": " charged", "independent of d": " independence"}
     return {c.source + next((t for k, t in tags.items() if k in c.text), ""): c.verdict for c in claims}
 
 
 def test_claims_follow_the_data() -> None:
     claims = check_claims(_synthetic(FULL), FULL)
     verdicts = _verdicts(claims)
-    assert len(verdicts) == len(claims) == 11
-    for source in ("Theorem 1", "§1", "§1.2", "Theorem 2", "Theorem 3"):
+    assert len(verdicts) == len(claims) == 12
+    for source in ("Theorem 1", "§1", "§1.2", "§1.2 independence", "Theorem 2", "Theorem 3"):
         assert verdicts[source] is Verdict.HELD, source
     for source in ("Theorem 2", "Theorem 3"):
         assert verdicts[f"{source} charged"] is Verdict.HELD and verdicts[f"{source} buffers"] is Verdict.HELD
@@ -112,6 +112,17 @@ def test_claims_fail_when_the_data_says_so() -> None:
         if key[4] == "herley-random":
             rec["peak_buffer"] = 3.0 * key[3]
     assert _verdicts(check_claims(grown, FULL))["Theorem 3 buffers"] is Verdict.NOT_HELD
+    # the optimal rules' time grows with d on the d sweep: like d^0.3 it rises less than √(dcn) does at
+    # every doubling but is not independent of d (|exponent| > 0.15); like d^0.7 even the direction fails
+    for power, verdict in ((0.3, Verdict.DIRECTION_ONLY), (0.7, Verdict.NOT_HELD)):
+        by_d = _synthetic(FULL)
+        for (_side, kind, d, c, a), rec in by_d.items():
+            if a in ("herley-tiles", "herley-random") and kind == "worst" and c == FULL.d_c:
+                rec["time"] *= (d / FULL.d_c) ** power
+        claims = check_claims(by_d, FULL)
+        assert _verdicts(claims)["§1.2 independence"] is verdict, power
+        independent = next(c for c in claims if "independent of d" in c.text)
+        assert independent.numbers["exponent_d herley-tiles"] == pytest.approx(power, abs=1e-3)
 
 
 def test_primitives_are_charged_to_the_rules_that_use_them() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
 from coordinator.errors import UsageError
-from coordinator.output.report import Series, fmt, markdown_table, plot_series
+from coordinator.output.report import Series, fmt, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
@@ -44,6 +44,7 @@ LABELS = {"dp": "Ham-Path (DP)", "group-graph": "Graph-Based", "group-pattern": 
 COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "group-graph": "#2ca02c", "group-pattern": "#d62728"}
 SCENARIOS = {"random": "random destinations (Fig. 10)", "proximity": "destinations with proximity (Fig. 11)"}
 THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping scheme"
+GREAT = 10.0  # our tolerance for §4's "a great amount": a mean latency reduction of at least this (%)
 TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns, t_r charged per hop
 READINGS: Mapping[str, Timing] = {"per-hop": TIMING, "per-flit": replace(TIMING, beta=25.0, router=0.0)}
 CHECKS = (("traffic", "per-hop"), ("latency_max", "per-hop"), ("latency_max", "per-flit"))  # metric, reading
@@ -225,7 +226,7 @@ def claims(readings: Mapping[str, wormhole.Summaries], ex: Example) -> list[Clai
     out: list[Claim] = []
     for (metric, m), scenario, g in product(CHECKS, SCENARIOS, GROUPING):
         c = wormhole.paired(readings[m].rows, scenario, g, "dp", metric)
-        what = "links used" if metric == "traffic" else f"multicast latency (t_r {m})"
+        what = "number of links used" if metric == "traffic" else f"multicast latency (t_r {m})"
         pct = None if c.overall_pct is None else round(c.overall_pct, 2)
         extra = {"same": len(c.same), "higher": len(c.higher), "mean_pct": pct}
         fig = SCENARIOS[scenario].split("(")[-1][:-1]
@@ -236,8 +237,9 @@ def claims(readings: Mapping[str, wormhole.Summaries], ex: Example) -> list[Clai
         rnd, prx = ([readings[m].mean(s, g, k, "latency_max") for k in readings[m].ks] for s in SCENARIOS)
         rel = [(b - a) / a * 100 for a, b in zip(rnd, prx, strict=True) if a and b]
         pct = round(statistics.fmean(rel), 2) if rel else None
-        f = {"label": LABELS[g], "reading": m}
-        out.append(_claim("proximity", sum(r < 0 for r in rel), len(rel), {"mean_pct": pct}, **f))
+        f = {"label": LABELS[g], "reading": m, "great": GREAT, "pct": fmt_delta(pct, 0.0, 1) + "%"}
+        big = pct is not None and pct <= -GREAT  # the size: "a great amount"
+        out.append(_claim("proximity", sum(r < 0 for r in rel), len(rel), {"mean_pct": pct}, big, **f))
     ch = {f"channels {a}": ex.rows[("per-hop", a)].traffic for a in ALGORITHMS}
     fewer = sum(ch[f"channels {g}"] < ch["channels dp"] for g in GROUPING)
     size_ok = list(ch.values()) == list(EXAMPLE_PAPER_CHANNELS.values())
@@ -299,7 +301,7 @@ def build_report(read: Read, plots: Sequence[Path], out: Path) -> str:
     readings, example, status, meta = read
     ours = readings["per-hop"]
     fields = {"labels": ", ".join(LABELS.values()), "ks": ", ".join(map(str, ours.ks)), "repeat": ours.repeat}
-    fields |= {"steps": status.steps, "state": status.state, "errors": len(status.errors)}
+    fields |= {"steps": status.steps, "state": status.state, "errors": len(status.errors), "great": GREAT}
     parts = [
         _text("head", meta, fields) + "\n",
         legend(ours.repeat) + "\n",
@@ -391,12 +393,8 @@ def _read(out: Path) -> Read:
         m: wormhole.Summaries(rs, wormhole.summarise_rows(rs, METRICS), ks, meta["repeat"])
         for m, rs in by.items()
     }
-    return (
-        ours,
-        _example(wormhole.read_rows(out / "example.csv"), status),
-        wormhole.EmulationStatus(**meta["status"]),
-        meta,
-    )
+    example = _example(wormhole.read_rows(out / "example.csv"), status)
+    return ours, example, wormhole.EmulationStatus(**meta["status"]), meta
 
 
 def run(args: Any, ctx: Context) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 from coordinator.analysis import verdicts
 from coordinator.analysis.verdicts import Claim, Verdict, by_points
-from coordinator.output.report import Series, fmt, markdown_table, plot_series
+from coordinator.output.report import Series, fmt, fmt_delta, markdown_table, plot_series
 from coordinator.output.results import write_csv
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context
@@ -108,6 +108,7 @@ def _cost(p: Point) -> float:
 
 
 _text = partial(framework.text, NAME)
+_exp_text = partial(fmt_delta, paper=0.0)  # a fitted exponent, signed ("+0.24", "−0.18")
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -245,10 +246,6 @@ def _round(e: float | None) -> float | None:
     return None if e is None else round(e, 3)
 
 
-def _exp_text(e: float | None) -> str:
-    return "—" if e is None else f"{e:+.2f}"
-
-
 def _span(vals: Sequence[float], digits: int = 2) -> str:
     """``lo–hi`` of some numbers."""
     return f"{min(vals):.{digits}f}–{max(vals):.{digits}f}" if vals else "—"
@@ -301,10 +298,7 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
         (hits, pts), e = sweeps(alg, measure, lim, at), c_exp(alg, measure, at)
         vals = rnd(alg, measure)
         past = ", ".join(f"{fmt(v, 1)} at c = {c}" for c, v in zip(cs, vals, strict=True) if c not in at)
-        info: dict[str, Any] = {
-            "span": _span([v for c, v in zip(cs, vals, strict=True) if v and c in at]),
-            "e": _exp_text(e),
-        }
+        info: dict[str, Any] = {"span": _span([v for v in rnd(alg, measure, at) if v]), "e": _exp_text(e)}
         info |= {"first": fmt(vals[0], 1), "last": fmt(vals[len(at) - 1], 1), "a0": at[0], "a1": at[-1]}
         info |= {"beyond": _text("beyond", reached=past) if past else "", "theorem": THEOREM[alg], "alg": alg}
         add(key, by_points(hits, pts), {"hits": hits, "points": pts, "exponent_c": _round(e)}, info)
@@ -316,16 +310,22 @@ def check_claims(summ: Summary, s: Setup) -> list[Claim]:
     optimal = _by_alg((a, _exp_text(c_exp(a))) for a in OPTIMAL)
     num = {"hits": hits, "points": pts, "exponent_c": _round(er)}
     add("replicate", by_points(hits, pts, size_ok=er is not None and er >= GROWS), num, ends, optimal=optimal)
-    # Independence of d: the optimal rules stay within their random-set bound for every d ≤ c.
+    # §1.2: the optimal rules stay within their random-set bound for every d ≤ c; then independence of d.
     ds = [d for d in s.ds if (s.side, "worst", d, s.d_c, "replicate") in summ]
-    by_d = [(s.side, "worst", d, s.d_c) for d in ds]
+    by_d, dd = [(s.side, "worst", d, s.d_c) for d in ds], {"c": s.d_c, "d0": ds[0], "d1": ds[-1]}
     bound = {a: max(v for v in rnd(a) if v) for a in OPTIMAL}
     ratios = {a: [v or math.inf for v in _col(summ, by_d, a, "time_over_sqrt_cn")] for a in OPTIMAL}
     hits = sum(v <= 1.1 * bound[a] for a in OPTIMAL for v in ratios[a])
     num = {"hits": hits, "points": len(OPTIMAL) * len(ds)}
     within = _by_alg((a, f"≤ {max(ratios[a]):.2f} vs {bound[a]:.2f} × √(cn)") for a in OPTIMAL)
-    eds = _by_alg((a, _exp_text(exponent(ds, _col(summ, by_d, a, "time")))) for a in ALGORITHMS)
-    add("d", by_points(hits, num["points"]), num, c=s.d_c, d0=ds[0], d1=ds[-1], within=within, e_d=eds)
+    add("d", by_points(hits, num["points"]), num, dd, within=within)
+    e_d = {a: exponent(ds, _col(summ, by_d, a, "time")) for a in ALGORITHMS}  # time against d
+    steps = [_doublings(ds, _col(summ, by_d, a, "time"), 0.5) for a in OPTIMAL]  # vs √(dcn)'s √d
+    hits, pts = map(sum, zip(*steps, strict=True))
+    num = {"hits": hits, "points": pts} | {f"exponent_d {a}": _round(e_d[a]) for a in OPTIMAL}
+    flat = all(e is not None and abs(e) <= FLAT for e in map(e_d.get, OPTIMAL))
+    eds = _by_alg((a, _exp_text(e)) for a, e in e_d.items())
+    add("independent", by_points(hits, pts, size_ok=flat), num, dd, e_d=eds)
     for key, verdict in UNCHECKED.items():  # what the runs cannot check
         add(key, verdict, {})
     return claims
@@ -340,10 +340,8 @@ def observations(summ: Summary, s: Setup) -> list[str]:
     if rt := _ratios(times(random_, "herley-random"), times(random_, "herley-tiles")):
         out.append(_text("random vs tiles", span=_span(rt, 1), min_c=MIN_C_FOR_SLOPES))
     tree = _col(summ, random_, "tree", "time_over_sqrt_cn")
-    tr, vs = (
-        [r for r in tree if r is not None],
-        _ratios(times(random_, "tree"), times(random_, "herley-tiles")),
-    )
+    tr = [r for r in tree if r is not None]
+    vs = _ratios(times(random_, "tree"), times(random_, "herley-tiles"))
     if tr and vs:
         top, e = random_[-1], _exp_text(exponent([float(c) for c in cs], tree))
         peaks = _by_alg((a, fmt(_at(summ, top, a, "peak_buffer"), 1)) for a in ALGORITHMS)
