@@ -181,6 +181,23 @@ def _project_gone(project: str) -> str | None:
     return f"{len(left)} containers and {len(nets)} networks of {project} left"
 
 
+async def _by_id(container: object, action: str) -> bytes | None:
+    """``logs``, ``kill`` or ``restart`` on a listed container; None (b"" for logs) if it is gone.
+
+    A fresh-clone CI run once listed node-1-1 and found it gone when reading its logs
+    (``docker.errors.NotFound``): a container may be removed or recreated between the listing
+    and the call, so the callers list again instead of failing the test on that race.
+    """
+    import docker.errors
+
+    calls = {"logs": lambda: container.logs(), "kill": lambda: container.kill() or b"",  # type: ignore[attr-defined]
+             "restart": lambda: container.restart(timeout=2) or b""}  # type: ignore[attr-defined]  # fmt: skip
+    try:
+        return bytes(await trio.to_thread.run_sync(calls[action]))
+    except docker.errors.NotFound:
+        return b"" if action == "logs" else None
+
+
 async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun, float]:
     """Start ``run``; once node-1-1 has started stepping, kill ``victim`` or restart it."""
     run.write()
@@ -195,20 +212,18 @@ async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun
                     rc_box.append(await run.up())
 
                 nursery.start_soon(up)
-                client = docker_client()
-                while True:
+                while not rc_box:  # until node-1-1 steps (or the run has already ended)
                     found = _containers(run.project, "node-1-1")
-                    if found and b"started" in await trio.to_thread.run_sync(found[0].logs):  # type: ignore[attr-defined]
+                    if found and b"started" in await _by_id(found[0], "logs"):
                         break
                     await trio.sleep(0.5)
                 await trio.sleep(2.0)
-                (target,) = _containers(run.project, victim)
                 t_action = trio.current_time()
-                if action == "kill":
-                    await trio.to_thread.run_sync(target.kill)  # type: ignore[attr-defined]
-                else:
-                    await trio.to_thread.run_sync(lambda: target.restart(timeout=2))  # type: ignore[attr-defined]
-                del client
+                for _attempt in range(10):  # a container listed may be gone (recreated) by the call
+                    (target,) = _containers(run.project, victim)
+                    if await _by_id(target, action) is not None:
+                        break
+                    await trio.sleep(0.5)
     finally:
         await run.down()
     assert _project_gone(run.project) is None
