@@ -181,21 +181,17 @@ def _project_gone(project: str) -> str | None:
     return f"{len(left)} containers and {len(nets)} networks of {project} left"
 
 
-async def _by_id(container: object, action: str) -> bytes | None:
-    """``logs``, ``kill`` or ``restart`` on a listed container; None (b"" for logs) if it is gone.
-
-    A fresh-clone CI run once listed node-1-1 and found it gone when reading its logs
-    (``docker.errors.NotFound``): a container may be removed or recreated between the listing
-    and the call, so the callers list again instead of failing the test on that race.
-    """
+async def _act(container: object, action: str) -> bool:
+    """``kill`` or ``restart`` a listed container; False if it is gone (removed or recreated
+    between the listing and the call: the caller lists again, as :func:`_logs_say` does)."""
     import docker.errors
 
-    calls = {"logs": lambda: container.logs(), "kill": lambda: container.kill() or b"",  # type: ignore[attr-defined]
-             "restart": lambda: container.restart(timeout=2) or b""}  # type: ignore[attr-defined]  # fmt: skip
+    act = container.kill if action == "kill" else lambda: container.restart(timeout=2)  # type: ignore[attr-defined]
     try:
-        return bytes(await trio.to_thread.run_sync(calls[action]))
+        await trio.to_thread.run_sync(act)
     except docker.errors.NotFound:
-        return b"" if action == "logs" else None
+        return False
+    return True
 
 
 async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun, float]:
@@ -213,15 +209,14 @@ async def _run_with(run: ContainerRun, action: str, victim: str) -> tuple[RawRun
 
                 nursery.start_soon(up)
                 while not rc_box:  # until node-1-1 steps (or the run has already ended)
-                    found = _containers(run.project, "node-1-1")
-                    if found and b"started" in await _by_id(found[0], "logs"):
+                    if await trio.to_thread.run_sync(_logs_say, run.project, "node-1-1", b"started"):
                         break
                     await trio.sleep(0.5)
                 await trio.sleep(2.0)
                 t_action = trio.current_time()
                 for _attempt in range(10):  # a container listed may be gone (recreated) by the call
                     (target,) = _containers(run.project, victim)
-                    if await _by_id(target, action) is not None:
+                    if await _act(target, action):
                         break
                     await trio.sleep(0.5)
     finally:

@@ -128,20 +128,24 @@ def test_the_phase_table_rejects_out_of_order_messages(before: list[str], kind: 
         protocol.advance(phase, kind)
 
 
+def _session(
+    plan: Plan, settings: RunSettings
+) -> tuple[Session, trio.MemorySendChannel[bytes], list[protocol.Event]]:
+    """A Session whose nodes are an inbox the test fills, and the events it sent them (decoded)."""
+    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
+    sent: list[protocol.Event] = []
+
+    async def send(*args: Any) -> None:  # send_to(node, data) and broadcast(data) alike
+        sent.append(protocol.decode(args[-1]))
+
+    return Session(plan, settings, send, send, inbox_rx), inbox_tx, sent
+
+
 async def test_the_session_records_an_out_of_order_message() -> None:
     """A node that sends ``ready`` before ``hello`` is named in a protocol error; the run goes on."""
     topo = Topology.parse("mesh:2x1")
     plan = Plan(topo, (Multicast(1, "xy-unicast", (0, 0), ((1, 0),)),))
-    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
-    sent: list[protocol.Event] = []
-
-    async def send_to(node: Any, data: bytes) -> None:
-        sent.append(protocol.decode(data))
-
-    async def broadcast(data: bytes) -> None:
-        sent.append(protocol.decode(data))
-
-    session = Session(plan, RunSettings(wall_budget=0.5), send_to, broadcast, inbox_rx)
+    session, inbox_tx, sent = _session(plan, RunSettings(wall_budget=0.5))
     inbox_tx.send_nowait(protocol.encode(protocol.Ready((1, 0))))
     inbox_tx.send_nowait(protocol.encode(protocol.Stop()))  # not a node's message at all
     inbox_tx.send_nowait(protocol.encode(protocol.Hello((0, 0), "h")))
@@ -158,16 +162,7 @@ async def test_a_node_lacking_an_algorithm_is_refused_before_start_up() -> None:
     ends the run before anything is assigned or started, naming the node and the algorithm."""
     topo = Topology.parse("mesh:2x1")
     plan = Plan(topo, (Multicast(1, "vh", (0, 0), ((1, 0),)),))
-    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
-    sent: list[protocol.Event] = []
-
-    async def send_to(node: Any, data: bytes) -> None:
-        sent.append(protocol.decode(data))
-
-    async def broadcast(data: bytes) -> None:
-        sent.append(protocol.decode(data))
-
-    session = Session(plan, RunSettings(wall_budget=30), send_to, broadcast, inbox_rx)
+    session, inbox_tx, sent = _session(plan, RunSettings(wall_budget=30))
     inbox_tx.send_nowait(protocol.encode(protocol.Hello((0, 0), "h", ("vh", "dp"))))
     inbox_tx.send_nowait(protocol.encode(protocol.Hello((1, 0), "h", ("dp",))))
     with trio.fail_after(10):  # refused at once, not at the wall budget
