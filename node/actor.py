@@ -112,6 +112,7 @@ def done_report(
         peak_out=e.peak_out,
         mean_occupancy=e.occupancy_sum / e.steps if e.steps else 0.0,
         dropped=e.dropped,
+        copies=e.copies,
         link_sends=dict(e.link_sends),
         protocol_errors=protocol_errors,
         delivered=e.delivered,

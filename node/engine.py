@@ -158,6 +158,8 @@ class Engine:
         self.sent = 0
         self.received = 0
         self.peak_queue = 0
+        self.copies = 0
+        """Copies this node made: each output (send or delivery) beyond the first of a packet taken in."""
 
     # -- helpers -----------------------------------------------------------------------
     def _now(self) -> int:
@@ -221,6 +223,8 @@ class Engine:
             self.error("bad-injection", f"{type(exc).__name__}: {exc}", inj.mc)
             return dom, []
         self.injected[inj.mc] = self._now()
+        if len(sends) > 1:
+            self.copies += len(sends) - 1
         return dom, self._enqueue_sends(inj.mc, inj.alg, sends, 1, 1, 1, 0)
 
     def inject(self, inj: Injection) -> None:
@@ -280,6 +284,8 @@ class Engine:
             self.delivered += 1
         if not fwd.sends:
             return []
+        if len(fwd.sends) + fwd.deliver > 1:
+            self.copies += len(fwd.sends) + fwd.deliver - 1
         st = packet.startups
         return self._enqueue_sends(
             packet.mc, packet.alg, fwd.sends, packet.hops + 1, st, st + 1 if fwd.startup else st, fwd.carried

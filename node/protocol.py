@@ -271,6 +271,8 @@ class Done(_Event):
     peak_out: int = field(metadata={"check": _int}, default=0)
     mean_occupancy: float = field(metadata={"check": _float}, default=0.0)
     dropped: int = field(metadata={"check": _int}, default=0)
+    copies: int = field(metadata={"check": _int}, default=0)
+    """Packet copies the node made (outputs beyond the first of each packet it took in)."""
     link_sends: dict[str, int] = field(metadata={"check": _int_map}, default_factory=dict)
     protocol_errors: int = field(metadata={"check": _int}, default=0)
     delivered: int | None = field(metadata={"check": _opt(_int)}, default=None)

@@ -194,6 +194,7 @@ class WormholeEngine:
         self.dropped = 0
         self.steps = 0
         self.peak_queue = 0
+        self.copies = 0  # outputs beyond the first of each message or worm head (as node.engine counts)
         self.peak_in = 0
         self.peak_out = 0  # no output buffers: flits wait only in input buffers
         self.occupancy_sum = 0
@@ -225,6 +226,7 @@ class WormholeEngine:
             return
         self.injected[inj.mc] = self._now()
         ready = inj.step + self.prep.get(inj.alg, 0)
+        self.copies += max(0, len(sends) - 1)
         for port, header in sends:
             self._enqueue(inj.mc, inj.alg, port, header, 1, 1, ready)
 
@@ -307,6 +309,7 @@ class WormholeEngine:
         sts = fwd.startups_of(head.startups)
         cont = fwd.carried if fwd.startup else len(fwd.sends)
         b = _Bind(head.worm, head.mc, {}, False, fwd.deliver, [], head.alg, head.hops, head.startups)
+        self.copies += max(0, len(fwd.sends) + fwd.deliver - 1)
         for i, ((port, header), st) in enumerate(zip(fwd.sends, sts, strict=True)):
             if port not in self._ports:
                 self.errors.append(

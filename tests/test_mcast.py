@@ -246,6 +246,27 @@ def test_stats_against_sqrt_cn_and_c() -> None:
     assert stats.peak_buffer == max(raw.peak_queue.values()) and stats.buffer_ratio == stats.peak_buffer / 4
 
 
+@pytest.mark.parametrize("alg", ["replicate", "tree"])
+def test_copies_are_counted_where_they_are_made(alg: str) -> None:
+    """Each delivery beyond a message's first needs a copy: the nodes' counts sum to deliveries − messages;
+    replication makes all of them at the sources (one fewer than its destinations per message), a tree
+    makes some on the way."""
+    ms = random_set(M8, 5, 4, seed=3)
+    plan = mcast_plan(ms, alg)
+    raw = run_engines(plan, RunSettings(contention="shared", port_model="all-port"))
+    stats = mcast_stats(plan, raw, ms)
+    per_node = {n: int(st["copies"]) for n, st in raw.node_stats.items()}
+    assert sum(per_node.values()) == ms.deliveries - len(plan.multicasts)
+    assert stats.busiest_copies == max(per_node.values())
+    at_sources: Counter[tuple[int, int]] = Counter()
+    for m in plan.multicasts:
+        at_sources[m.source] += len(m.destinations) - 1
+    if alg == "replicate":
+        assert {n: c for n, c in per_node.items() if c} == {n: c for n, c in at_sources.items() if c}
+    else:
+        assert any(c for n, c in per_node.items() if n not in at_sources)
+
+
 # -- the command line ---------------------------------------------------------------------------------
 MC = ["run", "--topology", "mesh:8x8", "--mcast-set", "random", "--d", "3", "--c", "4", "--seed", "2"]
 

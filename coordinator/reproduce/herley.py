@@ -116,7 +116,7 @@ _exp_text = partial(fmt_delta, paper=0.0)  # a fitted exponent, signed ("+0.24",
 STAT_COLUMNS = (
     *("n", "actual_d", "actual_c", "messages", "deliveries"),
     *("time", "sqrt_cn", "time_over_sqrt_cn", "lower_bound"),
-    *("peak_buffer", "peak_held", "busiest_mean_occupancy", "traffic"),
+    *("peak_buffer", "peak_held", "busiest_mean_occupancy", "busiest_copies", "traffic"),
     *("missing", "duplicates", "dropped"),
 )
 #: The columns named apart from their McastStats field.
@@ -156,7 +156,8 @@ Spot = tuple[int, str, int, int]  # side, kind, d, c: one message set's paramete
 Summary = Mapping[Key, Mapping[str, Any]]
 MEASURES = (
     *("time", "time_over_sqrt_cn", "lower_bound", "sqrt_cn"),
-    *("peak_buffer", "busiest_mean_occupancy", "traffic", "actual_c", "charged_over_sqrt_cn"),
+    *("peak_buffer", "busiest_mean_occupancy", "busiest_copies", "traffic", "actual_c"),
+    "charged_over_sqrt_cn",
 )
 SPREAD = ("", "_min", "_max")  # summary.csv's suffixes: mean, min and max over the seeds
 
@@ -174,12 +175,11 @@ def primitive_steps(alg: str, n: int, d: int, c: int) -> float:
 
 
 def charged(r: Mapping[str, Any]) -> float | None:
-    """A run's time as the paper counts it: plus its primitives and one step per copy at the average node."""
-    if r["time"] is None:
+    """A run's time as the paper counts it: plus its primitives and a step per copy the busiest node made."""
+    if r["time"] is None or r["busiest_copies"] is None:
         return None
-    n = r["side"] ** 2
-    copies = math.ceil((r["deliveries"] - r["messages"]) / n)
-    return (r["time"] + primitive_steps(r["algorithm"], n, r["d"], r["c"]) + copies) / r["sqrt_cn"]
+    prims = primitive_steps(r["algorithm"], r["side"] ** 2, r["d"], r["c"])
+    return (r["time"] + prims + r["busiest_copies"]) / r["sqrt_cn"]
 
 
 def _summary(rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -143,6 +143,7 @@ class Collector:
                 "peak_out": float(msg.peak_out),
                 "mean_occupancy": msg.mean_occupancy,
                 "dropped": float(msg.dropped),
+                "copies": float(msg.copies),
             }
             raw.dropped += msg.dropped
             for port, n in msg.link_sends.items():

@@ -386,6 +386,7 @@ class McastStats:
     peak_buffer: int | None  # None: the runtime keeps no node statistics (the reference model)
     peak_held: int | None
     mean_occupancy: float | None
+    busiest_copies: int | None  # the most packet copies one node made (the paper charges a step each)
     traffic: int
     delivered: int
     missing: int
@@ -447,6 +448,7 @@ def mcast_stats(plan: Plan, raw: RawRun, mset: McastSet | None = None) -> McastS
         peak_buffer=max(raw.peak_queue.values()) if measured else None,
         peak_held=int(max(st.get("peak_out", 0) for st in stats)) if measured else None,
         mean_occupancy=max(st.get("mean_occupancy", 0.0) for st in stats) if measured else None,
+        busiest_copies=int(max(st.get("copies", 0) for st in stats)) if measured else None,
         traffic=sum(raw.traffic.values()),
         delivered=len(first),
         missing=total - len(first),
