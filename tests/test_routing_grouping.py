@@ -143,6 +143,26 @@ def test_maximin_representatives_and_the_new_cluster_rule() -> None:
     assert pattern_groups(d) == [[(2, 0), (3, 3)], [(3, 5), (6, 5)], [(6, 3)]]
 
 
+#: 18 destinations on an 8×8 mesh built to fit every fact seed 003 §3.2 states of its Figs. 7–8 (the
+#: figures are missing: this is a set consistent with the text, not the paper's set).
+PATTERN_EXAMPLE = [
+    *((0, 0), (1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 2)),
+    *((3, 3), (3, 4), (3, 5), (5, 0), (5, 1), (5, 3), (6, 1), (6, 4), (7, 2)),
+]
+
+
+def test_pattern_grouping_follows_the_seed_003_text_on_a_set_that_fits_it() -> None:
+    """§3.2: c1 = (0,0); c2 = (7,2) at √53; c3 = (3,5), its gap ≥ √53/2; (3,2), nearest c3, would make
+    sub-meshes 1 and 3 overlap, so it becomes c4; four disjoint sub-meshes result."""
+    assert maximin_representatives(PATTERN_EXAMPLE) == [(0, 0), (7, 2), (3, 5)]
+    groups = pattern_groups(PATTERN_EXAMPLE)
+    assert [g[0] for g in groups] == [(0, 0), (5, 0), (1, 3), (3, 2)] and len(groups) == 4
+    assert (3, 5) in groups[2] and (7, 2) in groups[1] and groups[3] == [(3, 2)]
+    cells = [{(x, y) for x in range(b[0], b[1] + 1) for y in range(b[2], b[3] + 1)} for b in map(box, groups)]
+    assert not any(a & b for i, a in enumerate(cells) for b in cells[i + 1 :])  # disjoint sub-meshes
+    assert sorted(p for g in groups for p in g) == sorted(PATTERN_EXAMPLE)
+
+
 # -- properties --------------------------------------------------------------------------------
 
 
