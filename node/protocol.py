@@ -9,7 +9,11 @@ it, one conversation per node, so an out-of-order message is a reported error on
 
 The conversation: node hello -> coordinator assign -> node ready (links up) -> plan -> start
 -> node reports (and, in the free clock, probe/counters) -> stop (free clock, or to abort) ->
-node done. ``error`` (a bad message the node could not use) may come in any phase. Setting
+node done. Under ``sync: barrier`` (lockstep without null frames across processes) every node
+joins with a ``step-done`` before its first step and sends one after each step it did; the
+coordinator, the barrier's leader, answers the nodes due next with ``go`` (the step, and the ports
+whose frames of the step before they must read), and every node with the run's last step at the
+end. ``error`` (a bad message the node could not use) may come in any phase. Setting
 names are the coordinator's RunSettings names all the way down (``buffer``, ``out_buffer``).
 """
 
@@ -22,7 +26,7 @@ from typing import Any, ClassVar, Final
 
 import msgpack
 
-from node.topology import Coord
+from node.topology import PORTS, Coord
 from node.wire import MAX_FRAME
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "Done",
     "Error",
     "Event",
+    "Go",
     "Hello",
     "Phase",
     "PlanMessage",
@@ -44,6 +49,7 @@ __all__ = [
     "Ready",
     "Report",
     "Start",
+    "StepDone",
     "Stop",
     "advance",
     "decode",
@@ -81,6 +87,19 @@ def _nat(v: Any) -> int:
 
 def _opt_nat(v: Any) -> int | None:
     return None if v is None else _nat(v)
+
+
+def _port(v: Any) -> str:
+    if v not in PORTS:
+        raise _fail(f"expected a port ({', '.join(PORTS)})", v)
+    return str(v)
+
+
+def _ports(v: Any) -> tuple[str, ...]:
+    ports = tuple(_port(x) for x in _array(v))
+    if len(set(ports)) != len(ports):
+        raise _fail("expected distinct ports", v)
+    return ports
 
 
 def _float(v: Any) -> float:
@@ -284,6 +303,23 @@ class Done(_Event):
         return self.status.startswith("lost:")
 
 
+@dataclass(frozen=True, slots=True)
+class StepDone(_Event):
+    """Barrier sync: a node did ``step`` (None: it joins, before its first step).
+
+    What :meth:`node.links.StepBarrier.done` takes from a node's clock: whether the step was
+    busy, the next step at which it has work of its own, and the ports it sent a non-empty
+    frame on at this step (the coordinator wakes those neighbours at the next step).
+    """
+
+    TYPE: ClassVar[str] = "step-done"
+    node: Coord = field(metadata={"check": _coord})
+    step: int | None = field(metadata={"check": _opt_nat}, default=None)
+    busy: bool = field(metadata={"check": _bool}, default=False)
+    next_work: int | None = field(metadata={"check": _opt_nat}, default=None)
+    sent: tuple[str, ...] = field(metadata={"check": _ports}, default=())
+
+
 # -- coordinator -> node --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Assign(_Event):
@@ -309,6 +345,8 @@ class Assign(_Event):
     buffer_flits: int = field(metadata={"check": _nat}, default=2)
     ts: int = field(metadata={"check": _nat}, default=33)
     prep: int | None = field(metadata={"check": _opt_nat}, default=None)
+    sync: str = field(metadata={"check": _str}, default="alpha")
+    """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]
@@ -352,6 +390,17 @@ class Stop(_Event):
     TYPE: ClassVar[str] = "stop"
 
 
+@dataclass(frozen=True, slots=True)
+class Go(_Event):
+    """Barrier sync: do ``step``, reading first the frames of ``step - 1`` on the ports ``expect``;
+    ``step`` None: the run is over, its last step is ``end`` (count the idle steps up to it)."""
+
+    TYPE: ClassVar[str] = "go"
+    step: int | None = field(metadata={"check": _opt_nat}, default=None)
+    expect: tuple[str, ...] = field(metadata={"check": _ports}, default=())
+    end: int | None = field(metadata={"check": _opt_nat}, default=None)
+
+
 # -- the coordinator's own bus --------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class BrokerLost(_Event):
@@ -371,8 +420,8 @@ class BrokerBack(_Event):
 
 
 Event = (
-    Hello | Ready | Report | Error | Counters | Done | Assign | PlanMessage | Start | Probe | Stop
-    | BrokerLost | BrokerBack
+    Hello | Ready | Report | Error | Counters | Done | StepDone | Assign | PlanMessage | Start | Probe | Stop
+    | Go | BrokerLost | BrokerBack
 )  # fmt: skip
 
 _TYPES: Final[dict[str, type[_Event]]] = {
@@ -384,11 +433,13 @@ _TYPES: Final[dict[str, type[_Event]]] = {
         Error,
         Counters,
         Done,
+        StepDone,
         Assign,
         PlanMessage,
         Start,
         Probe,
         Stop,
+        Go,
         BrokerLost,
         BrokerBack,
     )
@@ -443,6 +494,12 @@ TRANSITIONS: Final[dict[tuple[Phase, str], Phase]] = {
     (_P.PLANNED, "start"): _P.RUNNING,
     (_P.RUNNING, "probe"): _P.RUNNING,
     (_P.RUNNING, "counters"): _P.RUNNING,
+    # barrier sync: step-done and go while running; either may cross a stop, a go a final report
+    (_P.RUNNING, "step-done"): _P.RUNNING,
+    (_P.RUNNING, "go"): _P.RUNNING,
+    (_P.STOPPING, "step-done"): _P.STOPPING,
+    (_P.STOPPING, "go"): _P.STOPPING,
+    (_P.DONE, "go"): _P.DONE,
     # a node reports whatever it gathered, from its assignment on (link errors, bad plan entries)
     **{(p, "report"): p for p in (_P.ASSIGNED, _P.READY, _P.PLANNED, _P.RUNNING, _P.STOPPING)},
     # a bad message may be reported at any time; a stop or a final report may come in any phase
@@ -457,9 +514,9 @@ TRANSITIONS: Final[dict[tuple[Phase, str], Phase]] = {
 """(phase, message type) -> next phase; any pair missing here is a protocol error."""
 
 
-TO_NODE: Final = frozenset({"assign", "plan", "start", "probe", "stop"})
+TO_NODE: Final = frozenset({"assign", "plan", "start", "probe", "stop", "go"})
 """Message types a node accepts; the others only ever go to the coordinator."""
-TO_COORDINATOR: Final = frozenset({"hello", "ready", "report", "error", "counters", "done"})
+TO_COORDINATOR: Final = frozenset({"hello", "ready", "report", "error", "counters", "done", "step-done"})
 """Message types the coordinator accepts from a node."""
 
 

@@ -27,7 +27,7 @@ EVENTS: list[protocol.Event] = [
     protocol.Error((0, 1), "bad assignment: nope"),
     protocol.Counters((2, 2), 5, 10, 9, 1),
     protocol.Done(
-        (1, 1), "ok", "h", 42, ((7, 3, ("+x", "-y")),), ((7, "+x", 3),), ((7, 99),), 3, 4, 2, 1, 1, 0.5, 0,
+        (1, 1), "ok", "h", 42, ((7, 3, ("+x", "-y")),), ((7, "+x", 3),), ((7, 99),), 3, 4, 2, 1, 1, 0.5, 0, 2,
         {"+x": 3}, 1,
     ),
     protocol.Done((4, 4), "lost: gone"),
@@ -38,6 +38,10 @@ EVENTS: list[protocol.Event] = [
     protocol.Start(),
     protocol.Probe(3),
     protocol.Stop(),
+    protocol.StepDone((2, 1), 7, True, 8, ("+x", "-y")),
+    protocol.StepDone((0, 0)),
+    protocol.Go(8, ("-x",)),
+    protocol.Go(None, (), 41),
     protocol.BrokerLost("mqtt://127.0.0.1:1883", "connection refused"),
     protocol.BrokerBack("mqtt://127.0.0.1:1883"),
 ]  # fmt: skip
@@ -93,11 +97,24 @@ def test_a_corrupted_field_is_named(event: protocol.Event, data: st.DataObject) 
         (msgpack.packb({"type": "hello"}), "missing field 'node'"),
         (msgpack.packb({"type": "probe", "probe": True}), "probe.probe"),
         (msgpack.packb({"type": "ready", "node": [1]}), "ready.node"),
+        (msgpack.packb({"type": "go", "step": 3, "expect": ["up"]}), "go.expect"),
+        (msgpack.packb({"type": "go", "step": -1}), "go.step"),
+        (msgpack.packb({"type": "step-done", "node": [0, 0], "sent": ["+x", "+x"]}), "step-done.sent"),
     ],
 )
 def test_malformed_messages_name_their_cause(data: bytes, cause: str) -> None:
     with pytest.raises(ProtocolError, match=cause):
         protocol.decode(data)
+
+
+def test_the_phase_table_walks_a_barrier_run() -> None:
+    phase = Phase.NEW
+    for kind in ["hello", "assign", "ready", "plan", "start", "step-done", "go", "step-done", "go", "report",
+                 "stop", "step-done", "go", "done", "go"]:  # fmt: skip
+        phase = protocol.advance(phase, kind)
+    assert phase is Phase.DONE
+    with pytest.raises(ProtocolError):
+        protocol.advance(Phase.PLANNED, "go")
 
 
 def test_the_phase_table_walks_the_whole_conversation() -> None:
