@@ -5,8 +5,10 @@ It speaks the control protocol of :mod:`node.protocol` over a :class:`node.links
 probe/counters until stop), following its phase table: a message out of order is counted and
 reported, never silently dropped. In lockstep it drives :class:`node.lockstep.Lockstep` (the
 sans-IO α-synchronizer) with the frames it reads from its links; given a
-:class:`node.links.StepBarrier` (nodes in one process), it runs the same driver in its sparse
-mode instead: it wakes only at the steps where it has work and sends only non-empty frames.
+:class:`node.links.StepBarrier` (nodes in one process), or assigned ``sync: barrier`` (then a
+:class:`node.barrier.RemoteBarrier`: step-done to the coordinator, go back), it runs the same
+driver in its sparse mode instead: it wakes only at the steps where it has work and sends only
+non-empty frames.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any
 import trio
 
 from node import protocol
+from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
-from node.links import Control, DirectLink, Link, PolledLink, StepBarrier
+from node.links import Control, DirectLink, Link, PolledLink, SparseBarrier, StepBarrier
 from node.lockstep import Lockstep, quiescent
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
@@ -33,7 +36,10 @@ from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
 from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link
 
-__all__ = ["Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "quiescent"]
+SYNCS = ("alpha", "barrier")
+"""Lockstep across processes: the α-synchronizer (null frames) or the coordinator-led barrier."""
+
+__all__ = ["SYNCS", "Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "quiescent"]
 
 REPORT_BATCH = 512
 REPORT_INTERVAL = 0.5
@@ -75,6 +81,7 @@ class Assignment:
     out_buffer: int | None
     policy: str
     peers: dict[str, Any]
+    sync: str = "alpha"
 
     @classmethod
     def from_event(cls, msg: protocol.Assign) -> Assignment:
@@ -84,9 +91,12 @@ class Assignment:
             here = topo.check(msg.node, "assigned node")
         except ValueError as exc:
             raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
+        if msg.sync not in SYNCS:
+            raise NodeAborted(f"bad assignment: sync {msg.sync!r} is not one of {', '.join(SYNCS)}")
         return cls(
             msg.run, topo, here, msg.port_model, msg.contention, msg.clock, msg.hop_limit,
             msg.max_steps, msg.trace, msg.token, msg.buffer, msg.out_buffer, msg.policy, dict(msg.peers),
+            msg.sync,
         )  # fmt: skip
 
 
@@ -163,6 +173,7 @@ class Node:
         self._last_report = 0.0
         self._step = -1
         self._stopped = False
+        self._gos: trio.MemorySendChannel[protocol.Go] | None = None
         self.phase = Phase.NEW
         self.protocol_errors = 0
 
@@ -292,12 +303,18 @@ class Node:
             self._inbox_tx.send_nowait((port, None))
 
     async def _watch_stop(self, scope: trio.CancelScope) -> None:
-        """Lockstep: the only control message that matters while stepping is stop."""
+        """Lockstep: while stepping only stop matters (and, under barrier sync, go: to the barrier)."""
         while True:
-            if isinstance(await self._receive(), protocol.Stop):
+            msg = await self._receive()
+            if isinstance(msg, protocol.Stop):
                 self._stopped = True
                 scope.cancel()
                 return
+            if isinstance(msg, protocol.Go):
+                if self._gos is None:
+                    await self._protocol_error("'go' in a run without barrier sync")
+                else:
+                    self._gos.send_nowait(msg)
 
     async def _until_stop(self) -> None:
         """Free clock: answer probes with counters until the coordinator says stop."""
@@ -334,7 +351,19 @@ class Node:
             injections=injections, last_injection=last_inj,
         )  # fmt: skip
         if self.barrier is not None:
-            await self._sparse(assign, clock, self.barrier, links)  # type: ignore[arg-type]
+            await self._sparse(assign, clock, self.barrier, links)
+            return
+        if assign.sync == "barrier":
+            self._gos, gos = trio.open_memory_channel[protocol.Go](math.inf)
+            remote = RemoteBarrier(
+                self._send, gos, ports=ports, timeout=HANDSHAKE_TIMEOUT,
+                report=lambda cause: engine.error("protocol", cause),
+            )  # fmt: skip
+            self.log("stepping under the coordinator's step barrier")
+            try:
+                await self._sparse(assign, clock, remote, links)
+            except NoGo as exc:
+                raise NodeAborted(str(exc)) from None
             return
         while True:
             self._step = clock.step
@@ -353,7 +382,7 @@ class Node:
                 await self._flush()
 
     async def _sparse(
-        self, assign: Assignment, clock: Lockstep, barrier: StepBarrier, links: dict[str, PolledLink]
+        self, assign: Assignment, clock: Lockstep, barrier: SparseBarrier, links: dict[str, Link]
     ) -> None:
         """Lockstep at the barrier's pace: only the steps with work, only non-empty frames."""
         engine = self.engine
@@ -364,37 +393,64 @@ class Node:
         t = await barrier.done(self.here, clock)
         while t is not None:
             self._step = t
-            frames: dict[str, StepFrame] = {}
-            if t > 0:
-                for p in clock.ports:
-                    frame = early.pop(p, None)
-                    if frame is None:
-                        while (data := links[p].receive_nowait()) is not None:
-                            frame = self._sparse_frame(p, data, t - 1)
-                            if frame is not None:
-                                break
-                    if frame is None:
-                        continue
-                    if frame.step == t:  # sent this step by a neighbour that went first: next step's
-                        early[p] = frame
-                    else:
-                        frames[p] = frame
+            expect = barrier.expect
+            if t == 0:
+                frames: dict[str, StepFrame] = {}
+            elif expect is None:
+                frames = self._polled_frames(t, clock.ports, links, early)  # type: ignore[arg-type]
+            else:
+                frames = await self._expected_frames(t, expect, links)
             out = clock.work(t, frames)
             for p, frame in out.items():
-                try:
-                    links[p].send_nowait(encode_link(frame))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
-                    raise NodeAborted(f"link {p} is down ({type(exc).__name__})") from None
+                if expect is None:
+                    try:
+                        links[p].send_nowait(encode_link(frame))  # type: ignore[attr-defined]
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
+                        raise NodeAborted(f"link {p} is down ({type(exc).__name__})") from None
+                else:
+                    await self._transmit(links, p, frame)
             if (
                 len(engine.deliveries) >= REPORT_BATCH
                 or len(engine.errors) > self._pending_errors
                 or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
             ):
                 await self._flush()
-            t = await barrier.done(self.here, clock, [neighbours[p] for p in out])
+            t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out})
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step
+
+    def _polled_frames(
+        self, t: int, ports: tuple[str, ...], links: dict[str, PolledLink], early: dict[str, StepFrame]
+    ) -> dict[str, StepFrame]:
+        """In one process: the frames of step ``t - 1`` already waiting (a step-``t`` one kept for later)."""
+        frames: dict[str, StepFrame] = {}
+        for p in ports:
+            frame = early.pop(p, None)
+            if frame is None:
+                while (data := links[p].receive_nowait()) is not None:
+                    frame = self._sparse_frame(p, data, t - 1)
+                    if frame is not None:
+                        break
+            if frame is None:
+                continue
+            if frame.step == t:  # sent this step by a neighbour that went first: next step's
+                early[p] = frame
+            else:
+                frames[p] = frame
+        return frames
+
+    async def _expected_frames(
+        self, t: int, expect: tuple[str, ...], links: dict[str, Link]
+    ) -> dict[str, StepFrame]:
+        """Across processes: exactly the frames of step ``t - 1`` the barrier said were sent."""
+        frames: dict[str, StepFrame] = {}
+        with trio.move_on_after(HANDSHAKE_TIMEOUT):
+            for p in expect:
+                frames[p] = await self._step_frame(links, p, t - 1)
+            return frames
+        raise NodeAborted(f"no frame of step {t - 1} on {', '.join(p for p in expect if p not in frames)} "
+                          f"within {HANDSHAKE_TIMEOUT:g} s")  # fmt: skip
 
     def _sparse_frame(self, port: str, data: bytes, step: int) -> StepFrame | None:
         """A frame taken off ``port`` in sparse mode, of step ``step`` or the next (else reported)."""

@@ -11,7 +11,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +26,7 @@ __all__ = [
     "MemoryControl",
     "MemoryLink",
     "PolledLink",
+    "SparseBarrier",
     "StepBarrier",
     "memory_link_pair",
 ]
@@ -130,6 +131,20 @@ class MemoryControl:
         return await self.rx.receive()
 
 
+class SparseBarrier(Protocol):
+    """What the sparse lockstep driver needs of a barrier (in-process, or led by the coordinator)."""
+
+    @property
+    def end(self) -> int | None: ...
+    @property
+    def expect(self) -> tuple[str, ...] | None:
+        """The ports to await a frame of the step before on (None: poll every link, in-process)."""
+
+    async def done(
+        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
+    ) -> int | None: ...
+
+
 class StepBarrier:
     """The step barrier of in-process lockstep: wakes only the nodes with work at each step.
 
@@ -138,6 +153,9 @@ class StepBarrier:
     picks the next step and wakes its nodes (no coordinator task, no null frames). :meth:`done`
     returns the step the node must do next, or None when the run is over (:attr:`end`).
     """
+
+    expect: tuple[str, ...] | None = None
+    """In one process a node polls every link for frames (see :class:`SparseBarrier`)."""
 
     def __init__(self, nodes: Iterable[Hashable]) -> None:
         self._outstanding = len(set(nodes))
@@ -150,8 +168,14 @@ class StepBarrier:
         """The run's last step, once it is over."""
         return self.schedule.end if self.schedule is not None else None
 
-    async def done(self, node: Hashable, clock: Lockstep, sent_to: Iterable[Hashable] = ()) -> int | None:
-        """Report ``node``'s step (or its joining), then wait for its next step; None: run over."""
+    async def done(
+        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
+    ) -> int | None:
+        """Report ``node``'s step (or its joining), then wait for its next step; None: run over.
+
+        ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
+        """
+        sent_to = sent.values() if isinstance(sent, Mapping) else sent
         schedule = self.schedule
         if schedule is None:
             schedule = self.schedule = Schedule[Hashable](

@@ -48,6 +48,9 @@ MAX_REPEAT = 100_000
 MAX_NODES = {"in-process": 65_536, "model": 65_536, "engines": 65_536, "processes": 1024, "containers": 256}
 """The most nodes each runtime hosts: one OS process per node, or one container per node."""
 BROKER_PROBE_S = 3.0
+SYNCS = ("alpha", "barrier")
+SYNC_RUNTIMES = ("in-process", "processes", "containers")
+"""The runtimes whose nodes step in lockstep as actors (``--sync`` applies to them)."""
 ALDUBAI = "Al-Dubai, Ould-Khaoua & Mackenzie"
 
 
@@ -140,6 +143,14 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
         choices=("lockstep", "free"),
         default="lockstep",
         help="lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
+    )
+    p.add_argument(
+        "--sync",
+        choices=SYNCS,
+        default=None,
+        help="lockstep: alpha: a frame on every link every step (α-synchronizer); barrier: only nodes "
+        "with work step, no null frames (processes/containers: the coordinator leads a step barrier). "
+        "Same records. Default: barrier in-process, alpha for processes and containers",
     )
     p.add_argument(
         "--runtime",
@@ -253,6 +264,16 @@ def validate_settings(settings: RunSettings) -> RunSettings:
         why = check_switching(settings)
         if why is not None:
             raise UsageError(f"--switching wormhole: {why}")
+    if settings.sync is not None:
+        if settings.sync not in SYNCS:
+            raise UsageError(f"--sync must be one of {', '.join(SYNCS)}, got {settings.sync!r}")
+        if settings.clock != "lockstep":
+            raise UsageError("--sync applies to --clock lockstep only (the free clock has no steps)")
+        if settings.runtime not in SYNC_RUNTIMES:
+            raise UsageError(
+                f"--sync applies to the {', '.join(SYNC_RUNTIMES)} runtimes, not {settings.runtime} "
+                "(which has no node actors to synchronize)"
+            )
     problem = runtime_problem(settings.runtime)
     if problem:
         raise UsageError(problem)
@@ -326,6 +347,7 @@ def settings_from(
             buffer_flits=getattr(args, "buffer_flits", DEFAULT_BUFFER_FLITS),
             ts=int(ts) if math.isfinite(ts) else 0,
             prep=getattr(args, "prep", None),
+            sync=getattr(args, "sync", None),
             **extra,
         )
     )

@@ -299,6 +299,8 @@ def settings_args(settings: RunSettings) -> list[str]:
         args += ["--policy", settings.policy]
     if settings.trace:
         args.append("--trace")
+    if settings.sync is not None:
+        args += ["--sync", settings.sync]
     if settings.switching != "store-and-forward":
         args += ["--switching", settings.switching, "--flits", str(settings.flits), "--ts", str(settings.ts),
                  "--buffer-flits", str(settings.buffer_flits)]  # fmt: skip

@@ -3,7 +3,8 @@
 The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
 only wires nodes and channels together. In lockstep the nodes share a
 :class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
-frames, the same records); ``sparse=False`` runs the α-synchronizer the other runtimes use.
+frames, the same records); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer that
+the other runtimes use by default.
 In the free clock a link end hands its frames straight to the peer's inbox
 (:class:`node.links.DirectLink`: no reader task, no task switch per frame).
 """
@@ -74,13 +75,17 @@ async def run_inprocess(
     settings: RunSettings,
     progress: Callable[[int, int], None] | None = None,
     *,
-    sparse: bool = True,
+    sparse: bool | None = None,
 ) -> RawRun:
     """Run ``plan`` with one trio task per node in this process (lockstep: sparse unless told not).
+
+    ``sparse`` None: as ``settings.sync`` says (``alpha``: the α-synchronizer; else sparse).
 
     SIGINT/SIGTERM end it with :class:`~coordinator.errors.Interrupted` and the partial records.
     """
     topo = plan.topology
+    if sparse is None:
+        sparse = settings.sync != "alpha"
     barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
@@ -102,7 +107,7 @@ async def run_inprocess(
         for tx in to_nodes.values():
             tx.send_nowait(data)
 
-    session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress)
+    session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress, lead=False)
 
     async def run() -> RawRun:
         async with trio.open_nursery() as nursery:

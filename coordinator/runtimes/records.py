@@ -41,6 +41,10 @@ class RunSettings:
     ts: int = 33
     prep: int | None = None
     """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
+    sync: str | None = None
+    """Lockstep: ``alpha`` (α-synchronizer, a frame on every link every step) or ``barrier`` (only
+    nodes with work step, no null frames; across processes the coordinator leads the barrier).
+    None: the runtime's default, ``barrier`` in-process (its shared barrier), ``alpha`` elsewhere."""
     deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
 
 

@@ -7,6 +7,12 @@ follows the phase table of :mod:`node.protocol`; a message out of order is recor
 ``protocol`` error. A wall-clock budget bounds everything: when it runs out the run stops,
 says why and keeps what it has. A node declared lost ends the run at once (the others are
 stopped and their final reports kept); a lost broker is named in the incomplete causes.
+
+Under ``sync: barrier`` (lockstep across processes without null frames) the session is also
+the step barrier's leader (:class:`coordinator.runtimes.leader.Leader`): after start it takes
+in every node's step-done and sends go to the nodes due at the next step, then to every node
+the run's last step; each wait has a deadline (:data:`BARRIER_WAIT`), after which the run is
+stopped and marked incomplete, naming the nodes it waited for.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 import trio
 
+from coordinator.runtimes.leader import Leader
 from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
@@ -31,12 +38,18 @@ Broadcast = Callable[[bytes], Awaitable[None]]
 
 PROBE_INTERVAL = 0.02
 STOP_GRACE = 5.0
+BARRIER_WAIT = 60.0
+"""Seconds the barrier's leader waits for the step-dones of one step (at least; see Session)."""
 
 _RANK = {p: i for i, p in enumerate(Phase)}
 
 
 class _NodeLost(Exception):
     """A node was declared lost while the run was going: stop waiting for the rest."""
+
+
+class _BarrierStalled(Exception):
+    """The barrier's leader cannot go on (a node went silent, or ended, mid-run)."""
 
 
 class _Refused(Exception):
@@ -57,8 +70,12 @@ class Session:
         peers: Callable[[Coord], dict[str, Any]] | None = None,
         progress: Callable[[int, int], None] | None = None,
         run_id: str | None = None,
+        lead: bool = True,
     ) -> None:
+        """``lead``: be the step barrier's leader when the settings ask for barrier sync (False:
+        the nodes share a barrier of their own, as in-process)."""
         self.plan = plan
+        self.lead = lead
         self.settings = settings
         self.send_to = send_to
         self.broadcast = broadcast
@@ -78,6 +95,13 @@ class Session:
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
         self._watch_lost = False
+        self._leader: Leader | None = None
+        self._stalled = ""
+
+    @property
+    def barrier(self) -> bool:
+        """Whether the nodes step under the coordinator-led barrier (lockstep, ``sync: barrier``)."""
+        return self.lead and self.settings.clock == "lockstep" and self.settings.sync == "barrier"
 
     def _assign(self, node: Coord) -> protocol.Assign:
         s = self.settings
@@ -100,6 +124,7 @@ class Session:
             buffer_flits=s.buffer_flits,
             ts=s.ts,
             prep=s.prep,
+            sync="barrier" if self.barrier else "alpha",
             peers=self.peers(node) if self.peers else {},
         )
 
@@ -170,6 +195,12 @@ class Session:
             await self._to(node, self._assign(node))
         elif isinstance(msg, protocol.Counters):
             self._counters[node] = (msg.probe, msg.sent, msg.received)
+        elif isinstance(msg, protocol.StepDone):
+            problem = (
+                "step-done without barrier sync" if self._leader is None else self._leader.step_done(msg)
+            )
+            if problem is not None:
+                self._error(node, problem)
         else:
             before = self.collector.reached
             self.collector.handle(msg)
@@ -217,12 +248,19 @@ class Session:
                 await self._to_all(protocol.Start())
                 t0 = time.perf_counter()
                 phase = "running"
-                if self.settings.clock == "lockstep":
+                if self.barrier:
+                    phase = "running under the step barrier"
+                    await self._lead(nodes)
+                    phase = "running"
+                    await self._gather(Phase.DONE, nodes)
+                elif self.settings.clock == "lockstep":
                     await self._gather(Phase.DONE, nodes)
                 else:
                     await self._free_until_quiescent(nodes)
             except _NodeLost:
                 lost = True
+            except _BarrierStalled:
+                raw.incomplete.append(self._stalled)
             except _Refused:
                 raw.incomplete.append("refused before start-up: " + self._refusals[0])
             finally:
@@ -269,6 +307,38 @@ class Session:
         for n in sorted(nodes):
             if self.phases.get(n) != Phase.DONE:
                 await self._to(n, protocol.PlanMessage(self.plan.last_step, tuple(mine[n])))
+
+    async def _lead(self, nodes: set[Coord]) -> None:
+        """Barrier sync: lead the nodes' steps until the schedule ends the run (then they finish)."""
+        leader = self._leader = Leader(
+            self.plan.topology, max_steps=self.settings.max_steps, last_injection=self.plan.last_step
+        )
+        leader.waiting &= nodes
+        wait = max(BARRIER_WAIT, min(self.settings.wall_budget, 600.0))
+        while True:
+            with trio.move_on_after(wait) as waited:
+                while leader.waiting:
+                    moved = await self._next()
+                    if moved is not None and self.phases.get(moved) == Phase.DONE:
+                        self._stalled = (
+                            f"step barrier: node ({moved[0]},{moved[1]}) ended at step {leader.step}"
+                            " while the run went on"
+                        )
+                        raise _BarrierStalled
+            if waited.cancelled_caught:
+                silent = sorted(leader.waiting)
+                self._stalled = (
+                    f"step barrier: no step-done for step {leader.step} within {wait:g} s from "
+                    + ", ".join(f"({x},{y})" for x, y in silent[:10])
+                    + (f" and {len(silent) - 10} more" if len(silent) > 10 else "")
+                )  # fmt: skip
+                raise _BarrierStalled
+            goes = leader.release()
+            if isinstance(goes, protocol.Go):
+                await self._to_all(goes)
+                return
+            for n, go in goes.items():
+                await self._to(n, go)
 
     async def _free_until_quiescent(self, nodes: set[Coord]) -> None:
         """Free clock: probe counters until two probes in a row agree and sent == received."""
