@@ -39,7 +39,7 @@ Broadcast = Callable[[bytes], Awaitable[None]]
 PROBE_INTERVAL = 0.02
 STOP_GRACE = 5.0
 BARRIER_WAIT = 60.0
-"""Seconds the barrier's leader waits for the step-dones of one step (at least; see Session)."""
+"""Seconds the barrier's leader waits for the step-dones of one step (the nodes are up by then)."""
 
 _RANK = {p: i for i, p in enumerate(Phase)}
 
@@ -314,7 +314,7 @@ class Session:
             self.plan.topology, max_steps=self.settings.max_steps, last_injection=self.plan.last_step
         )
         leader.waiting &= nodes
-        wait = max(BARRIER_WAIT, min(self.settings.wall_budget, 600.0))
+        wait = BARRIER_WAIT
         while True:
             with trio.move_on_after(wait) as waited:
                 while leader.waiting:
