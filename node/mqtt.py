@@ -34,6 +34,7 @@ import math
 import os
 import re
 import secrets
+import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -153,6 +154,9 @@ class _TrioSafeClient(aiomqtt.Client):
         self._client.connect_timeout = CONNECT_TIMEOUT
 
     def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        with contextlib.suppress(OSError, AttributeError):  # no Nagle delay on small control messages
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def callback() -> None:
             try:
                 while True:

@@ -139,7 +139,7 @@ def broker_conf(port: int, password_file: Path | None) -> str:
     """mosquitto.conf of a meshcast broker on loopback ``port``: password-protected when a
     password file is given, anonymous otherwise (loopback only, so access stays on this machine)."""
     lines = [f"listener {port} {LOOPBACK}", f"user {getpass.getuser()}", "persistence false",
-             "log_dest stderr", "log_type error", "log_type warning"]  # fmt: skip
+             "set_tcp_nodelay true", "log_dest stderr", "log_type error", "log_type warning"]  # fmt: skip
     if password_file is None:
         lines.append("allow_anonymous true")
     else:
