@@ -135,11 +135,18 @@ def passwd_tool() -> str:
     return shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
 
 
+MAX_QUEUED = 100_000
+"""QoS-1 messages mosquitto queues for one client (its default, 1,000, is below a run's burst)."""
+
+
 def broker_conf(port: int, password_file: Path | None) -> str:
     """mosquitto.conf of a meshcast broker on loopback ``port``: password-protected when a
     password file is given, anonymous otherwise (loopback only, so access stays on this machine)."""
+    # the coordinator's queue must hold a message from every node at once (1,024 step-dones or
+    # final reports): mosquitto's default of 1,000 queued QoS-1 messages drops the rest silently
     lines = [f"listener {port} {LOOPBACK}", f"user {getpass.getuser()}", "persistence false",
-             "set_tcp_nodelay true", "log_dest stderr", "log_type error", "log_type warning"]  # fmt: skip
+             "set_tcp_nodelay true", f"max_queued_messages {MAX_QUEUED}",
+             "log_dest stderr", "log_type error", "log_type warning"]  # fmt: skip
     if password_file is None:
         lines.append("allow_anonymous true")
     else:
