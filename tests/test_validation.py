@@ -23,6 +23,24 @@ from node.topology import Coord, Topology
 RUN = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1 3,3"]
 
 
+def test_sync_picks_the_in_process_mode_and_reaches_the_containers_coordinator() -> None:
+    """``--sync`` in-process: alpha is the α-synchronizer, barrier (the default) its own barrier;
+    the containers runtime passes it on to its coordinator's command line."""
+    import trio
+
+    from coordinator.runtimes.containers import settings_args
+    from coordinator.runtimes.inprocess import run_inprocess
+    from coordinator.runtimes.records import RunSettings
+    from coordinator.workloads.plan import Multicast, Plan
+
+    plan = Plan(Topology.parse("torus:4x4"), (Multicast(0, "vh", (0, 0), ((2, 2), (3, 1)), 2),))
+    runs = [trio.run(run_inprocess, plan, RunSettings(sync=s)) for s in (None, "alpha", "barrier")]
+    assert runs[0].logical_arrivals() == runs[1].logical_arrivals() == runs[2].logical_arrivals()
+    assert runs[0].last_step == runs[1].last_step == runs[2].last_step
+    assert settings_args(RunSettings(sync="barrier"))[-2:] == ["--sync", "barrier"]
+    assert "--sync" not in settings_args(RunSettings())
+
+
 def one_line_exit_2(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
     """Run ``argv``; assert exit 2, no traceback, one line on stderr; return that line."""
     assert main(list(argv)) == 2
@@ -36,6 +54,8 @@ def one_line_exit_2(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> 
     ("extra", "words"),
     [
         (["--wall-budget", "nan"], "--wall-budget must be a finite number"),
+        (["--sync", "barrier", "--clock", "free"], "--sync applies to --clock lockstep only"),
+        (["--sync", "alpha", "--runtime", "model"], "--sync applies to the in-process, processes"),
         (["--wall-budget", "inf"], "--wall-budget must be a finite number"),
         (["--wall-budget", "-1"], "--wall-budget must be at least"),
         (["--max-steps", "99999999999999999999"], "--max-steps must be at most"),
