@@ -176,6 +176,8 @@ def result_document(
         "jitter": jitter(records),
         "errors": errors,
     }
+    if settings.sync is not None:  # asked for: say how lockstep was synchronized
+        doc["run"]["sync"] = settings.sync
     if settings.switching == "wormhole":  # steps are cycles; the flit-level settings that made them
         doc["run"]["switching"] = {"mode": "wormhole", "flits": settings.flits,
                                    "buffer_flits": settings.buffer_flits, "ts": settings.ts,
