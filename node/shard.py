@@ -1,0 +1,316 @@
+"""A shard: one OS process hosting a block of node actors (``python -m node.shard HOST PORT INDEX``).
+
+The in-process runtime with ``--shards N`` starts N of these, so a run uses every core. Inside a
+shard the nodes are trio tasks joined by memory links; a link to a node of another shard goes
+over the one TCP connection between the two shards, each frame tagged with the node and port it
+is for (:class:`CrossLink`). Every node speaks the control protocol through the shard's one
+control connection to the coordinator, each frame from the coordinator tagged with the node it
+is for (or with none: for every node of the shard). Lockstep runs the α-synchronizer on every
+link (null frames, no shared step barrier), so the records are those of the unsharded run.
+
+Start-up: the shard listens for its peers, dials the coordinator and sends ``{token, shard,
+port}``; the coordinator answers ``{topology, shards, hosts, ports}``; each shard dials the
+peers with a smaller index that host a neighbour of one of its nodes (first frame ``{token,
+shard}``), accepts the others, then starts its nodes. Nothing but the hosts and ports in that
+answer ties the shards to one machine. The run token comes in ``MESHCAST_SHARD_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgpack
+import trio
+
+from node.actor import Assignment, Node
+from node.links import Link, MemoryLink, memory_link_pair
+from node.tcp import FrameReader, FrameError
+from node.topology import Coord, Topology
+from node.wire import MAX_FRAME, frame_bytes
+
+__all__ = [
+    "BROADCAST",
+    "SETUP_TIMEOUT",
+    "TOKEN_ENV",
+    "CrossLink",
+    "FrameWriter",
+    "blocks",
+    "main",
+    "pack",
+    "run_shard",
+    "shard_of",
+    "unpack",
+]
+
+TOKEN_ENV: Final = "MESHCAST_SHARD_TOKEN"
+SETUP_TIMEOUT: Final = 60.0
+"""Seconds for the start-up exchange (coordinator answer, peer connections)."""
+CLOSE_GRACE: Final = 5.0
+"""Seconds a finished shard waits for its peers' end of stream (so no frame they need is cut off)."""
+BROADCAST: Final = -1
+"""The x of a control frame for every node of the shard."""
+MAX_SHARD_FRAME: Final = MAX_FRAME + 1024
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def shard_of(topo: Topology, node: Coord, shards: int) -> int:
+    """The shard hosting ``node``: contiguous blocks of the row-major order, as even as can be."""
+    return topo.index(node) * shards // topo.size
+
+
+def blocks(topo: Topology, shards: int) -> list[list[Coord]]:
+    """The nodes of each shard, in row-major order."""
+    out: list[list[Coord]] = [[] for _ in range(shards)]
+    for n in topo.nodes():
+        out[shard_of(topo, n, shards)].append(n)
+    return out
+
+
+class FrameWriter:
+    """Length-prefixed frames onto a stream from many tasks, batched by one writer task."""
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self.stream = stream
+        self._tx, self._rx = trio.open_memory_channel[bytes](math.inf)
+
+    def send_nowait(self, payload: bytes) -> None:
+        self._tx.send_nowait(frame_bytes(payload))
+
+    def close(self) -> None:
+        """No more frames: the writer sends what is queued, then ends."""
+        self._tx.close()
+
+    async def run(self) -> None:
+        """Write frames until :meth:`close` (then drain and send end of stream) or the stream
+        breaks (then :meth:`send_nowait` raises BrokenResourceError)."""
+        try:
+            async for first in self._rx:
+                batch = [first]
+                while True:
+                    try:
+                        batch.append(self._rx.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self.stream.send_all(b"".join(batch))
+            if isinstance(self.stream, trio.abc.HalfCloseableStream):
+                await self.stream.send_eof()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._rx.close()
+
+
+@dataclass
+class CrossLink:
+    """A link end to a node of another shard (implements :class:`node.links.Link`)."""
+
+    writer: FrameWriter
+    to: Coord
+    port: str
+    """The peer node's port this link enters by."""
+    rx: trio.MemoryReceiveChannel[bytes]
+
+    async def send(self, data: bytes) -> None:
+        try:
+            self.writer.send_nowait(pack([self.to[0], self.to[1], self.port, data]))
+        except trio.ClosedResourceError:
+            raise trio.BrokenResourceError("shard connection closed") from None
+
+    async def receive(self) -> bytes:
+        return await self.rx.receive()
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class _NodeControl:
+    """A node's control channel through the shard's control connection."""
+
+    writer: FrameWriter
+    rx: trio.MemoryReceiveChannel[bytes]
+
+    async def send(self, data: bytes) -> None:
+        self.writer.send_nowait(data)
+
+    async def receive(self) -> bytes:
+        return await self.rx.receive()
+
+
+@dataclass
+class _Peer:
+    """The connection to one other shard."""
+
+    stream: trio.SocketStream
+    reader: FrameReader
+    writer: FrameWriter
+    inboxes: dict[tuple[Coord, str], trio.MemorySendChannel[bytes]] = field(default_factory=dict)
+
+
+async def _read_frame(reader: FrameReader, limit: int | None = None) -> Any:
+    return unpack(await reader.next(limit))
+
+
+async def _setup(
+    control: trio.SocketStream, listener: trio.SocketListener, index: int, token: str
+) -> tuple[Topology, int, dict[int, trio.SocketStream]]:
+    """The start-up exchange: the coordinator's answer, then a connection to every peer shard."""
+    port = listener.socket.getsockname()[1]
+    await control.send_all(frame_bytes(pack({"token": token, "shard": index, "port": port})))
+    answer = await _read_frame(FrameReader(control), 1 << 20)
+    topo = Topology.parse(answer["topology"])
+    shards: int = answer["shards"]
+    hosts: list[str] = answer["hosts"]
+    ports: list[int] = answer["ports"]
+    peers = {
+        shard_of(topo, nb, shards)
+        for n in blocks(topo, shards)[index]
+        for nb in topo.neighbours(n).values()
+    } - {index}
+    streams: dict[int, trio.SocketStream] = {}
+    for j in sorted(p for p in peers if p < index):
+        stream = await trio.open_tcp_stream(hosts[j], ports[j])
+        await stream.send_all(frame_bytes(pack({"token": token, "shard": index})))
+        streams[j] = stream
+    while len(streams) < len(peers):
+        stream = await listener.accept()
+        hello: Any = None
+        with trio.move_on_after(SETUP_TIMEOUT / 4):
+            try:
+                hello = await _read_frame(FrameReader(stream), 1024)
+            except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError):
+                pass
+        j = hello.get("shard") if isinstance(hello, dict) else None
+        if isinstance(hello, dict) and hello.get("token") == token and isinstance(j, int) and j in peers and j > index:
+            streams.setdefault(j, stream)
+        if streams.get(j) is not stream:  # a stranger, or a second connection: refused
+            await trio.aclose_forcefully(stream)
+    return topo, shards, streams
+
+
+def _wire(
+    topo: Topology, shards: int, index: int, peers: dict[int, _Peer]
+) -> dict[Coord, dict[str, Link]]:
+    """Each hosted node's port → link end: memory inside the shard, :class:`CrossLink` across."""
+    mine = blocks(topo, shards)[index]
+    ends: dict[Coord, dict[str, Link]] = {n: {} for n in mine}
+    for a in mine:
+        for port, b in topo.neighbours(a).items():
+            if port in ends[a]:
+                continue
+            back = topo.opposite(port)
+            j = shard_of(topo, b, shards)
+            if j == index:
+                ea, eb = memory_link_pair()
+                ends[a][port] = ea
+                ends[b][back] = eb
+            else:
+                tx, rx = trio.open_memory_channel[bytes](math.inf)
+                peers[j].inboxes[(a, port)] = tx
+                ends[a][port] = CrossLink(peers[j].writer, b, back, rx)
+    return ends
+
+
+def _opener(links: dict[str, Link]) -> Callable[[Assignment], Any]:
+    @asynccontextmanager
+    async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
+        try:
+            yield dict(links)
+        finally:
+            for link in links.values():
+                if isinstance(link, MemoryLink):
+                    await link.aclose()
+
+    return open_links
+
+
+async def _read_peer(peer: _Peer) -> None:
+    """Frames from a peer shard into the inboxes of the links they are for; at its end, close them."""
+    try:
+        while True:
+            x, y, port, data = unpack(await peer.reader.next())
+            tx = peer.inboxes.get(((x, y), port))
+            if tx is not None:
+                tx.send_nowait(data)
+    except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError, TypeError):
+        pass
+    finally:
+        for tx in peer.inboxes.values():
+            tx.close()
+
+
+async def _read_control(reader: FrameReader, inboxes: dict[Coord, trio.MemorySendChannel[bytes]]) -> None:
+    """Control frames from the coordinator, each to its node (or to all); returns at end of stream."""
+    while True:
+        try:
+            x, y, data = unpack(await reader.next())
+        except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError):
+            return
+        for tx in inboxes.values() if x == BROADCAST else [inboxes[(x, y)]] if (x, y) in inboxes else []:
+            tx.send_nowait(data)
+
+
+async def run_shard(host: str, port: int, index: int, token: str) -> None:
+    """Be shard ``index`` of the run whose coordinator listens at ``host``:``port``, until it ends."""
+    control = await trio.open_tcp_stream(host, port)
+    # listen where the coordinator is reached from: loopback on one machine, the LAN across hosts
+    listener = (await trio.open_tcp_listeners(0, host=control.socket.getsockname()[0]))[0]
+    with trio.fail_after(SETUP_TIMEOUT):
+        topo, shards, streams = await _setup(control, listener, index, token)
+    await listener.aclose()
+    peers = {j: _Peer(s, FrameReader(s, MAX_SHARD_FRAME), FrameWriter(s)) for j, s in streams.items()}
+    ends = _wire(topo, shards, index, peers)
+    up = FrameWriter(control)
+    inboxes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
+    nodes: list[Node] = []
+    for here, links in ends.items():
+        tx, rx = trio.open_memory_channel[bytes](math.inf)
+        inboxes[here] = tx
+        nodes.append(Node(here, _NodeControl(up, rx), _opener(links)))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(up.run)
+        for peer in peers.values():
+            nursery.start_soon(_read_peer, peer)
+            nursery.start_soon(peer.writer.run)
+        async with trio.open_nursery() as hosted:
+
+            async def control_reader() -> None:
+                await _read_control(FrameReader(control, MAX_SHARD_FRAME), inboxes)
+                hosted.cancel_scope.cancel()  # the coordinator is gone: nothing to run for
+
+            hosted.start_soon(control_reader)
+            async with trio.open_nursery() as running:
+                for node in nodes:
+                    running.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
+            hosted.cancel_scope.cancel()
+        # our last frames out (then end of stream), our peers' end of stream in, within a grace
+        up.close()
+        for peer in peers.values():
+            peer.writer.close()
+        nursery.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m node.shard HOST PORT INDEX`` (the run token in :data:`TOKEN_ENV`)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m node.shard HOST PORT INDEX", file=sys.stderr)
+        return 2
+    token = os.environ.get(TOKEN_ENV, "")
+    trio.run(run_shard, args[0], int(args[1]), int(args[2]), token)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
