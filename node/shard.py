@@ -21,7 +21,7 @@ import math
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -30,7 +30,7 @@ import trio
 
 from node.actor import Assignment, Node
 from node.links import Link, MemoryLink, memory_link_pair
-from node.tcp import FrameReader, FrameError
+from node.tcp import FrameError, FrameReader
 from node.topology import Coord, Topology
 from node.wire import MAX_FRAME, frame_bytes
 
@@ -174,9 +174,7 @@ async def _setup(
     hosts: list[str] = answer["hosts"]
     ports: list[int] = answer["ports"]
     peers = {
-        shard_of(topo, nb, shards)
-        for n in blocks(topo, shards)[index]
-        for nb in topo.neighbours(n).values()
+        shard_of(topo, nb, shards) for n in blocks(topo, shards)[index] for nb in topo.neighbours(n).values()
     } - {index}
     streams: dict[int, trio.SocketStream] = {}
     for j in sorted(p for p in peers if p < index):
@@ -186,22 +184,20 @@ async def _setup(
     while len(streams) < len(peers):
         stream = await listener.accept()
         hello: Any = None
-        with trio.move_on_after(SETUP_TIMEOUT / 4):
-            try:
-                hello = await _read_frame(FrameReader(stream), 1024)
-            except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError):
-                pass
-        j = hello.get("shard") if isinstance(hello, dict) else None
-        if isinstance(hello, dict) and hello.get("token") == token and isinstance(j, int) and j in peers and j > index:
-            streams.setdefault(j, stream)
-        if streams.get(j) is not stream:  # a stranger, or a second connection: refused
+        with (
+            trio.move_on_after(SETUP_TIMEOUT / 4),
+            suppress(trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError),
+        ):
+            hello = await _read_frame(FrameReader(stream), 1024)
+        who: Any = hello.get("shard") if isinstance(hello, dict) else None
+        if isinstance(hello, dict) and hello.get("token") == token and who in peers and who > index:
+            streams.setdefault(who, stream)
+        if streams.get(who) is not stream:  # a stranger, or a second connection: refused
             await trio.aclose_forcefully(stream)
     return topo, shards, streams
 
 
-def _wire(
-    topo: Topology, shards: int, index: int, peers: dict[int, _Peer]
-) -> dict[Coord, dict[str, Link]]:
+def _wire(topo: Topology, shards: int, index: int, peers: dict[int, _Peer]) -> dict[Coord, dict[str, Link]]:
     """Each hosted node's port → link end: memory inside the shard, :class:`CrossLink` across."""
     mine = blocks(topo, shards)[index]
     ends: dict[Coord, dict[str, Link]] = {n: {} for n in mine}

@@ -130,7 +130,9 @@ def test_a_killed_shard_ends_the_run_naming_it_and_nothing_is_left() -> None:
     async def go() -> RawRun:
         return await run_shards(plan, RunSettings(shards=3, max_steps=2000), progress, started=started)
 
-    with pytest.raises(RunFailed, match=r"shard 1 \(nodes \(0,2\)\.\.\(5,3\), pid \d+\) was killed by signal 9"):
+    with pytest.raises(
+        RunFailed, match=r"shard 1 \(nodes \(0,2\)\.\.\(5,3\), pid \d+\) was killed by signal 9"
+    ):
         trio.run(go)
     assert sorted(pids) == [0, 1, 2]
     for pid in pids.values():

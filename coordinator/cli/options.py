@@ -266,8 +266,10 @@ def validate_settings(settings: RunSettings) -> RunSettings:
         raise UsageError(problem)
     in_range("--shards", settings.shards, 1, MAX_COUNT)
     if settings.shards > 1 and (settings.runtime != "in-process" or settings.deployment is not None):
-        where = f"deployment {settings.deployment!r}" if settings.deployment else f"runtime {settings.runtime}"
-        raise UsageError(f"--shards applies to the in-process runtime only, not the {where}")
+        where = f"the {settings.runtime} runtime"
+        if settings.deployment is not None:
+            where = f"deployment {settings.deployment!r}"
+        raise UsageError(f"--shards applies to the in-process runtime only, not {where}")
     return settings
 
 

@@ -112,9 +112,15 @@ async def run_shards(
             async with trio.open_nursery() as inner:
                 proc: trio.Process = await inner.start(
                     partial(
-                        trio.run_process, cmd, env=env, check=False, stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                    )  # fmt: skip
+                        trio.run_process,
+                        cmd,
+                        env=env,
+                        check=False,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
                 )
                 s.pid = proc.pid
                 if started is not None:
@@ -157,7 +163,8 @@ async def run_shards(
             readers[i] = reader
             shards[i].stream = stream
             shards[i].writer = FrameWriter(stream)
-            ports[i] = hello.get("port") if isinstance(hello.get("port"), int) else 0
+            given = hello.get("port")
+            ports[i] = given if isinstance(given, int) else 0
             hosts[i] = stream.socket.getpeername()[0]
         answer = {"topology": topo.spec, "shards": n, "hosts": hosts, "ports": ports}
         for s in shards:
@@ -199,4 +206,3 @@ async def run_shards(
         return raw
 
     return await run_interruptible(run, lambda: session.collector.raw)
-
