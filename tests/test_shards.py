@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli import main
-from coordinator.errors import RunFailed
+from coordinator.errors import Interrupted, RunFailed
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.shards import run_shards
@@ -136,5 +136,27 @@ def test_a_killed_shard_ends_the_run_naming_it_and_nothing_is_left() -> None:
         trio.run(go)
     assert sorted(pids) == [0, 1, 2]
     for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+async def test_a_signal_ends_a_sharded_run_and_reaps_every_shard() -> None:
+    topo = Topology("torus", 6, 6)
+    plan = Plan(topo, (Multicast(0, "vh", (0, 0), ((3, 3),), 0), Multicast(1, "vh", (5, 5), ((0, 0),), 400)))
+    pids: list[int] = []
+
+    def progress(reached: int, expected: int) -> None:
+        if reached == 1:  # the first arrival is in: now signal this process
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Interrupted) as info:
+        with trio.fail_after(60):
+            await run_shards(
+                plan, RunSettings(shards=2, max_steps=2000), progress, started=lambda i, pid: pids.append(pid)
+            )
+    assert info.value.signum == signal.SIGTERM
+    assert "interrupted by SIGTERM" in info.value.partial.incomplete  # type: ignore[attr-defined]
+    assert len(pids) == 2
+    for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
