@@ -23,6 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import msgpack
@@ -30,6 +31,7 @@ import trio
 
 from node.actor import Assignment, Node
 from node.links import Link, MemoryLink, memory_link_pair
+from node.shardstep import ShardBarrier
 from node.tcp import FrameError, FrameReader
 from node.topology import Coord, Topology
 from node.wire import MAX_FRAME, frame_bytes
@@ -122,6 +124,9 @@ class CrossLink:
     rx: trio.MemoryReceiveChannel[bytes]
 
     async def send(self, data: bytes) -> None:
+        self.send_nowait(data)
+
+    def send_nowait(self, data: bytes) -> None:
         try:
             self.writer.send_nowait(pack([self.to[0], self.to[1], self.port, data]))
         except trio.ClosedResourceError:
@@ -129,6 +134,13 @@ class CrossLink:
 
     async def receive(self) -> bytes:
         return await self.rx.receive()
+
+    def receive_nowait(self) -> bytes | None:
+        """The next frame if one is waiting, else None."""
+        try:
+            return self.rx.receive_nowait()
+        except trio.WouldBlock:
+            return None
 
     async def aclose(self) -> None:
         return None
@@ -164,7 +176,7 @@ async def _read_frame(reader: FrameReader, limit: int | None = None) -> Any:
 
 async def _setup(
     control: trio.SocketStream, listener: trio.SocketListener, index: int, token: str
-) -> tuple[Topology, int, dict[int, trio.SocketStream]]:
+) -> tuple[Topology, int, dict[int, trio.SocketStream], bool]:
     """The start-up exchange: the coordinator's answer, then a connection to every peer shard."""
     port = listener.socket.getsockname()[1]
     await control.send_all(frame_bytes(pack({"token": token, "shard": index, "port": port})))
@@ -173,9 +185,15 @@ async def _setup(
     shards: int = answer["shards"]
     hosts: list[str] = answer["hosts"]
     ports: list[int] = answer["ports"]
-    peers = {
-        shard_of(topo, nb, shards) for n in blocks(topo, shards)[index] for nb in topo.neighbours(n).values()
-    } - {index}
+    sparse = bool(answer.get("sparse"))
+    if sparse:  # every shard takes part in every step's agreement
+        peers = set(range(shards)) - {index}
+    else:
+        peers = {
+            shard_of(topo, nb, shards)
+            for n in blocks(topo, shards)[index]
+            for nb in topo.neighbours(n).values()
+        } - {index}
     streams: dict[int, trio.SocketStream] = {}
     for j in sorted(p for p in peers if p < index):
         stream = await trio.open_tcp_stream(hosts[j], ports[j])
@@ -194,7 +212,7 @@ async def _setup(
             streams.setdefault(who, stream)
         if streams.get(who) is not stream:  # a stranger, or a second connection: refused
             await trio.aclose_forcefully(stream)
-    return topo, shards, streams
+    return topo, shards, streams, sparse
 
 
 def _wire(topo: Topology, shards: int, index: int, peers: dict[int, _Peer]) -> dict[Coord, dict[str, Link]]:
@@ -218,6 +236,15 @@ def _wire(topo: Topology, shards: int, index: int, peers: dict[int, _Peer]) -> d
     return ends
 
 
+def _send_marker(writer: FrameWriter, marker: dict[str, Any]) -> None:
+    writer.send_nowait(pack(marker))
+
+
+def _marker(barrier: ShardBarrier | None, shard: int, marker: dict[str, Any]) -> None:
+    if barrier is not None:
+        barrier.marker(shard, marker)
+
+
 def _opener(links: dict[str, Link]) -> Callable[[Assignment], Any]:
     @asynccontextmanager
     async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
@@ -231,11 +258,16 @@ def _opener(links: dict[str, Link]) -> Callable[[Assignment], Any]:
     return open_links
 
 
-async def _read_peer(peer: _Peer) -> None:
-    """Frames from a peer shard into the inboxes of the links they are for; at its end, close them."""
+async def _read_peer(peer: _Peer, marker: Callable[[dict[str, Any]], None]) -> None:
+    """Frames from a peer shard into the inboxes of the links they are for, and its step markers
+    to ``marker``; at its end, close the inboxes."""
     try:
         while True:
-            x, y, port, data = unpack(await peer.reader.next())
+            item = unpack(await peer.reader.next())
+            if isinstance(item, dict):
+                marker(item)
+                continue
+            x, y, port, data = item
             tx = peer.inboxes.get(((x, y), port))
             if tx is not None:
                 tx.send_nowait(data)
@@ -263,21 +295,27 @@ async def run_shard(host: str, port: int, index: int, token: str) -> None:
     # listen where the coordinator is reached from: loopback on one machine, the LAN across hosts
     listener = (await trio.open_tcp_listeners(0, host=control.socket.getsockname()[0]))[0]
     with trio.fail_after(SETUP_TIMEOUT):
-        topo, shards, streams = await _setup(control, listener, index, token)
+        topo, shards, streams, sparse = await _setup(control, listener, index, token)
     await listener.aclose()
     peers = {j: _Peer(s, FrameReader(s, MAX_SHARD_FRAME), FrameWriter(s)) for j, s in streams.items()}
     ends = _wire(topo, shards, index, peers)
+    barrier: ShardBarrier | None = None
+    if sparse:
+        barrier = ShardBarrier(
+            ends, index, lambda n: shard_of(topo, (n[0], n[1]), shards),
+            {j: partial(_send_marker, p.writer) for j, p in peers.items()},
+        )  # fmt: skip
     up = FrameWriter(control)
     inboxes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
     nodes: list[Node] = []
     for here, links in ends.items():
         tx, rx = trio.open_memory_channel[bytes](math.inf)
         inboxes[here] = tx
-        nodes.append(Node(here, _NodeControl(up, rx), _opener(links)))
+        nodes.append(Node(here, _NodeControl(up, rx), _opener(links), barrier=barrier))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(up.run)
-        for peer in peers.values():
-            nursery.start_soon(_read_peer, peer)
+        for j, peer in peers.items():
+            nursery.start_soon(_read_peer, peer, partial(_marker, barrier, j))
             nursery.start_soon(peer.writer.run)
         async with trio.open_nursery() as hosted:
 

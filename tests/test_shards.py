@@ -160,3 +160,24 @@ async def test_a_signal_ends_a_sharded_run_and_reaps_every_shard() -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_alpha_synchronized_shards_give_the_same_records() -> None:
+    topo = Topology("torus", 5, 4)
+    plan = Plan(
+        topo,
+        (
+            Multicast(0, "vh", (0, 0), ((3, 3), (2, 1), (4, 0)), 0),
+            Multicast(1, "unicast", (4, 3), ((0, 1),), 2),
+        ),
+    )
+    s = RunSettings(contention="shared", shards=2)
+
+    async def alpha() -> RawRun:
+        return await run_shards(plan, s, sparse=False)
+
+    one = _run(plan, RunSettings(contention="shared"))
+    raw = trio.run(alpha)
+    assert not raw.incomplete
+    assert base._records(raw) == base._records(one)
+    assert base._stats(raw) == base._stats(one)

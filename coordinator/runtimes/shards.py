@@ -41,6 +41,8 @@ __all__ = ["run_shards"]
 LOOPBACK: Final = "127.0.0.1"
 EXIT_GRACE: Final = 10.0
 """How long shards may take to exit by themselves after the run before they are terminated."""
+REPORT_GRACE: Final = 5.0
+"""How long the last reports of a shard that exited cleanly may take to reach the session."""
 
 
 class _Shard:
@@ -77,8 +79,13 @@ async def run_shards(
     progress: Callable[[int, int], None] | None = None,
     *,
     started: Callable[[int, int], None] | None = None,
+    sparse: bool = True,
 ) -> RawRun:
-    """Run ``plan`` on ``settings.shards`` shard processes; ``started(index, pid)`` as each starts."""
+    """Run ``plan`` on ``settings.shards`` shard processes; ``started(index, pid)`` as each starts.
+
+    Lockstep: each shard's nodes share a sparse step barrier that agrees every step with the
+    other shards (:class:`node.shardstep.ShardBarrier`); ``sparse=False``: the α-synchronizer.
+    """
     topo = plan.topology
     n = settings.shards
     shards = [_Shard(i, nodes) for i, nodes in enumerate(blocks(topo, n))]
@@ -86,7 +93,7 @@ async def run_shards(
     token = secrets.token_hex(16)
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     failures: list[str] = []
-    over = False
+    finished = trio.Event()
 
     async def send_to(node: Coord, data: bytes) -> None:
         writer = where[node].writer
@@ -101,7 +108,7 @@ async def run_shards(
     session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress)
 
     def fail(scope: trio.CancelScope, cause: str) -> None:
-        if not over and not failures:
+        if not finished.is_set() and not failures:
             failures.append(cause)
         scope.cancel()
 
@@ -129,8 +136,14 @@ async def run_shards(
             err.seek(0)
             s.stderr = err.read()[-4096:]
         s.exited.set()
-        if not over:
-            fail(scope, f"{s.name()} {s.why()} before the run ended")
+        await ended(s, scope, f"{s.name()} {s.why()} before the run ended")
+
+    async def ended(s: _Shard, scope: trio.CancelScope, cause: str) -> None:
+        """A shard ended: fine if the run ends with the reports it sent, else the run fails."""
+        if s.returncode in (None, 0):  # its last reports may still be on their way to the session
+            with trio.move_on_after(REPORT_GRACE):
+                await finished.wait()
+        fail(scope, cause)
 
     async def control(s: _Shard, reader: FrameReader, scope: trio.CancelScope) -> None:
         try:
@@ -138,10 +151,9 @@ async def run_shards(
                 to_coord_tx.send_nowait(await reader.next())
         except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError):
             pass
-        if not over:
-            with trio.move_on_after(2.0):  # name how the process ended, if it did
-                await s.exited.wait()
-            fail(scope, f"{s.name()} closed its control connection before the run ended ({s.why()})")
+        with trio.move_on_after(2.0):  # name how the process ended, if it did
+            await s.exited.wait()
+        await ended(s, scope, f"{s.name()} closed its control connection before the run ended ({s.why()})")
 
     async def accept(listener: trio.SocketListener) -> list[FrameReader]:
         """Every shard's control connection, checked by its first frame (the run token)."""
@@ -166,14 +178,13 @@ async def run_shards(
             given = hello.get("port")
             ports[i] = given if isinstance(given, int) else 0
             hosts[i] = stream.socket.getpeername()[0]
-        answer = {"topology": topo.spec, "shards": n, "hosts": hosts, "ports": ports}
+        answer = {"topology": topo.spec, "shards": n, "hosts": hosts, "ports": ports, "sparse": sparse}
         for s in shards:
             assert s.stream is not None
             await s.stream.send_all(frame_bytes(pack(answer)))
         return [r for r in readers if r is not None]
 
     async def run() -> RawRun:
-        nonlocal over
         raw: RawRun | None = None
         listener = (await trio.open_tcp_listeners(0, host=LOOPBACK))[0]
         port = listener.socket.getsockname()[1]
@@ -195,7 +206,7 @@ async def run_shards(
                 nursery.start_soon(control, s, reader, scope)
             if readers:
                 raw = await session.run(set(topo.nodes()))
-                over = True
+                finished.set()
                 with trio.move_on_after(EXIT_GRACE):
                     for s in shards:
                         await s.exited.wait()
