@@ -5,14 +5,17 @@ shard the nodes are trio tasks joined by memory links; a link to a node of anoth
 over the one TCP connection between the two shards, each frame tagged with the node and port it
 is for (:class:`CrossLink`). Every node speaks the control protocol through the shard's one
 control connection to the coordinator, each frame from the coordinator tagged with the node it
-is for (or with none: for every node of the shard). Lockstep runs the α-synchronizer on every
-link (null frames, no shared step barrier), so the records are those of the unsharded run.
+is for (or with none: for every node of the shard). In lockstep the shard's nodes share a sparse
+step barrier that agrees every step with the other shards (:mod:`node.shardstep`; or, if the
+coordinator says ``sparse: false``, the α-synchronizer runs on every link), so the records are
+those of the unsharded run.
 
 Start-up: the shard listens for its peers, dials the coordinator and sends ``{token, shard,
-port}``; the coordinator answers ``{topology, shards, hosts, ports}``; each shard dials the
-peers with a smaller index that host a neighbour of one of its nodes (first frame ``{token,
-shard}``), accepts the others, then starts its nodes. Nothing but the hosts and ports in that
-answer ties the shards to one machine. The run token comes in ``MESHCAST_SHARD_TOKEN``.
+port}``; the coordinator answers ``{topology, shards, hosts, ports, sparse}``; each shard dials
+the peers with a smaller index (all of them when sparse, else those hosting a neighbour of one
+of its nodes; first frame ``{token, shard}``), accepts the others, then starts its nodes.
+Nothing but the hosts and ports in that answer ties the shards to one machine. The run token
+comes in ``MESHCAST_SHARD_TOKEN``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Each shard (:mod:`node.shard`, ``python -m node.shard``) hosts a contiguous block of the nodes
 as trio tasks; links inside a shard are memory links, links between shards go over one TCP
 connection per pair of shards. The :class:`~coordinator.runtimes.session.Session` stays here: it
-reaches each node through its shard's control connection (frames tagged with the node). Lockstep
-runs the α-synchronizer on every link, so every shard count gives the unsharded records.
+reaches each node through its shard's control connection (frames tagged with the node). In
+lockstep the shards' sparse barriers agree on every step (:mod:`node.shardstep`), so every shard
+count gives the unsharded records.
 
 Every shard runs in this coroutine's nursery: all are reaped on success, failure and Ctrl-C
 (they are started in their own session, so a terminal's SIGINT reaches only this process,
