@@ -181,3 +181,16 @@ def test_alpha_synchronized_shards_give_the_same_records() -> None:
     assert not raw.incomplete
     assert base._records(raw) == base._records(one)
     assert base._stats(raw) == base._stats(one)
+
+
+@pytest.mark.parametrize("max_steps", [4, 9])
+def test_shards_stop_at_the_same_step_budget(max_steps: int) -> None:
+    topo = Topology("mesh", 4, 5)
+    plan = Plan(
+        topo, (Multicast(0, "vh", (0, 0), ((3, 4), (1, 3)), 0), Multicast(1, "vh", (3, 0), ((0, 4),), 6))
+    )
+    one = _run(plan, RunSettings(max_steps=max_steps))
+    two = _run(plan, RunSettings(max_steps=max_steps, shards=2))
+    assert base._records(two) == base._records(one)
+    assert two.incomplete == one.incomplete
+    assert f"step budget of {max_steps} steps ran out" in one.incomplete

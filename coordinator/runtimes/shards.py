@@ -89,6 +89,8 @@ async def run_shards(
     """
     topo = plan.topology
     n = settings.shards
+    if not 1 <= n <= topo.size:
+        raise ValueError(f"{n} shards for the {topo.size} nodes of {topo.spec}: give 1 to {topo.size}")
     shards = [_Shard(i, nodes) for i, nodes in enumerate(blocks(topo, n))]
     where = {node: s for s in shards for node in s.nodes}
     token = secrets.token_hex(16)
