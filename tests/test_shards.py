@@ -200,3 +200,16 @@ def test_shards_stop_at_the_same_step_budget(max_steps: int) -> None:
     assert base._records(two) == base._records(one)
     assert two.incomplete == one.incomplete
     assert f"step budget of {max_steps} steps ran out" in one.incomplete
+
+
+def test_the_free_clock_runs_on_shards_too() -> None:
+    topo = Topology("torus", 5, 4)
+    plan = Plan(
+        topo,
+        (Multicast(0, "vh", (0, 0), ((3, 3), (2, 1), (4, 0)), 0), Multicast(1, "vh", (4, 3), ((0, 1),), 0)),
+    )
+    raw = _run(plan, RunSettings(clock="free", shards=3))
+    assert not raw.incomplete and not raw.errors
+    assert sorted((a.mc, a.node, a.hops) for a in raw.arrivals) == sorted(
+        (a.mc, a.node, a.hops) for a in _run(plan, RunSettings(clock="free")).arrivals
+    )
