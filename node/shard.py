@@ -33,7 +33,7 @@ import msgpack
 import trio
 
 from node.actor import Assignment, Node
-from node.links import Link, MemoryLink, memory_link_pair
+from node.links import Link, memory_link_pair
 from node.shardstep import ShardBarrier
 from node.tcp import FrameError, FrameReader
 from node.topology import Coord, Topology
@@ -178,12 +178,15 @@ async def _read_frame(reader: FrameReader, limit: int | None = None) -> Any:
 
 
 async def _setup(
-    control: trio.SocketStream, listener: trio.SocketListener, index: int, token: str
-) -> tuple[Topology, int, dict[int, trio.SocketStream], bool]:
-    """The start-up exchange: the coordinator's answer, then a connection to every peer shard."""
+    control: trio.SocketStream, reader: FrameReader, listener: trio.SocketListener, index: int, token: str
+) -> tuple[Topology, int, dict[int, _Peer], bool]:
+    """The start-up exchange: the coordinator's answer, then a connection to every peer shard.
+
+    Each stream keeps the reader that read its first frame: it may hold the bytes that follow.
+    """
     port = listener.socket.getsockname()[1]
     await control.send_all(frame_bytes(pack({"token": token, "shard": index, "port": port})))
-    answer = await _read_frame(FrameReader(control), 1 << 20)
+    answer = await _read_frame(reader, 1 << 20)
     topo = Topology.parse(answer["topology"])
     shards: int = answer["shards"]
     hosts: list[str] = answer["hosts"]
@@ -197,23 +200,25 @@ async def _setup(
             for n in blocks(topo, shards)[index]
             for nb in topo.neighbours(n).values()
         } - {index}
-    streams: dict[int, trio.SocketStream] = {}
+    streams: dict[int, _Peer] = {}
     for j in sorted(p for p in peers if p < index):
         stream = await trio.open_tcp_stream(hosts[j], ports[j])
         await stream.send_all(frame_bytes(pack({"token": token, "shard": index})))
-        streams[j] = stream
+        streams[j] = _Peer(stream, FrameReader(stream, MAX_SHARD_FRAME), FrameWriter(stream))
     while len(streams) < len(peers):
         stream = await listener.accept()
+        first = FrameReader(stream, MAX_SHARD_FRAME)
         hello: Any = None
         with (
             trio.move_on_after(SETUP_TIMEOUT / 4),
             suppress(trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError),
         ):
-            hello = await _read_frame(FrameReader(stream), 1024)
+            hello = await _read_frame(first, 1024)
         who: Any = hello.get("shard") if isinstance(hello, dict) else None
+        who = who if isinstance(who, int) else None
         if isinstance(hello, dict) and hello.get("token") == token and who in peers and who > index:
-            streams.setdefault(who, stream)
-        if streams.get(who) is not stream:  # a stranger, or a second connection: refused
+            streams.setdefault(who, _Peer(stream, first, FrameWriter(stream)))
+        if who not in streams or streams[who].stream is not stream:  # a stranger, or a second one
             await trio.aclose_forcefully(stream)
     return topo, shards, streams, sparse
 
@@ -249,21 +254,19 @@ def _marker(barrier: ShardBarrier | None, shard: int, marker: dict[str, Any]) ->
 
 
 def _opener(links: dict[str, Link]) -> Callable[[Assignment], Any]:
+    """The node's links, left open when it ends: a neighbour still reading them (free clock, before
+    its own stop) must not take a closed link for a fault; they go with the shard."""
+
     @asynccontextmanager
     async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
-        try:
-            yield dict(links)
-        finally:
-            for link in links.values():
-                if isinstance(link, MemoryLink):
-                    await link.aclose()
+        yield dict(links)
 
     return open_links
 
 
 async def _read_peer(peer: _Peer, marker: Callable[[dict[str, Any]], None]) -> None:
     """Frames from a peer shard into the inboxes of the links they are for, and its step markers
-    to ``marker``; at its end, close the inboxes."""
+    to ``marker``."""
     try:
         while True:
             item = unpack(await peer.reader.next())
@@ -274,10 +277,10 @@ async def _read_peer(peer: _Peer, marker: Callable[[dict[str, Any]], None]) -> N
             tx = peer.inboxes.get(((x, y), port))
             if tx is not None:
                 tx.send_nowait(data)
-    except (trio.EndOfChannel, trio.BrokenResourceError, FrameError, OSError, ValueError, TypeError):
+    except trio.EndOfChannel:  # the peer is done: its nodes sent all they will (links stay open)
         pass
-    finally:
-        for tx in peer.inboxes.values():
+    except (trio.BrokenResourceError, FrameError, OSError, ValueError, TypeError):
+        for tx in peer.inboxes.values():  # a broken connection: its links are down
             tx.close()
 
 
@@ -297,10 +300,10 @@ async def run_shard(host: str, port: int, index: int, token: str) -> None:
     control = await trio.open_tcp_stream(host, port)
     # listen where the coordinator is reached from: loopback on one machine, the LAN across hosts
     listener = (await trio.open_tcp_listeners(0, host=control.socket.getsockname()[0]))[0]
+    from_coordinator = FrameReader(control, MAX_SHARD_FRAME)
     with trio.fail_after(SETUP_TIMEOUT):
-        topo, shards, streams, sparse = await _setup(control, listener, index, token)
+        topo, shards, peers, sparse = await _setup(control, from_coordinator, listener, index, token)
     await listener.aclose()
-    peers = {j: _Peer(s, FrameReader(s, MAX_SHARD_FRAME), FrameWriter(s)) for j, s in streams.items()}
     ends = _wire(topo, shards, index, peers)
     barrier: ShardBarrier | None = None
     if sparse:
@@ -323,7 +326,7 @@ async def run_shard(host: str, port: int, index: int, token: str) -> None:
         async with trio.open_nursery() as hosted:
 
             async def control_reader() -> None:
-                await _read_control(FrameReader(control, MAX_SHARD_FRAME), inboxes)
+                await _read_control(from_coordinator, inboxes)
                 hosted.cancel_scope.cancel()  # the coordinator is gone: nothing to run for
 
             hosted.start_soon(control_reader)
