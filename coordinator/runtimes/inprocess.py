@@ -79,7 +79,12 @@ async def run_inprocess(
     """Run ``plan`` with one trio task per node in this process (lockstep: sparse unless told not).
 
     SIGINT/SIGTERM end it with :class:`~coordinator.errors.Interrupted` and the partial records.
+    ``settings.shards`` > 1 splits the nodes over that many OS processes (α-synchronized).
     """
+    if settings.shards > 1:  # one OS process per shard (coordinator/runtimes/shards.py)
+        from coordinator.runtimes.shards import run_shards
+
+        return await run_shards(plan, settings, progress)
     topo = plan.topology
     barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)

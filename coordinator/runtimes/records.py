@@ -42,6 +42,8 @@ class RunSettings:
     prep: int | None = None
     """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
     deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
+    shards: int = 1
+    """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
 
 
 @dataclass(frozen=True, slots=True)
