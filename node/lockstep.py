@@ -207,6 +207,14 @@ class Schedule(Generic[N]):
         if step > self.last_busy:
             self.last_busy = step
 
+    def earliest(self) -> int | None:
+        """The earliest step any node is due at (None: none is)."""
+        return min(self._due) if self._due else None
+
+    def take(self, step: int) -> set[N]:
+        """The nodes due at ``step``, which are then no longer due."""
+        return self._due.pop(step, set())
+
     def next(self) -> tuple[int, set[N]] | None:
         """The next step with work and its nodes; None once the run is over (:attr:`end` set)."""
         horizon = min(self.last_busy + self.diameter + 1, self.max_steps)

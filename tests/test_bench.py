@@ -19,8 +19,9 @@ from coordinator.experiments.bench import (
     wormhole_points,
 )
 
-FIELDS = {"topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "flit_hops_per_s",
-          "steps_per_s", "ratio", "start_s", "peak_rss_mb", "packet_hops", "flit_hops"}  # fmt: skip
+FIELDS = {"topology", "runtime", "shards", "clock", "switching", "nodes", "packet_hops_per_s",
+          "flit_hops_per_s", "steps_per_s", "ratio", "start_s", "peak_rss_mb", "packet_hops",
+          "flit_hops"}  # fmt: skip
 
 
 def test_bench_points_cover_dense_and_sparse_workloads() -> None:
@@ -39,6 +40,18 @@ def test_emulator_point_measures_a_complete_run(clock: str) -> None:
     assert row["packet_hops"] > 0 and row["packet_hops_per_s"] > 0 and row["peak_rss_mb"] > 0
     assert (row["steps_per_s"] is None) == (clock == "free")
     assert row["flit_hops"] is None and row["flit_hops_per_s"] is None
+
+
+def test_a_sharded_point_does_the_same_work() -> None:
+    one, two = (emulator_point("torus:6x6", "lockstep", 3, 4, shards=n) for n in (1, 2))
+    assert (one["shards"], two["shards"]) == (1, 2) and two["complete"]
+    assert (two["packet_hops"], two["steps"]) == (one["packet_hops"], one["steps"])
+
+
+@pytest.mark.parametrize("bad", ["0", "x", "65"])
+def test_bench_refuses_a_bad_shard_count(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--quick", "--shards", bad]) == 2
+    assert "--shards" in capsys.readouterr().err
 
 
 def test_wormhole_points_run_in_process_and_on_the_engines() -> None:

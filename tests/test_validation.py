@@ -24,8 +24,8 @@ RUN = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1 3,3
 
 
 def test_sync_picks_the_in_process_mode_and_reaches_the_containers_coordinator() -> None:
-    """``--sync`` in-process: alpha is the α-synchronizer, barrier (the default) its own barrier;
-    the containers runtime passes it on to its coordinator's command line."""
+    """``--sync`` in-process (and on shards): alpha is the α-synchronizer, barrier (the default) its
+    own barrier; the containers runtime passes it on to its coordinator's command line."""
     import trio
 
     from coordinator.runtimes.containers import settings_args
@@ -34,9 +34,10 @@ def test_sync_picks_the_in_process_mode_and_reaches_the_containers_coordinator()
     from coordinator.workloads.plan import Multicast, Plan
 
     plan = Plan(Topology.parse("torus:4x4"), (Multicast(0, "vh", (0, 0), ((2, 2), (3, 1)), 2),))
-    runs = [trio.run(run_inprocess, plan, RunSettings(sync=s)) for s in (None, "alpha", "barrier")]
-    assert runs[0].logical_arrivals() == runs[1].logical_arrivals() == runs[2].logical_arrivals()
-    assert runs[0].last_step == runs[1].last_step == runs[2].last_step
+    settings = [RunSettings(sync=s, shards=n) for n in (1, 2) for s in (None, "alpha", "barrier")]
+    runs = [trio.run(run_inprocess, plan, s) for s in settings]
+    assert all(r.logical_arrivals() == runs[0].logical_arrivals() and not r.incomplete for r in runs)
+    assert {r.last_step for r in runs} == {runs[0].last_step}
     assert settings_args(RunSettings(sync="barrier"))[-2:] == ["--sync", "barrier"]
     assert "--sync" not in settings_args(RunSettings())
 

@@ -12,8 +12,8 @@ from coordinator.experiments.bench import run_bench
 
 __all__ = ["COMMANDS", "add_command"]
 
-COLUMNS = ("topology", "runtime", "clock", "switching", "nodes", "packet_hops_per_s", "flit_hops_per_s",
-           "steps_per_s", "ratio", "start_s", "peak_rss_mb")  # fmt: skip
+COLUMNS = ("topology", "runtime", "shards", "clock", "switching", "nodes", "packet_hops_per_s",
+           "flit_hops_per_s", "steps_per_s", "ratio", "start_s", "peak_rss_mb")  # fmt: skip
 
 
 def _cell(value: Any) -> str:
@@ -24,10 +24,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _shard_count(text: str) -> int:
+    """``--shards``: a whole number from 1 to 64."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of shards, got {text!r}") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"shards must be 1 to 64, got {n}")
+    return n
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Measure, then print (a) the relay chain's hops/s and (b) one row per emulator point."""
     with progress("bench points") as update:
-        limit, rows = run_bench(quick=args.quick, large=args.large, progress=update)
+        limit, rows = run_bench(quick=args.quick, large=args.large, progress=update, shards=args.shards)
     if args.json:
         print(json.dumps({"relay_hops_per_s": limit, "rows": rows}))
         return 0
@@ -64,6 +75,10 @@ def add_command(sub: Any) -> None:
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     bench.add_argument("--large", action="store_true", help="also a 128×128 torus (16,384 nodes)")
+    bench.add_argument(
+        "--shards", type=_shard_count, default=1, metavar="N",
+        help="also run each dense lockstep point on N shard processes (default 1: not)",
+    )  # fmt: skip
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"bench": cmd_bench}

@@ -211,6 +211,14 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
         metavar="NAME",
         help="run on the long-lived deployment NAME ('meshcast deploy'; its runtime replaces --runtime)",
     )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="in-process: split the nodes over N OS processes, one per core, links between them "
+        "over loopback TCP (default 1: all in this process; same records; docs/deploy.md)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
     t.add_argument(
@@ -277,6 +285,12 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     problem = runtime_problem(settings.runtime)
     if problem:
         raise UsageError(problem)
+    in_range("--shards", settings.shards, 1, MAX_COUNT)
+    if settings.shards > 1 and (settings.runtime != "in-process" or settings.deployment is not None):
+        where = f"the {settings.runtime} runtime"
+        if settings.deployment is not None:
+            where = f"deployment {settings.deployment!r}"
+        raise UsageError(f"--shards applies to the in-process runtime only, not {where}")
     return settings
 
 
@@ -348,11 +362,16 @@ def settings_from(
             ts=int(ts) if math.isfinite(ts) else 0,
             prep=getattr(args, "prep", None),
             sync=getattr(args, "sync", None),
+            shards=getattr(args, "shards", 1),
             **extra,
         )
     )
     if topology is not None:
         check_nodes(topology, settings.runtime)
+        if settings.shards > topology.size:
+            raise UsageError(
+                f"--shards {settings.shards} is more than the {topology.size} nodes of {topology.spec}"
+            )
     if probe_broker and settings.runtime in ("processes", "containers"):
         check_broker(settings.broker)
     return settings

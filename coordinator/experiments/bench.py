@@ -9,17 +9,21 @@
     unicasts on a mesh (16×16; quick 8×8), in-process and on the engines runtime (every node's
     engine in one loop, no trio). ``packet_hops`` counts worm-hops, ``flit_hops`` the flits that
     crossed links; ``ratio`` is flit-hops/s ÷ (a), since a flit is what a link frame carries.
-Each point runs in a fresh process (so its peak RSS is its own). Rates are over the active span
+(d) with ``shards`` > 1, each dense lockstep point of (b) again on that many shard processes
+    (``--shards``: one OS process per block of nodes, links between them over loopback TCP).
+Each point runs in a fresh process (so its peak RSS is its own; a sharded point's is the
+coordinator's only). Rates are over the active span
 (the first injection to the last delivery, from the nodes' own wall clocks); the whole run
 (start → every node done, which adds a fan-out to and from every node) is reported beside them.
 Figures, not assertions: speed targets live here, never in timed tests.
 
 JSON row fields (``meshcast bench --json``: ``{"relay_hops_per_s": float, "rows": [row, ...]}``):
-topology, runtime ("in-process" | "engines"), clock, switching ("store-and-forward" | "wormhole"),
-nodes, multicasts, destinations, complete, steps (None on the free clock), packet_hops,
-flit_hops (None under store-and-forward), start_s, run_s, active_s, packet_hops_per_s,
-flit_hops_per_s (None under store-and-forward), steps_per_s, run_packet_hops_per_s, peak_rss_mb,
-ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ relay_hops_per_s).
+topology, runtime ("in-process" | "engines"), shards (1 unless sharded), clock, switching
+("store-and-forward" | "wormhole"), nodes, multicasts, destinations, complete, steps (None on the
+free clock), packet_hops, flit_hops (None under store-and-forward), start_s, run_s, active_s,
+packet_hops_per_s, flit_hops_per_s (None under store-and-forward), steps_per_s,
+run_packet_hops_per_s, peak_rss_mb, ratio (flit_hops_per_s under wormhole, else
+packet_hops_per_s, ÷ relay_hops_per_s).
 """
 
 from __future__ import annotations
@@ -90,11 +94,11 @@ def _peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes vs KiB
 
 
-def emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[str, Any]:
+def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: int = 1) -> dict[str, Any]:
     """One in-process run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured."""
     topo = Topology.parse(spec)
     plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
-    settings = RunSettings(clock=clock)
+    settings = RunSettings(clock=clock, shards=shards)
     t0 = time.perf_counter()
     raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
@@ -107,6 +111,7 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int) -> dict[s
     return {
         "topology": spec,
         "runtime": "in-process",
+        "shards": shards,
         "clock": clock,
         "switching": SWITCHING,
         "nodes": topo.size,
@@ -157,6 +162,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
     return {
         "topology": spec,
         "runtime": runtime,
+        "shards": 1,
         "clock": "lockstep",
         "switching": "wormhole",
         "nodes": topo.size,
@@ -196,25 +202,29 @@ def bench_points(quick: bool = False, large: bool = False) -> list[Point]:
 
 
 def run_bench(
-    quick: bool = False, large: bool = False, progress: Callable[[int, int], None] | None = None
+    quick: bool = False,
+    large: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    shards: int = 1,
 ) -> tuple[float, list[dict[str, Any]]]:
     """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit."""
     limit = relay_chain(16, 500) if quick else relay_chain()
+    points = bench_points(quick, large)
+    sharded = [(*p, shards) for p in points if shards > 1 and p[1] == "lockstep" and p[2] > 1]
     jobs: list[tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]] = [
-        *((emulator_point, p) for p in bench_points(quick, large)),
+        *((emulator_point, p) for p in [*points, *sharded]),
         *((wormhole_point, p) for p in wormhole_points(quick)),
     ]
-    points = range(len(jobs))
     rows = []
     ctx = multiprocessing.get_context("spawn")
     for i, (measure, point) in enumerate(jobs):
         if progress is not None:
-            progress(i, len(points))
+            progress(i, len(jobs))
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
             row = pool.submit(measure, *point).result()
         rate = row["flit_hops_per_s"] if row["flit_hops_per_s"] is not None else row["packet_hops_per_s"]
         row["ratio"] = round(rate / limit, 3)
         rows.append(row)
     if progress is not None:
-        progress(len(points), len(points))
+        progress(len(jobs), len(jobs))
     return limit, rows

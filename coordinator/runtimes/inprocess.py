@@ -82,10 +82,15 @@ async def run_inprocess(
     ``sparse`` None: as ``settings.sync`` says (``alpha``: the α-synchronizer; else sparse).
 
     SIGINT/SIGTERM end it with :class:`~coordinator.errors.Interrupted` and the partial records.
+    ``settings.shards`` > 1 splits the nodes over that many OS processes (α-synchronized).
     """
-    topo = plan.topology
     if sparse is None:
         sparse = settings.sync != "alpha"
+    if settings.shards > 1:  # one OS process per shard (coordinator/runtimes/shards.py)
+        from coordinator.runtimes.shards import run_shards
+
+        return await run_shards(plan, settings, progress, sparse=sparse)
+    topo = plan.topology
     barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}

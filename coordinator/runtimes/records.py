@@ -46,6 +46,8 @@ class RunSettings:
     nodes with work step, no null frames; across processes the coordinator leads the barrier).
     None: the runtime's default, ``barrier`` in-process (its shared barrier), ``alpha`` elsewhere."""
     deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
+    shards: int = 1
+    """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
 
 
 @dataclass(frozen=True, slots=True)

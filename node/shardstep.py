@@ -1,0 +1,119 @@
+"""The sparse step barrier across shards: each shard wakes only its nodes with work, all agree.
+
+:class:`ShardBarrier` is a :class:`node.links.StepBarrier` for the nodes of one shard. When the
+last of its nodes due at step ``t`` has reported, the shard sends every other shard a marker
+for ``t`` (after the frames its nodes sent at ``t``, on the same connection): the nodes it
+wakes there at ``t + 1``, its own earliest due step and latest busy step, and whether it woke
+anyone elsewhere. Once it has every shard's marker for ``t`` (so every frame of ``t`` is in),
+each shard computes the same next step from them (the rule of :class:`node.lockstep.Schedule`:
+the earliest due step anywhere, unless past ``last busy + diameter + 1`` or the step budget)
+and wakes its nodes due then; a shard with none does that step's round at once. The records
+are those of one process's :class:`~node.links.StepBarrier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import trio
+
+from node.links import StepBarrier
+from node.lockstep import Lockstep, Schedule
+
+__all__ = ["ShardBarrier"]
+
+Marker = dict[str, Any]
+
+
+class ShardBarrier(StepBarrier):
+    """A :class:`StepBarrier` for one shard's nodes that agrees each step with the other shards."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Hashable],
+        index: int,
+        shard_of: Callable[[Any], int],
+        send: dict[int, Callable[[Marker], None]],
+    ) -> None:
+        """``send[j]``: queue a marker to shard ``j`` behind the link frames already queued to it."""
+        super().__init__(nodes)
+        self.index = index
+        self.shard_of = shard_of
+        self.send = send
+        self._remote: dict[int, list[Any]] = {j: [] for j in send}
+        self._markers: dict[int, dict[int, Marker]] = {}
+        self._arrived = trio.Event()
+        self._step = -1
+
+    def marker(self, shard: int, marker: Marker) -> None:
+        """A marker from ``shard`` (called by the shard's reader of that connection)."""
+        self._markers.setdefault(int(marker["t"]), {})[shard] = marker
+        self._arrived.set()
+
+    async def done(
+        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
+    ) -> int | None:
+        """Report ``node``'s step (or its joining), then wait for its next step; None: run over.
+
+        ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
+        """
+        sent_to = sent.values() if isinstance(sent, Mapping) else sent
+        schedule = self.schedule
+        if schedule is None:
+            schedule = self.schedule = Schedule[Hashable](
+                diameter=clock.diameter, max_steps=clock.max_steps, last_busy=clock.last_busy
+            )
+        if clock.busy:
+            schedule.busy(clock.step - 1)
+        schedule.wake(node, clock.next_work)
+        for other in sent_to:
+            j = self.shard_of(other)
+            if j == self.index:
+                schedule.wake(other, clock.step)
+            else:
+                self._remote[j].append(other)
+        event = self._waiting[node] = trio.Event()
+        self._outstanding -= 1
+        if self._outstanding == 0:
+            await self._rounds(schedule)
+        await event.wait()
+        return self._current
+
+    async def _rounds(self, schedule: Schedule[Hashable]) -> None:
+        """Agree on the next step with the other shards (each of them idle steps in turn)."""
+        while True:
+            t = self._step
+            due = schedule.earliest()
+            woke = any(self._remote.values())
+            for j, send in self.send.items():
+                wakes = [list(n) for n in self._remote[j]]
+                send({"t": t, "wake": wakes, "due": due, "busy": schedule.last_busy, "woke": woke})
+                self._remote[j] = []
+            while len(self._markers.get(t, {})) < len(self.send):
+                self._arrived = trio.Event()
+                await self._arrived.wait()
+            candidates = [due] if due is not None else []
+            candidates += [t + 1] if woke else []
+            for m in self._markers.pop(t, {}).values():
+                for x, y in m["wake"]:
+                    schedule.wake((x, y), t + 1)
+                schedule.busy(int(m["busy"]))
+                candidates += [int(m["due"])] if m["due"] is not None else []
+                candidates += [t + 1] if m["woke"] else []
+            horizon = min(schedule.last_busy + schedule.diameter + 1, schedule.max_steps)
+            step = min(candidates, default=None)
+            if step is None or step > horizon:
+                schedule.end = horizon
+                self._current = None
+                waiting, self._waiting = self._waiting, {}
+                for event in waiting.values():
+                    event.set()
+                return
+            self._step = self._current = step
+            nodes = schedule.take(step)
+            if nodes:
+                self._outstanding = len(nodes)
+                for n in nodes:
+                    self._waiting.pop(n).set()
+                return
