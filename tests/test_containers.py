@@ -37,6 +37,7 @@ from coordinator.runtimes.containers import (
 )
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan
 from node.topology import Topology
 from tests._env import docker_client, need_image
 from tests.test_processes import long_plan, same_plan
@@ -78,6 +79,18 @@ def test_compose_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["compose", "--topology", "mesh:4x4", "--random-dests", "2", "--run-id", "a/b"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 3
+
+
+def test_compose_may_start_every_node_at_once_and_wait_for_the_engine(tmp_path: Path) -> None:
+    """All node containers created in parallel, and compose's HTTP timeout long enough for an engine
+    busy with hundreds of them (its 60 s default failed a 256-node start); a user's values stay."""
+    plan = Plan(Topology("torus", 16, 16), ())
+    run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={})
+    run.parallel_env()
+    assert run.env == {"COMPOSE_PARALLEL_LIMIT": "258", "COMPOSE_HTTP_TIMEOUT": "300"}
+    mine = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={"COMPOSE_HTTP_TIMEOUT": "9"})
+    mine.parallel_env()
+    assert mine.env["COMPOSE_HTTP_TIMEOUT"] == "9"
 
 
 def test_plan_and_raw_round_trip_through_json() -> None:

@@ -414,9 +414,12 @@ class ContainerRun:
         """Let compose create every node container at once (its default is 64 at a time).
 
         ``COMPOSE_PARALLEL_LIMIT`` is compose v1's knob (v2 reads it too); a value the user set
-        is kept.
+        is kept. So many requests at once keep the Docker engine busy for minutes (256 node
+        containers here: compose v1's default 60 s ``COMPOSE_HTTP_TIMEOUT`` failed most of them),
+        so the HTTP timeout is the run's start-up budget.
         """
         self.env.setdefault("COMPOSE_PARALLEL_LIMIT", str(max(64, self.plan.topology.size + 2)))
+        self.env.setdefault("COMPOSE_HTTP_TIMEOUT", str(int(START_MARGIN)))
 
     async def up(self) -> int:
         """Start everything detached; return the coordinator's exit status once it has finished.
