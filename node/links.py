@@ -175,6 +175,17 @@ class StepBarrier:
 
         ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
         """
+        event = self._report(node, clock, sent)
+        if self._outstanding == 0:
+            assert self.schedule is not None
+            self._release(self.schedule)
+        await event.wait()
+        return self._current
+
+    def _report(
+        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable]
+    ) -> trio.Event:
+        """Take in ``node``'s report into the schedule; the event that will wake it."""
         sent_to = sent.values() if isinstance(sent, Mapping) else sent
         schedule = self.schedule
         if schedule is None:
@@ -185,13 +196,15 @@ class StepBarrier:
             schedule.busy(clock.step - 1)
         schedule.wake(node, clock.next_work)
         for other in sent_to:
-            schedule.wake(other, clock.step)
+            self._wake_sent(other, clock.step)
         event = self._waiting[node] = trio.Event()
         self._outstanding -= 1
-        if self._outstanding == 0:
-            self._release(schedule)
-        await event.wait()
-        return self._current
+        return event
+
+    def _wake_sent(self, node: Hashable, step: int) -> None:
+        """``node`` was sent a frame at ``step - 1``: it works at ``step``."""
+        assert self.schedule is not None
+        self.schedule.wake(node, step)
 
     def _release(self, schedule: Schedule[Hashable]) -> None:
         due = schedule.next()

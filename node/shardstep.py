@@ -58,27 +58,20 @@ class ShardBarrier(StepBarrier):
 
         ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
         """
-        sent_to = sent.values() if isinstance(sent, Mapping) else sent
-        schedule = self.schedule
-        if schedule is None:
-            schedule = self.schedule = Schedule[Hashable](
-                diameter=clock.diameter, max_steps=clock.max_steps, last_busy=clock.last_busy
-            )
-        if clock.busy:
-            schedule.busy(clock.step - 1)
-        schedule.wake(node, clock.next_work)
-        for other in sent_to:
-            j = self.shard_of(other)
-            if j == self.index:
-                schedule.wake(other, clock.step)
-            else:
-                self._remote[j].append(other)
-        event = self._waiting[node] = trio.Event()
-        self._outstanding -= 1
+        event = self._report(node, clock, sent)
         if self._outstanding == 0:
-            await self._rounds(schedule)
+            assert self.schedule is not None
+            await self._rounds(self.schedule)
         await event.wait()
         return self._current
+
+    def _wake_sent(self, node: Hashable, step: int) -> None:
+        """A neighbour here works at ``step``; one in another shard is told with this step's marker."""
+        j = self.shard_of(node)
+        if j == self.index:
+            super()._wake_sent(node, step)
+        else:
+            self._remote[j].append(node)
 
     async def _rounds(self, schedule: Schedule[Hashable]) -> None:
         """Agree on the next step with the other shards (each of them idle steps in turn)."""

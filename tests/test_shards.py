@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from coordinator.cli import main
 from coordinator.errors import Interrupted, RunFailed
@@ -24,28 +23,9 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.shards import run_shards
 from coordinator.workloads.plan import Multicast, Plan
-from node.routing import registry
 from node.shard import blocks
 from node.topology import Topology
 from tests import test_inprocess as base
-
-
-@st.composite
-def plans(draw: st.DrawFn) -> Plan:
-    algorithm = draw(st.sampled_from(base.ALGORITHMS))
-    alg = registry.get(algorithm)
-    kind = draw(st.sampled_from([k for k in ("mesh", "torus") if k in alg.kinds]))
-    topo = Topology(kind, draw(st.integers(3, 6)), draw(st.integers(3, 6)))
-    if alg.unsupported(topo):
-        topo = Topology(kind, 6, 6)
-    nodes = list(topo.nodes())
-    mcs = []
-    for i in range(draw(st.integers(1, 3))):
-        src = draw(st.sampled_from(nodes))
-        others = [n for n in nodes if n != src]
-        dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=min(8, len(others)), unique=True))
-        mcs.append(Multicast(i, algorithm, src, tuple(dests), draw(st.integers(0, 4))))
-    return Plan(topo, tuple(mcs))
 
 
 def _run(plan: Plan, s: RunSettings) -> RawRun:
@@ -53,7 +33,7 @@ def _run(plan: Plan, s: RunSettings) -> RawRun:
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plan=plans(), s=base.run_settings())
+@given(plan=base.plans(), s=base.run_settings())
 def test_one_two_and_three_shards_give_the_same_records(plan: Plan, s: RunSettings) -> None:
     runs = [_run(plan, RunSettings(**{**_fields(s), "shards": n})) for n in (1, 2, 3)]
     assert not runs[0].incomplete, runs[0].incomplete
