@@ -178,9 +178,13 @@ class StepBarrier:
         event = self._report(node, clock, sent)
         if self._outstanding == 0:
             assert self.schedule is not None
-            self._release(self.schedule)
+            await self._advance(self.schedule)
         await event.wait()
         return self._current
+
+    async def _advance(self, schedule: Schedule[Hashable]) -> None:
+        """Every node due has reported: pick the next step and wake its nodes."""
+        self._release(schedule)
 
     def _report(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable]

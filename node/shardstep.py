@@ -13,13 +13,13 @@ are those of one process's :class:`~node.links.StepBarrier`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import trio
 
 from node.links import StepBarrier
-from node.lockstep import Lockstep, Schedule
+from node.lockstep import Schedule
 
 __all__ = ["ShardBarrier"]
 
@@ -51,20 +51,6 @@ class ShardBarrier(StepBarrier):
         self._markers.setdefault(int(marker["t"]), {})[shard] = marker
         self._arrived.set()
 
-    async def done(
-        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
-    ) -> int | None:
-        """Report ``node``'s step (or its joining), then wait for its next step; None: run over.
-
-        ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
-        """
-        event = self._report(node, clock, sent)
-        if self._outstanding == 0:
-            assert self.schedule is not None
-            await self._rounds(self.schedule)
-        await event.wait()
-        return self._current
-
     def _wake_sent(self, node: Hashable, step: int) -> None:
         """A neighbour here works at ``step``; one in another shard is told with this step's marker."""
         j = self.shard_of(node)
@@ -73,7 +59,7 @@ class ShardBarrier(StepBarrier):
         else:
             self._remote[j].append(node)
 
-    async def _rounds(self, schedule: Schedule[Hashable]) -> None:
+    async def _advance(self, schedule: Schedule[Hashable]) -> None:
         """Agree on the next step with the other shards (each of them idle steps in turn)."""
         while True:
             t = self._step
