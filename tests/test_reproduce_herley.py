@@ -74,6 +74,7 @@ def _synthetic(s: Setup, under: float = 1.0) -> dict[Key, dict[str, float | None
                     "sqrt_cn": math.sqrt(c * n),
                     "peak_buffer": peak,
                     "busiest_mean_occupancy": 1.0,
+                    "busiest_copies": d - 1,
                     "traffic": 1,
                     "actual_c": c,
                     "messages": n,
