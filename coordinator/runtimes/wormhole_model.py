@@ -1,10 +1,19 @@
 """The centralised cycle-level reference model of flit-level wormhole switching.
 
 It implements the conventions of ``docs/wormhole.md`` (and ``node/wormhole.py``'s docstring) as
-one loop over cycles with network-wide tables — channel owners, buffers, credits keyed by
-(node, channel) — and shares no code with the node engine: only the routing rules and the
-topology. Headers go through msgpack at every hop, as on the wire. Agreement of its arrival
-records with the engines' lockstep network (``tests/test_wormhole.py``) is evidence, not an echo.
+one loop over cycles with network-wide tables — channel owners, buffers, credits — and shares no
+code with the node engine: only the routing rules and the topology. Headers go through msgpack
+at every hop, as on the wire. Agreement of its arrival records with the engines' lockstep
+network (``tests/test_wormhole.py``) is evidence, not an echo.
+
+Only active nodes are visited, in sorted order, and at each only the channels an event touched:
+start-ups when a wait or a ready step has come or an injection channel was freed, routing for an
+input a head reached, arbitration after a route appeared or a tail freed channels, movement for
+an input that got a flit, a credit or a grant (or moved a flit the cycle before). Everywhere
+else the rules would do nothing, so the records equal those of visiting every node and channel
+every cycle, and an idle node costs nothing. The tables are lists indexed by channel numbers:
+input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
+port ``PORTS[j]`` (r: the node's rank in sorted order).
 
 A run that stalls — worms in flight, no flit moved and no start-up or preparation counting
 down for more than two cycles — ends as deadlocked: ``RawRun.incomplete`` says so and
@@ -15,6 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -31,7 +41,26 @@ SEED004_PREP: Mapping[str, int] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
-Key = tuple[Coord, str]  # (node, channel)
+# a message waiting for its injection channel: [mc, alg, port, header, hops, startups, ready]
+Msg = list[Any]
+
+
+@dataclass(slots=True)
+class _Route:
+    """A worm bound to an input channel: where its flits go and what it leaves at this node."""
+
+    worm: tuple[int, int, int]
+    mc: int
+    alg: str
+    hops: int
+    st: int
+    outs: dict[str, tuple[Any, int, int]] = field(default_factory=dict)  # port -> (header, hops, st)
+    absorb: bool = False  # needs an ejection channel: delivers here or starts messages here
+    deliver: bool = False
+    later: list[tuple[str, Any, int]] = field(default_factory=list)  # (port, header, st) to start here
+    ej: int = -1  # the ejection channel it holds (index into the node's)
+    sends: list[tuple[int, int, Fl]] = field(default_factory=list)
+    """Per output, in ``outs`` order: the output, the input it feeds, the body flit sent there."""
 
 
 def _wire(obj: Any) -> Any:
@@ -56,48 +85,94 @@ def run_wormhole_model(
     limit = hop_limit if hop_limit is not None else 4 * topo.size + 16
     raw = RawRun()
     nodes = sorted(topo.nodes())
-    links = {n: [p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes}
+    rank = {n: r for r, n in enumerate(nodes)}
+    links = [[p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes]
     injs = ["inj"] if one else ["inj" + p for p in PORTS]
     ejs = ["ej"] if one else ["ej0", "ej1", "ej2", "ej3"]
-    order = {n: links[n] + injs for n in nodes}  # the round-robin order of input channels
+    order = [links[r] + injs for r in range(len(nodes))]  # the round-robin order of input channels
+    S, P, E = len(PORTS) + len(injs), len(PORTS), len(ejs)  # channel numbers per node
+    inj_chs = [[r * S + i for i in range(len(links[r]), len(order[r]))] for r in range(len(nodes))]
+    across = [-1] * (len(nodes) * P)  # output -> the input channel it feeds
+    up = [-1] * (len(nodes) * S)  # network input channel -> the output feeding it (credits)
+    for r, n in enumerate(nodes):
+        for p in links[r]:
+            nb = topo.neighbour(n, p)
+            assert nb is not None
+            into = rank[nb] * S + order[rank[nb]].index(topo.opposite(p))
+            across[r * P + PORTS.index(p)] = into
+            up[into] = r * P + PORTS.index(p)
+    bits = [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)]  # a mask's channels, in order
 
-    buf: dict[Key, deque[Fl]] = {(n, c): deque() for n in nodes for c in order[n]}
-    # route[(node, input)] =
-    #   [worm, mc, outs {port: (header, hops, st)}, absorb, deliver, later, alg, hops, st, ej]
-    route: dict[Key, list[Any]] = {}
-    owner: dict[Key, str] = {}  # (node, output or ejection channel) -> input channel holding it
-    last: dict[Key, int] = {}  # round-robin pointer per (node, output) and (node, "ej")
-    credit: dict[Key, int] = {(n, p): buffer_flits for n in nodes for p in links[n]}
-    waiting: dict[Key, deque[list[Any]]] = {(n, c): deque() for n in nodes for c in injs}  # messages
-    startup_end: dict[Key, tuple[int, list[Any]]] = {}
-    counter = dict.fromkeys(nodes, 0)
-    arriving: list[tuple[Key, Fl]] = []
-    credits_back: list[tuple[Key, int]] = []
+    buf: list[deque[Fl]] = [deque() for _ in range(len(nodes) * S)]
+    route: dict[int, _Route] = {}  # input channel -> the worm bound to it
+    owner = [-1] * (len(nodes) * P)  # output -> position of the input channel holding it
+    ej_owner = [-1] * (len(nodes) * E)
+    last = [-1] * (len(nodes) * P)  # round-robin pointer per output ...
+    last_ej = [-1] * len(nodes)  # ... and per node's ejection channels
+    credit = [buffer_flits] * (len(nodes) * P)
+    waiting: dict[int, deque[Msg]] = {ch: deque() for chs in inj_chs for ch in chs}
+    queued: set[int] = set()  # injection channels with waiting messages
+    startup_end: dict[int, tuple[int, Msg]] = {}
+    counter = [0] * len(nodes)
+    buffered = 0  # flits in all input buffers
+    sent = [0] * (len(nodes) * P)  # flits per output (RawRun.link_sends, in order of first use)
+    first_used: list[int] = []
+    arriving: list[tuple[int, Fl]] = []
+    credits_back: list[int] = []
+    # the work ahead, kept by the events that can make a rule act
+    wake: dict[int, set[int]] = {}  # cycle -> nodes whose start-ups may act then
+    to_route = [0] * len(nodes)  # per node, a mask of inputs whose front may be an unbound head
+    to_move = [0] * len(nodes)  # per node, a mask of inputs that may move a flit
+    to_arbitrate = [False] * len(nodes)  # a route appeared or a channel was freed
+    active_next: set[int] = set()  # nodes with work marked for the next cycle
     by_step: dict[int, list[Any]] = {}
     for m in plan.multicasts:
         by_step.setdefault(m.step, []).append(m)
     last_inj = max(by_step, default=0)
+    t = 0
 
     def err(node: Coord, kind: str, cause: str, mc: int) -> None:
         raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc})
 
-    def queue_msg(
-        node: Coord, mc: int, alg: str, port: str, header: Any, hops: int, st: int, ready: int
-    ) -> None:
-        if port not in links[node]:
-            err(node, "bad-send", port, mc)
-            return
-        waiting[(node, "inj" if one else "inj" + port)].append(
-            [mc, alg, port, _wire(header), hops, st, ready]
-        )
+    def at(step: int, r: int) -> None:
+        wake.setdefault(max(step, t), set()).add(r)
 
-    t = 0
+    def queue_msg(r: int, mc: int, alg: str, port: str, header: Any, hops: int, st: int, ready: int) -> None:
+        if port not in links[r]:
+            err(nodes[r], "bad-send", port, mc)
+            return
+        ch = r * S + order[r].index("inj" if one else "inj" + port)
+        waiting[ch].append([mc, alg, port, _wire(header), hops, st, ready])
+        queued.add(ch)
+        at(ready, r)
+
+    def bind(ch: int, rt: _Route) -> None:
+        """Bind ``rt`` to input ``ch``, making its flits' copies per output once; it may move now."""
+        r, i = divmod(ch, S)
+        for p, (h, hops_o, st_o) in rt.outs.items():
+            o = r * P + PORTS.index(p)
+            rt.sends.append((o, across[o], (False, False, rt.mc, rt.worm, rt.alg, h, hops_o, st_o)))
+        route[ch] = rt
+        to_arbitrate[r] = True
+        to_move[r] |= 1 << i
+
     stalled = 0
     while True:
-        for key, back in credits_back:
-            credit[key] = min(credit[key] + back, buffer_flits)
-        for key, fl in arriving:
-            buf[key].append(fl)
+        active, active_next = active_next, set()
+        for o in credits_back:
+            credit[o] = min(credit[o] + 1, buffer_flits)
+            if owner[o] >= 0:
+                to_move[o // P] |= 1 << owner[o]
+                active.add(o // P)
+        for ch, fl in arriving:
+            buf[ch].append(fl)
+            r, i = divmod(ch, S)
+            if ch in route:
+                to_move[r] |= 1 << i
+            else:
+                to_route[r] |= 1 << i
+            active.add(r)
+        buffered += len(arriving)
         arriving, credits_back = [], []
         for m in by_step.get(t, ()):
             try:
@@ -106,37 +181,39 @@ def run_wormhole_model(
                 err(m.source, "bad-injection", str(exc), m.id)
                 continue
             for port, header in sends:
-                queue_msg(m.source, m.id, m.algorithm, port, header, 1, 1, t + prep.get(m.algorithm, 0))
+                queue_msg(rank[m.source], m.id, m.algorithm, port, header, 1, 1, t + prep.get(m.algorithm, 0))
+        starting = wake.pop(t, set())
         moved = 0
-        for n in nodes:
+        for r in sorted(active | starting):
+            n, ins = nodes[r], order[r]
             # start-ups: a free injection channel takes its next ready message; Ts later it is in
-            for c in injs:
-                k = (n, c)
-                if (
-                    k not in startup_end
-                    and not buf[k]
-                    and k not in route
-                    and waiting[k]
-                    and waiting[k][0][6] <= t
-                ):
-                    startup_end[k] = (t + ts, waiting[k].popleft())
-                if k in startup_end and startup_end[k][0] <= t:
-                    mc, alg, port, header, hops, st, _ = startup_end.pop(k)[1]
-                    worm = (n[0], n[1], counter[n])
-                    counter[n] += 1
-                    for i in range(flits):
-                        buf[k].append((i == 0, i == flits - 1, mc, worm, alg, header, hops, st))
-                    route[k] = [worm, mc, {port: (header, hops, st)}, False, False, [], alg, hops, st, None]
+            for ch in inj_chs[r] if r in starting else ():
+                w = waiting[ch]
+                if ch not in startup_end and not buf[ch] and ch not in route and w and w[0][6] <= t:
+                    startup_end[ch] = (t + ts, w.popleft())
+                    if not w:
+                        queued.discard(ch)
+                    if ts > 0:
+                        at(t + ts, r)
+                if ch in startup_end and startup_end[ch][0] <= t:
+                    mc, alg, port, header, hops, st, _ = startup_end.pop(ch)[1]
+                    worm = (n[0], n[1], counter[r])
+                    counter[r] += 1
+                    for k in range(flits):
+                        buf[ch].append((k == 0, k == flits - 1, mc, worm, alg, header, hops, st))
+                    buffered += flits
+                    bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
             # routing: once per head at the front of an unbound input
-            for c in order[n]:
-                k = (n, c)
-                if k in route or not buf[k] or not buf[k][0][0]:
+            mask, to_route[r] = to_route[r], 0
+            for i in bits[mask]:
+                ch = r * S + i
+                if ch in route or not buf[ch] or not buf[ch][0][0]:
                     continue
-                _, _, mc, worm, alg, header, hops, st = buf[k][0]
-                entry: list[Any] = [worm, mc, {}, False, False, [], alg, hops, st, None]
-                route[k] = entry
+                _, _, mc, worm, alg, header, hops, st = buf[ch][0]
+                rt = _Route(worm, mc, alg, hops, st)
                 if hops > limit:
                     err(n, "hop-limit", "", mc)
+                    bind(ch, rt)
                     continue
                 try:
                     fwd = registry.get(alg).forward(topo, n, header)
@@ -150,96 +227,110 @@ def run_wormhole_model(
                     AttributeError,
                 ) as exc:
                     err(n, "bad-header", str(exc), mc)
+                    bind(ch, rt)
                     continue
                 n_cont = fwd.carried if fwd.startup else len(fwd.sends)
-                for i, (port, h) in enumerate(fwd.sends):
-                    st_i = st + (1 if fwd.startup and i >= fwd.carried else 0)
-                    if port not in links[n]:
+                for k, (port, h) in enumerate(fwd.sends):
+                    st_k = st + (1 if fwd.startup and k >= fwd.carried else 0)
+                    if port not in links[r]:
                         err(n, "bad-send", port, mc)
-                    elif i >= n_cont:
-                        entry[5].append((port, h, st_i))
-                    elif port in entry[2]:
+                    elif k >= n_cont:
+                        rt.later.append((port, h, st_k))
+                    elif port in rt.outs:
                         err(n, "bad-send", port, mc)
                     else:
-                        entry[2][port] = (_wire(h), hops + 1, st_i)
-                entry[4] = fwd.deliver
-                entry[3] = fwd.deliver or bool(entry[5])
-            # arbitration: each free output to the next requester after its last winner
-            ins = order[n]
-            for o in links[n]:
-                if (n, o) in owner:
+                        rt.outs[port] = (_wire(h), hops + 1, st_k)
+                rt.deliver = fwd.deliver
+                rt.absorb = fwd.deliver or bool(rt.later)
+                bind(ch, rt)
+            # arbitration: each free output to the next requester after its last winner (where
+            # no route appeared and no channel was freed since the last time, nothing changes)
+            if to_arbitrate[r]:
+                to_arbitrate[r] = False
+                for p in links[r]:
+                    o = r * P + PORTS.index(p)
+                    if owner[o] >= 0:
+                        continue
+                    for j in range(1, len(ins) + 1):
+                        i = (last[o] + j) % len(ins)
+                        cand = route.get(r * S + i)
+                        if cand is not None and p in cand.outs:
+                            owner[o] = last[o] = i
+                            to_move[r] |= 1 << i
+                            break
+                for e in range(r * E, r * E + E):
+                    if ej_owner[e] >= 0:
+                        continue
+                    for j in range(1, len(ins) + 1):
+                        i = (last_ej[r] + j) % len(ins)
+                        cand = route.get(r * S + i)
+                        if cand is not None and cand.absorb and cand.ej < 0:
+                            ej_owner[e] = last_ej[r] = i
+                            cand.ej = e - r * E
+                            to_move[r] |= 1 << i
+                            break
+            # flit movement: an input moves its front flit iff it holds every output it needs,
+            # each with a credit, and its ejection channel if it needs one
+            mask, to_move[r] = to_move[r], 0
+            for i in bits[mask]:
+                ch = r * S + i
+                b = buf[ch]
+                bound = route.get(ch)
+                if bound is None or not b or (bound.absorb and bound.ej < 0):
                     continue
-                start = last.get((n, o), -1)
-                for j in range(1, len(ins) + 1):
-                    i = (start + j) % len(ins)
-                    r = route.get((n, ins[i]))
-                    if r is not None and o in r[2]:
-                        owner[(n, o)] = ins[i]
-                        last[(n, o)] = i
-                        break
-            for e in ejs:
-                if (n, e) in owner:
+                if not all(owner[o] == i and credit[o] > 0 for o, _, _ in bound.sends):
                     continue
-                start = last.get((n, "ej"), -1)
-                for j in range(1, len(ins) + 1):
-                    i = (start + j) % len(ins)
-                    r = route.get((n, ins[i]))
-                    if r is not None and r[3] and r[9] is None:
-                        owner[(n, e)] = ins[i]
-                        r[9] = e
-                        last[(n, "ej")] = i
-                        break
-            # flit movement
-            for c in ins:
-                k = (n, c)
-                r = route.get(k)
-                if r is None or not buf[k]:
-                    continue
-                outs = r[2]
-                if r[3] and r[9] is None:
-                    continue
-                if not all(owner.get((n, o)) == c and credit[(n, o)] > 0 for o in outs):
-                    continue
-                head, tail, mc, worm, alg, _, _, _ = buf[k].popleft()
+                head, tail, mc, _, alg, _, _, _ = b.popleft()
+                buffered -= 1
                 moved += 1
-                if c in links[n]:
-                    nb = topo.neighbour(n, c)
-                    assert nb is not None
-                    credits_back.append(((nb, topo.opposite(c)), 1))
-                for o, (h, hops_o, st_o) in outs.items():
-                    credit[(n, o)] -= 1
-                    nb = topo.neighbour(n, o)
-                    assert nb is not None
-                    arriving.append(((nb, topo.opposite(o)), (head, tail, mc, worm, alg, h, hops_o, st_o)))
-                    raw.link_sends[(n, o)] = raw.link_sends.get((n, o), 0) + 1
+                active_next.add(r)
+                if up[ch] >= 0:
+                    credits_back.append(up[ch])
+                for o, into, body in bound.sends:
+                    credit[o] -= 1
+                    arriving.append((into, body if not (head or tail) else (head, tail, *body[2:])))
+                    if not sent[o]:
+                        first_used.append(o)
+                    sent[o] += 1
                     if head:
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
-                        raw.links.setdefault(mc, set()).add((n, o))
-                if tail:
-                    for o in outs:
-                        del owner[(n, o)]
-                    if r[9] is not None:
-                        del owner[(n, r[9])]
-                    if r[4]:
-                        raw.arrivals.append(Arrival(mc, n, t + 1, r[7], r[8]))
-                    for port, h, st_i in r[5]:
-                        queue_msg(n, mc, alg, port, h, r[7] + 1, st_i, t + 1)
-                    del route[k]
-        timers = bool(startup_end) or any(w and not buf[k] and k not in route for k, w in waiting.items())
-        busy = bool(route) or bool(arriving) or any(buf.values()) or any(waiting.values()) or timers
-        stalled = 0 if moved or timers else stalled + 1
+                        raw.links.setdefault(mc, set()).add((n, PORTS[o - r * P]))
+                if not tail:
+                    to_move[r] |= 1 << i
+                    continue
+                for o, _, _ in bound.sends:
+                    owner[o] = -1
+                if bound.ej >= 0:
+                    ej_owner[r * E + bound.ej] = -1
+                if bound.deliver:
+                    raw.arrivals.append(Arrival(mc, n, t + 1, bound.hops, bound.st))
+                for port, h, st_k in bound.later:
+                    queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + 1)
+                del route[ch]
+                to_route[r] |= 1 << i  # the next worm's head may be right behind the tail
+                to_arbitrate[r] = True
+                if up[ch] < 0:
+                    at(t + 1, r)  # an injection channel is free for its next start-up
+        if moved or startup_end or any(not buf[ch] and ch not in route for ch in queued):
+            stalled = 0
+        else:
+            stalled += 1
+        busy = bool(route or arriving or buffered or queued or startup_end)
         if t >= last_inj and not busy:
             break
         if busy and stalled > 2:
             raw.incomplete.append(f"deadlock at cycle {t}: {len(route)} worms hold channels and none moves")
-            for (n, c), r in sorted(route.items()):
-                held = sorted(o for (m, o), who in owner.items() if m == n and who == c)
+            for ch in sorted(route, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
+                r, i = divmod(ch, S)
+                rt = route[ch]
+                held = [p for p in rt.outs if owner[r * P + PORTS.index(p)] == i]
+                held += [ejs[rt.ej]] if rt.ej >= 0 else []
                 raw.errors.append(
                     {
-                        "node": list(n),
+                        "node": list(nodes[r]),
                         "kind": "deadlock",
-                        "cause": f"worm {list(r[0])} in {c} holds {held}",
-                        "mc": r[1],
+                        "cause": f"worm {list(rt.worm)} in {order[r][i]} holds {sorted(held)}",
+                        "mc": rt.mc,
                     }
                 )
             break
@@ -247,5 +338,6 @@ def run_wormhole_model(
             raw.incomplete.append(f"step budget of {max_steps} cycles ran out")
             break
         t += 1
+    raw.link_sends = {(nodes[o // P], PORTS[o % P]): sent[o] for o in first_used}
     raw.last_step = t
     return raw
