@@ -54,12 +54,12 @@ def test_bench_refuses_a_bad_shard_count(bad: str, capsys: pytest.CaptureFixture
     assert "--shards" in capsys.readouterr().err
 
 
-def test_wormhole_points_run_in_process_and_on_the_engines() -> None:
-    assert {p[1] for p in wormhole_points()} == {"in-process", "engines"}
+def test_wormhole_points_run_in_process_on_the_engines_and_the_model() -> None:
+    assert {p[1] for p in wormhole_points()} == {"in-process", "engines", "model"}
     assert all(p[0].startswith("mesh:") for p in wormhole_points() + wormhole_points(quick=True))
 
 
-@pytest.mark.parametrize("runtime", ["in-process", "engines"])
+@pytest.mark.parametrize("runtime", ["in-process", "engines", "model"])
 def test_wormhole_point_counts_worm_and_flit_hops(runtime: str) -> None:
     row = wormhole_point("mesh:4x4", runtime, 3, 2)
     assert FIELDS - {"ratio"} <= set(row)

@@ -7,7 +7,8 @@ share of destinations to one node. Everything runs with shared contention. Messa
 during the warm-up are excluded; the rest are cut by injection step into batches whose means
 give the grand mean and its 95% CI (batch means, seed 004 §4.2). A point whose run does not
 drain within its budget, whose batch means keep growing, or which delivers less than 90% of what
-it offers during the measured window, is reported as saturated, not as a number. Under
+it offers during the measured window, is reported as saturated, not as a number (a wormhole run
+that deadlocked says "deadlock at cycle N" instead). Under
 ``switching="wormhole"`` a message is one worm of ``settings.flits`` flits (a unicast: an XY
 worm) and a step is a cycle; :func:`xy_bound` is the most uniform unicast traffic that
 dimension-ordered routing can carry on a mesh (docs/wormhole.md, "Under load").
@@ -161,7 +162,8 @@ def load_point(
     throughput = delivered / (topology.size * window)
     saturated = None
     if raw.incomplete or any(r["missing"] for r in measured):
-        saturated = "did not drain within the step budget"
+        stuck = [x for x in raw.incomplete if x.startswith("deadlock")]
+        saturated = stuck[0].split(":")[0] if stuck else "did not drain within the step budget"
     size = max(1, math.ceil(window / batches))
     means = []
     for b in range(batches):

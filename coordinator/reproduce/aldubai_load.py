@@ -1,12 +1,12 @@
-"""Seed 004 (Al-Dubai et al.) under load: latency and throughput vs offered load, CV with background load.
+"""Seed 004 (Al-Dubai et al.) under load, flit-level wormhole: latency and throughput against offered
+load (Figs. 15–20) and the CV of Tables 4–5 with a message every 250 cycles from one source.
 
-The load sweep (§4.2.3–4.2.4, Figs. 15–20) and the CV of Tables 4–5 under a single-source background
-load, on a store-and-forward packet emulation; the report's prose is in data/reports/load.md.
+Every run is the flit-level wormhole reference model (coordinator/runtimes/wormhole_model.py, whose
+records equal the nodes' engines): one step is one cycle; the report's prose is in data/reports/load.md.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import random
@@ -14,17 +14,21 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from coordinator.analysis.metrics import multicast_metrics
-from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
-from coordinator.experiments.load import HEADER, LoadPoint, Traffic, load_point, plot_load, poisson_plan
-from coordinator.experiments.run import emulate
+from coordinator.experiments.load import (
+    HEADER,
+    LoadPoint,
+    Traffic,
+    load_point,
+    plot_load,
+    poisson_plan,
+    run_plan,
+)
 from coordinator.output.report import Series, fmt, markdown_table, plot_series
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.reproduce._wormhole import plot_links
@@ -44,40 +48,48 @@ from coordinator.reproduce.framework import (
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
-__all__ = ["INTERARRIVAL_CYCLES", "STEP_CYCLES", "CvCell", "LoadSpec", "cv_claims", "load_claims", "paper_cv"]
+__all__ = ["INTERARRIVAL_CYCLES", "CvCell", "LoadSpec", "cv_claims", "load_claims", "paper_cv"]
 
 NAME = "load"
 SUMMARY = (
-    "seed 004 (Al-Dubai): latency/throughput vs offered load (Figs. 15–20) and CV under load (Tables 4–5)"
+    "seed 004 (Al-Dubai) under load, flit-level wormhole: latency/throughput (Figs. 15–20), CV (Tables 4–5)"
 )
-DEFAULT_REPEAT = 3
+DEFAULT_REPEAT = 10  # CV streams per cell
 
-STEP_CYCLES = 64  # one step = one 64-flit packet across a link at one flit per cycle
+FLITS, TS = (
+    64,
+    33,
+)  # §4.2: 64-flit messages under load, start-up 33 cycles; the prep table is the nodes' default
+QG_PREP_HIGH = 45  # Figs. 17–18
 INTERARRIVAL_CYCLES = 250
+DRAIN = 4000  # cycles after the last injection a run may take to deliver everything
 SATURATION_SHORTFALL = 0.9  # accepted traffic below this share of the offered: saturated
 RISE = 0.005  # a CV change per 20 destinations above this is a rise, not noise
-#: Each per-multicast CV we report: its CvCell field and its name in the plot titles.
-CV_MEASURES = (("cv_steps", "arrival steps under load"), ("cv_wormhole", "eq. 7 latency, no serialisation"))
+CLOSE = 0.25  # a CV within this share of the paper's value counts as matching it
 Key = tuple[str, int, str]  # (mesh, k, algorithm) of a CV cell
 Rows = Sequence[Mapping[str, Any]]  # one sweep's load points, as load_task returns them
 
 
 @dataclass(frozen=True, slots=True)
 class LoadSpec:
-    """One load sweep: a traffic mix and its rates (messages per node per step)."""
+    """One load sweep: mesh, traffic mix, rates (messages per node per cycle), and which algorithms
+    run; ``qg_prep`` overrides QG's preparation time, ``base`` names the sweep the others come from."""
 
     name: str
     title: str
+    mesh: str
     k: int
     unicast_fraction: float
     rates: tuple[float, ...]
+    algorithms: tuple[str, ...] = ALGORITHMS
+    qg_prep: int | None = None
+    base: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Setup:
-    """The sizes of both experiments."""
+    """The sizes of both experiments (cycles)."""
 
-    load_mesh: str
     sweeps: tuple[LoadSpec, ...]
     duration: int
     warmup: int
@@ -85,80 +97,88 @@ class Setup:
     cv_meshes: tuple[str, ...]
     cv_ks: tuple[int, ...]
     cv_messages: int  # expected measured multicasts per stream
-    cv_warmup: int
+    cv_warmup: int  # multicasts per stream left out before measuring
 
 
 def _rates(first: float, step: float, n: int = 7) -> tuple[float, ...]:
-    """``n`` evenly spaced rates from ``first`` (rounded to 4 decimals, as the paper's axes read)."""
-    return tuple(round(first + i * step, 4) for i in range(n))
+    """``n`` evenly spaced rates from ``first``."""
+    return tuple(round(first + i * step, 6) for i in range(n))
 
 
-FULL_SWEEPS = (
-    LoadSpec("multicast-10", "all multicast, 10 destinations (Figs. 15a, 17)", 10, 0.0, _rates(0.005, 0.01)),
-    LoadSpec("multicast-20", "all multicast, 20 destinations (Fig. 15b)", 20, 0.0, _rates(0.0025, 0.005)),
-    LoadSpec(
-        "mixed-10", "10% multicast to 10 destinations, 90% unicast (Fig. 19)", 10, 0.9, _rates(0.03, 0.05)
-    ),
-    LoadSpec(
-        "mixed-20", "10% multicast to 20 destinations, 90% unicast (Fig. 20)", 20, 0.9, _rates(0.02, 0.04)
-    ),
+def _sweeps(mesh: str, fig: str, k: int, first: float, step: float, mixed: bool = False) -> list[LoadSpec]:
+    """The sweep of ``k``-destination traffic on ``mesh`` that the paper's ``fig`` plots."""
+    size = mesh.split(":")[1]
+    kind = f"mixed-{k}" if mixed else f"multicast-{k}"
+    what = f"10% multicast to {k} destinations, 90% unicast" if mixed else f"all multicast, {k} destinations"
+    return [LoadSpec(f"{size}-{kind}", f"{size.replace('x', '×')}, {what} ({fig})", mesh, k,
+                     0.9 if mixed else 0.0, _rates(first, step))]  # fmt: skip
+
+
+FULL_SWEEPS = (  # rates from light load to past saturation, as probed on these meshes
+    *_sweeps("mesh:10x10", "Figs. 15a, 17", 10, 0.00004, 0.00008),
+    *_sweeps("mesh:10x10", "Fig. 15b", 20, 0.00002, 0.00004),
+    *_sweeps("mesh:16x16", "Figs. 16a, 18", 10, 0.00002, 0.00003),
+    *_sweeps("mesh:16x16", "Fig. 16b", 20, 0.00001, 0.00002),
+    *_sweeps("mesh:10x10", "Fig. 19", 10, 0.0001, 0.0004, mixed=True),
+    *_sweeps("mesh:10x10", "Fig. 20", 20, 0.0001, 0.0003, mixed=True),
+)
+FULL_SWEEPS += tuple(
+    replace(
+        x,
+        name=f"{x.name}-qg45",
+        title=f"{x.title.split(' (')[0]}, QG preparation {QG_PREP_HIGH} cycles "
+        f"({'Fig. 17' if '10x10' in x.mesh else 'Fig. 18'})",
+        algorithms=("qg",),
+        qg_prep=QG_PREP_HIGH,
+        base=x.name,
+    )
+    for x in FULL_SWEEPS
+    if x.k == 10 and x.unicast_fraction == 0
 )
 QUICK_SWEEPS = (
-    LoadSpec("multicast-3", "all multicast, 3 destinations", 3, 0.0, (0.01, 0.2)),
-    LoadSpec("mixed-3", "10% multicast, 90% unicast", 3, 0.9, (0.02, 0.3)),
+    LoadSpec("4x4-multicast-3", "4×4, all multicast, 3 destinations", "mesh:4x4", 3, 0.0, (0.0005, 0.02)),
+    LoadSpec("4x4-mixed-3", "4×4, 10% multicast, 90% unicast", "mesh:4x4", 3, 0.9, (0.001, 0.05)),
 )
-FULL = Setup("mesh:10x10", FULL_SWEEPS, 500, 100, 10, ("mesh:16x16", "mesh:32x32"), (20, 40, 60, 80), 20, 40)
-QUICK = Setup("mesh:4x4", QUICK_SWEEPS, 120, 30, 4, ("mesh:6x6",), (4, 8), 6, 10)
+FULL = Setup(FULL_SWEEPS, 16_000, 2_000, 10, ("mesh:16x16", "mesh:32x32"), (20, 40, 60, 80), 30, 10)
+QUICK = Setup(QUICK_SWEEPS, 1_500, 300, 4, ("mesh:6x6",), (4, 8), 6, 2)
 
 
-def _settings(max_steps: int) -> RunSettings:
-    return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps)
-
-
-def _measured(topo: Topology, alg: str, traffic: Traffic, steps: int, warmup: int) -> list[dict[str, Any]]:
-    """The multicasts of one run injected from ``warmup`` on, with seed 004's eq. 7 latency added."""
-    plan = poisson_plan(topo, alg, traffic)
-    raw = trio.run(emulate, plan, _settings(steps), None)
-    recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= warmup]
-    apply_timing(recs, Timing("wormhole", 33.0, 1.0, STEP_CYCLES, 0.0))
-    return recs
+def _settings(max_steps: int, prep: int | None = None) -> RunSettings:
+    """Flit-level wormhole on the reference model: shared contention, all-port, four injection channels."""
+    return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps,
+                       switching="wormhole", flits=FLITS, ts=TS, prep=prep)  # fmt: skip
 
 
 # -- the load sweep ----------------------------------------------------------------------------------
-def load_task(mesh: str, spec: LoadSpec, alg: str, rate: float, s: Setup, seed: int) -> dict[str, Any]:
-    """One offered-load point: ``load_point``'s statistics, our saturation test, and at the lowest
-    rate the contention-free wormhole latency of the same traffic (for the start-up argument)."""
-    topo = Topology.parse(mesh)
+def load_task(spec: LoadSpec, alg: str, rate: float, s: Setup, seed: int) -> dict[str, Any]:
+    """One offered-load point: ``load_point``'s batch-means statistics and our saturation test."""
+    topo = Topology.parse(spec.mesh)
     traffic = Traffic(rate, spec.k, s.duration, spec.unicast_fraction, seed=seed)
+    prep = spec.qg_prep if alg == "qg" else None
     t0 = time.perf_counter()
-    p = load_point(topo, alg, traffic, _settings(2 * s.duration), s.warmup, s.batches, latency_of=alg)
+    p = load_point(
+        topo, alg, traffic, _settings(s.duration + DRAIN, prep), s.warmup, s.batches, latency_of=alg
+    )
     reason = p.saturated
     if reason is None and p.throughput < SATURATION_SHORTFALL * p.offered:
-        reason = f"accepted {p.throughput:.3f} of {p.offered:.3f} offered"
-    worm = None
-    if rate == min(spec.rates):  # seed 004's eq. 7 latency (cycles) of the same traffic, without contention
-        recs = _measured(topo, alg, traffic, 4 * traffic.duration, s.warmup)
-        worm = _mean(
-            [r["latency"]["max"] for r in recs if r["algorithm"] == alg and r["latency"]["max"] is not None]
-        )
-    wall_s = time.perf_counter() - t0
-    return dict(sweep=spec.name, point=p, saturated=reason, wormhole_latency=worm, wall_s=wall_s)
+        reason = f"accepted {p.throughput:.4f} of {p.offered:.4f} offered"
+    return dict(sweep=spec.name, point=p, saturated=reason, wall_s=time.perf_counter() - t0)
 
 
 # -- CV with background load --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CvCell:
-    """One (mesh, k, algorithm) cell: per-multicast CVs pooled over the streams."""
+    """One (mesh, k, algorithm) cell: per-multicast CVs of arrival latency (cycles) pooled over streams."""
 
     mesh: str
     k: int
     algorithm: str
-    cv_steps: list[float]
-    cv_wormhole: list[float]
+    cvs: list[float]
     times: list[float]
     sources: list[tuple[int, int]]
     growth: float  # mean time of a stream's last third of multicasts over its first third
     wall_s: float
+    incomplete: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> Key:
@@ -167,30 +187,34 @@ class CvCell:
 
 
 def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> CvCell:
-    """``streams`` single-source runs (each from a seeded random source) of ``alg`` at 250 cycles."""
+    """``streams`` single-source runs (each from a seeded random source) of ``alg``, a multicast every
+    250 cycles on average (Poisson); multicasts injected in the warm-up are left out."""
     topo = Topology.parse(mesh)
-    rate = STEP_CYCLES / INTERARRIVAL_CYCLES
+    rate = 1 / INTERARRIVAL_CYCLES
     rng = random.Random(seed * 7919 + k)
     nodes = list(topo.nodes())
-    duration = s.cv_warmup + math.ceil(s.cv_messages / rate)
-    max_steps = 50 * duration + 20 * topo.size
+    duration = math.ceil((s.cv_warmup + s.cv_messages) / rate)
     t0 = time.perf_counter()
     sources: list[tuple[int, int]] = [rng.choice(nodes) for _ in range(streams)]  # runs draw nothing from rng
-    traffic = [
-        Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)) for i, src in enumerate(sources)
-    ]
-    runs = [_measured(topo, alg, t, max_steps, s.cv_warmup) for t in traffic]
-    done = [r for recs in runs for r in recs if not r["missing"]]
-    times = [[float(r["time"]) for r in recs if r["time"] is not None] for recs in runs]
+    cvs: list[float] = []
+    times: list[list[float]] = []
+    incomplete: list[str] = []
+    for i, src in enumerate(sources):
+        plan = poisson_plan(topo, alg, Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)))
+        raw = run_plan(plan, _settings(50 * duration + 20 * topo.size))
+        incomplete += raw.incomplete
+        recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= s.cv_warmup * INTERARRIVAL_CYCLES]
+        cvs += [r["cv"] for r in recs if not r["missing"] and r["cv"] is not None]
+        times.append([float(r["time"]) for r in recs if r["time"] is not None])
     growth = [
         statistics.fmean(ts[-(len(ts) // 3) :]) / max(1e-9, statistics.fmean(ts[: len(ts) // 3]))
         for ts in times
         if len(ts) >= 3
     ]
-    cvs = [r["cv"] for r in done if r["cv"] is not None]
-    worm = [r["latency"]["cv"] for r in done if r["latency"]["cv"] is not None]
-    pooled, wall_s = [t for ts in times for t in ts], time.perf_counter() - t0
-    return CvCell(mesh, k, alg, cvs, worm, pooled, sources, max(growth, default=1.0), wall_s)
+    pooled = [t for ts in times for t in ts]
+    return CvCell(
+        mesh, k, alg, cvs, pooled, sources, max(growth, default=1.0), time.perf_counter() - t0, incomplete
+    )
 
 
 def paper_cv() -> dict[Key, float]:
@@ -209,16 +233,20 @@ def _do(task: Task) -> Any:
 
 
 def _cost(t: Task) -> float:
-    """The 32×32 CV cells and high rates first."""
+    """The 32×32 CV cells and the larger meshes' high rates first."""
     kind, a = t
-    return Topology.parse(a[0]).size * a[1] * 0.2 if kind == "cv" else a[3] * 1e5
+    if kind == "cv":
+        return Topology.parse(a[0]).size * a[1] * 0.01
+    spec, rate = a[0], a[2]
+    return Topology.parse(spec.mesh).size * spec.k * rate / max(spec.rates)
 
 
 # -- claims -------------------------------------------------------------------------------------------
-Sweeps = Sequence[tuple[int, Rows]]  # (destinations, load points) of each sweep a claim is judged over
+Sweeps = Sequence[tuple[str, int, Rows]]  # (mesh, destinations, load points) of each sweep judged
 
 
-def _claim(key: str, verdict: Verdict, numbers: Mapping[str, Any], parts: Rows = (), **fields: Any) -> Claim:
+def _claim(key: str, verdict: Verdict, numbers: Mapping[str, Any], parts: Sequence[Mapping[str, Any]] = (),
+           **fields: Any) -> Claim:  # fmt: skip
     """A claim from section ``key`` of data/reports/load.md: source, text, evidence (filled from
     ``numbers`` and ``fields``) and a line filled per sweep of ``parts``, listed as ``{parts}``."""
     source, said, evidence, *each = texts(NAME)[key].split("\n")
@@ -226,7 +254,7 @@ def _claim(key: str, verdict: Verdict, numbers: Mapping[str, Any], parts: Rows =
     return Claim(source, said, verdict, evidence.format(**{**numbers, **fields}, parts=listed), numbers)
 
 
-def _held(key: str, hits: int, points: int, parts: Rows = (), **fields: Any) -> Claim:
+def _held(key: str, hits: int, points: int, parts: Sequence[Mapping[str, Any]] = (), **fields: Any) -> Claim:
     """A claim over ``points`` whose direction held at ``hits`` of them."""
     return _claim(key, by_points(hits, points), {"hits": hits, "points": points}, parts, **fields)
 
@@ -236,29 +264,27 @@ def _listing(values: Mapping[str, float | None], digits: int, order: Sequence[st
     return ", ".join(f"{a.upper()} {fmt(values.get(a), digits)}" for a in order)
 
 
-def _at_lowest(rows: Rows) -> tuple[float, dict[str, float | None], dict[str, float | None]]:
-    """A sweep's lowest rate, and each algorithm's emulated latency and eq. 7 latency there."""
+def _at_lowest(rows: Rows) -> tuple[float, dict[str, float | None]]:
+    """A sweep's lowest rate and each algorithm's latency there (None: saturated)."""
     low = min(r["point"].rate for r in rows)
-    at = {r["point"].algorithm: r for r in rows if r["point"].rate == low}
-    return (
-        low,
-        {a: r["point"].latency for a, r in at.items()},
-        {a: r["wormhole_latency"] for a, r in at.items()},
-    )
+    return low, {r["point"].algorithm: r["point"].latency for r in rows if r["point"].rate == low}
 
 
-def _lowest(key: str, sweeps: Sweeps) -> Claim:
-    """A claim resting on start-ups, untestable on store-and-forward packets: the lowest rate's numbers."""
-    parts = [
-        dict(k=k, low=low, lat=_listing(lat, 1), worm=_listing(worm, 0))
-        for k, rows in sweeps
-        for low, lat, worm in [_at_lowest(rows)]
-    ]
-    return _claim(key, Verdict.UNTESTABLE, {}, parts)
+def _name(mesh: str, k: int) -> str:
+    return f"{mesh.split(':')[1].replace('x', '×')}, {k} destinations"
 
 
-def _known(d: Mapping[str, float | None]) -> dict[str, float]:
-    return {a: v for a, v in d.items() if v is not None}
+def _lowest(key: str, sweeps: Sweeps, fast: Sequence[str], slow: Sequence[str]) -> Claim:
+    """At each sweep's lowest rate, every one of ``fast`` below every one of ``slow``."""
+    hits, parts = 0, []
+    for mesh, k, rows in sweeps:
+        low, lat = _at_lowest(rows)
+        known = {a: v for a, v in lat.items() if v is not None}
+        ok = set(fast) | set(slow) <= set(known) and max(known[a] for a in fast) < min(known[a] for a in slow)
+        hits += ok
+        order = sorted(known, key=lambda a: known[a])
+        parts.append(dict(sweep=_name(mesh, k), low=low, lat=_listing(lat, 1, order)))
+    return _held(key, hits, len(parts), parts)
 
 
 def _max_throughput(rows: Rows) -> dict[str, float]:
@@ -282,11 +308,15 @@ def _heavy(rows: Rows, alg: str = "qg") -> tuple[float, dict[str, float]] | None
 
 def _sensitivity(sweeps: Sweeps) -> Claim:
     """CP's and QG's highest throughput both above DP's and MP's, per sweep."""
-    thr = [_max_throughput(rows) for _, rows in sweeps]
+    thr = [_max_throughput(rows) for _, _, rows in sweeps]
     hits = sum(min(t["cp"], t["qg"]) > max(t["dp"], t["mp"]) for t in thr)
     parts = [
-        dict(k=k, thr=_listing(t, 3), sat=_listing({a: _sat_offered(rows, a) for a in ALGORITHMS}, 3))
-        for (k, rows), t in zip(sweeps, thr, strict=True)
+        dict(
+            sweep=_name(m, k),
+            thr=_listing(t, 4),
+            sat=_listing({a: _sat_offered(rows, a) for a in ALGORITHMS}, 4),
+        )
+        for (m, k, rows), t in zip(sweeps, thr, strict=True)
     ]
     return _held("sensitivity", hits, len(parts), parts)
 
@@ -294,7 +324,7 @@ def _sensitivity(sweeps: Sweeps) -> Claim:
 def _qg_best(sweeps: Sweeps, key: str, runner_up: str | None = None) -> Claim:
     """QG first (then ``runner_up``) in throughput and in latency at QG's heaviest unsaturated rate."""
     want, parts, tallies = ["qg", *([runner_up] if runner_up else [])], [], [0, 0, 0]
-    for k, rows in sweeps:
+    for mesh, k, rows in sweeps:
         thr = _max_throughput(rows)
         rank = sorted(ALGORITHMS, key=lambda a: -thr[a])
         heavy, lat_rank = "", []
@@ -306,28 +336,52 @@ def _qg_best(sweeps: Sweeps, key: str, runner_up: str | None = None) -> Claim:
             heavy += f", {gone} saturated" if gone else ""
         ok = rank[: len(want)] == want, lat_rank[: len(want)] == want
         tallies = [tallies[0] + all(ok), tallies[1] + ok[0], tallies[2] + ok[1]]
-        parts.append(dict(k=k, thr=_listing(thr, 3, rank), heavy=heavy))
+        parts.append(dict(sweep=_name(mesh, k), thr=_listing(thr, 4, rank), heavy=heavy))
     names = ("hits", "throughput_hits", "latency_hits")
     numbers = {**dict(zip(names, tallies, strict=True)), "points": len(parts)}
     return _claim(key, by_points(tallies[0], len(parts)), numbers, parts)
 
 
+def _merged(by_sweep: Mapping[str, Rows], x: LoadSpec) -> list[Mapping[str, Any]]:
+    """A sweep's rows, with the algorithms it does not run taken from its ``base`` sweep."""
+    own = list(by_sweep.get(x.name, []))
+    base = [r for r in by_sweep.get(x.base or "", []) if r["point"].algorithm not in x.algorithms]
+    return base + own if own else []
+
+
 def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> list[Claim]:
     """The paper's claims about latency and throughput under load, one point per sweep of their traffic."""
-    multi = [(x.k, rows) for x in sweeps if (rows := by_sweep.get(x.name)) and x.unicast_fraction == 0]
-    mixed = [(x.k, rows) for x in sweeps if (rows := by_sweep.get(x.name)) and x.unicast_fraction > 0]
-    claims = (
-        [_lowest("low-load", multi), _sensitivity(multi), _qg_best(multi, "high-traffic")] if multi else []
-    )
-    return claims + ([_qg_best(mixed, "heavy-mixed", "cp"), _lowest("light-mixed", mixed)] if mixed else [])
+
+    def judged(mixed: bool, qg45: bool) -> list[tuple[str, int, Rows]]:
+        return [(x.mesh, x.k, rows) for x in sweeps
+                if (x.unicast_fraction > 0) == mixed and (x.qg_prep is not None) == qg45
+                and (rows := _merged(by_sweep, x))]  # fmt: skip
+
+    multi, prep, mixed = judged(False, False), judged(False, True), judged(True, False)
+    claims = []
+    if multi:
+        claims += [_lowest("low-load", multi, ("dp", "mp"), ("qg", "cp")), _sensitivity(multi)]
+        claims += [_qg_best(multi, "high-traffic")]
+    claims += [_qg_best(prep, "qg-prep")] if prep else []
+    if mixed:
+        claims += [
+            _qg_best(mixed, "heavy-mixed", "cp"),
+            _lowest("light-mixed", mixed, ("dp", "mp", "qg"), ("cp",)),
+        ]
+    return claims
 
 
 def _mean(xs: Sequence[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def _measure_claims(cv: Mapping[Key, float], meshes: Sequence[str], ks: Sequence[int]) -> list[Claim]:
-    """Tables 4–5's claims on one CV measure: QG lowest, growth with k, larger mesh higher."""
+def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[Claim]:
+    """Tables 4–5's claims on the flit-level CVs: QG lowest, growth with k, larger mesh higher, values."""
+    meshes = sorted({m for m, _, _ in cells}, key=lambda m: Topology.parse(m).size)
+    ks = sorted({k for _, k, _ in cells})
+    cv = {key: statistics.fmean(c.cvs) for key, c in cells.items() if c.cvs}
+    if not cv:
+        return []
     full = [(m, k) for m in meshes for k in ks if all((m, k, a) in cv for a in ALGORITHMS)]
     lowest = [(m, k) for m, k in full if cv[(m, k, "qg")] == min(cv[(m, k, a)] for a in ALGORITHMS)]
     claims = [_held("cv-lowest", len(lowest), len(meshes) * len(ks))]
@@ -343,81 +397,58 @@ def _measure_claims(cv: Mapping[Key, float], meshes: Sequence[str], ks: Sequence
             all(abs(v) < w for w in others[m]) if a == "qg" else v > RISE for (m, a), v in slope.items()
         )
         grown = "; ".join(f"{m}: " + _listing({a: slope.get((m, a)) for a in ALGORITHMS}, 3) for m in meshes)
-        claims.append(_held("cv-grow", hits, len(meshes) * len(ALGORITHMS), grows=grown, rise=RISE))
+        claims.append(_held("cv-grow", hits, len(slope), grows=grown, rise=RISE))
     pairs = [(k, a) for k in ks for a in ALGORITHMS if (meshes[0], k, a) in cv and (meshes[-1], k, a) in cv]
     if len(meshes) >= 2 and pairs:
         higher = sum(cv[(meshes[-1], k, a)] > cv[(meshes[0], k, a)] for k, a in pairs)
         claims.append(_held("cv-larger", higher, len(pairs), small=meshes[0], large=meshes[-1]))
+    both = [key for key in cv if key in paper]
+    if both:
+        close = sum(abs(cv[key] - paper[key]) <= CLOSE * paper[key] for key in both)
+        diffs = [cv[key] - paper[key] for key in both]
+        fields: dict[str, Any] = dict(
+            mean=statistics.fmean(map(abs, diffs)), bias=statistics.fmean(diffs), close=CLOSE
+        )
+        claims.append(_held("cv-values", close, len(both), **fields))
     return claims
 
 
-def cv_claims(cells: Mapping[Key, CvCell], paper: Mapping[Key, float]) -> list[Claim]:
-    """Tables 4–5's claims, judged on store-and-forward CVs under load; on eq. 7 alone untestable."""
-    meshes = sorted({m for m, _, _ in cells}, key=lambda m: Topology.parse(m).size)
-    ks = sorted({k for _, k, _ in cells})
-    claims: list[Claim] = []
-    for attr, _ in CV_MEASURES if cells else ():
-        cv = {key: statistics.fmean(getattr(c, attr)) for key, c in cells.items() if getattr(c, attr)}
-        got, why = _measure_claims(cv, meshes, ks), texts(NAME)["cv-eq7"]  # no serialisation
-        untestable = [Claim(c.source, c.text, Verdict.UNTESTABLE, why.format(**c.numbers)) for c in got]
-        claims += got if attr == "cv_steps" else untestable
-    diffs = [
-        abs(statistics.fmean(c.cv_steps) - paper[key])
-        for key, c in cells.items()
-        if key in paper and c.cv_steps
-    ]
-    fields: dict[str, Any] = dict(mean=statistics.fmean(diffs), most=max(diffs)) if diffs else {}
-    return claims + ([_claim("cv-values", Verdict.UNTESTABLE, {}, **fields)] if diffs else [])
-
-
 # -- report ---------------------------------------------------------------------------------------
-CV_NOTE = "one source, a multicast every 250 cycles ≈ 3.9 steps"
+CV_NOTE = "one source, a multicast every 250 cycles on average; paper dashed"
 
 
 def _as_plotted(r: Mapping[str, Any]) -> LoadPoint:
     """A load point as plotted: marked saturated (no latency) by our test as well as ``load_point``'s."""
     p = r["point"]
-    return replace(p, saturated=r["saturated"], latency=None if r["saturated"] else p.latency)
+    name = f"{p.algorithm} (prep {QG_PREP_HIGH})" if r["sweep"].endswith("-qg45") else p.algorithm
+    return replace(p, algorithm=name, saturated=r["saturated"], latency=None if r["saturated"] else p.latency)
 
 
 def write_plots(
     out: Path, by_sweep: Mapping[str, Rows], s: Setup, cells: Mapping[Key, CvCell], paper: Mapping[Key, float]
 ) -> list[Path]:
-    """Latency and throughput against offered load per sweep; per CV mesh, each CV measure against k."""
+    """Latency and throughput against offered load per sweep; per CV mesh, the CV against k."""
     plots: list[Path] = []
     for spec in s.sweeps:
-        if rows := by_sweep.get(spec.name, []):
+        if rows := _merged(by_sweep, spec):
             plots.append(out / "plots" / f"load_{spec.name}.png")
-            title = f"{s.load_mesh}, {spec.title}; all-port, shared contention"
+            title = f"{spec.title}; flit-level wormhole, L = {FLITS}, Ts = {TS}, cycles"
             plot_load([_as_plotted(r) for r in rows], plots[-1], title)
     xs = [float(k) for k in s.cv_ks]
-    for mesh, (attr, label) in itertools.product(s.cv_meshes, CV_MEASURES):
+    for mesh in s.cv_meshes:
         series = []
         for a in ALGORITHMS:
-            ours = [_mean(getattr(c, attr)) if (c := cells.get((mesh, k, a))) else None for k in s.cv_ks]
+            ours = [_mean(c.cvs) if (c := cells.get((mesh, k, a))) else None for k in s.cv_ks]
             series.append(Series(f"{a.upper()} (ours)", xs, ours, colour=COLOURS[a]))
             if any((mesh, k, a) in paper for k in s.cv_ks):
                 theirs = [paper.get((mesh, k, a)) for k in s.cv_ks]
                 series.append(Series(f"{a.upper()} (paper)", xs, theirs, paper=True, colour=COLOURS[a]))
-        path = out / "plots" / f"cv_{mesh.split(':')[1]}_{attr.split('_')[1]}.png"
-        title = f"{mesh}: CV of the {label}"
+        path = out / "plots" / f"cv_{mesh.split(':')[1]}.png"
+        title = f"{mesh}: CV of the multicast latency, flit-level wormhole"
         plots.append(
             plot_series(path, series, title, "destinations", "coefficient of variation", note=CV_NOTE)
         )
     return plots
-
-
-def _drivers(by_sweep: Mapping[str, Rows], s: Setup) -> str:
-    """A paragraph: what orders the algorithms in our model and in the paper's, from the data."""
-    spec = next((x for x in s.sweeps if x.unicast_fraction == 0 and by_sweep.get(x.name)), None)
-    if spec is None:
-        return ""
-    _, lat, worm_lat = _at_lowest(by_sweep[spec.name])
-    steps, worm = _known(lat), _known(worm_lat)
-    if len(steps) < len(ALGORITHMS) or len(worm) < len(ALGORITHMS):
-        return ""
-    by_steps, by_worm = (" < ".join(a.upper() for a in sorted(d, key=lambda a: d[a])) for d in (steps, worm))
-    return texts(NAME)["drivers"].format(k=spec.k, by_steps=by_steps, by_worm=by_worm) + "\n\n"
 
 
 def _load_cell(x: Mapping[str, Any] | None) -> str:
@@ -425,39 +456,39 @@ def _load_cell(x: Mapping[str, Any] | None) -> str:
     if x is None:
         return "—"
     p = x["point"]
-    return f"{'saturated' if x['saturated'] else fmt(p.latency, 1)} / {p.throughput:.3f}"
+    return f"{'saturated' if x['saturated'] else fmt(p.latency, 1)} / {p.throughput:.4f}"
 
 
 def _load_table(rows: Rows) -> str:
     """Per rate: the offered load and each algorithm's latency / throughput."""
-    header = ["rate (msg/node/step)", "offered (deliveries/node/step)"] + [
-        f"{a.upper()} latency (steps) / throughput" for a in ALGORITHMS
+    algs = [a for a in ALGORITHMS if any(r["point"].algorithm == a for r in rows)]
+    header = ["rate (msg/node/cycle)", "offered (deliveries/node/cycle)"] + [
+        f"{a.upper()} latency (cycles) / throughput" for a in algs
     ]
     by: dict[float, dict[str, Mapping[str, Any]]] = defaultdict(dict)
     for r in rows:
         by[r["point"].rate][r["point"].algorithm] = r
     table = [
-        [f"{rate:g}", f"{statistics.fmean(x['point'].offered for x in d.values()):.3f}"]
-        + [_load_cell(d.get(a)) for a in ALGORITHMS]
+        [f"{rate:g}", f"{statistics.fmean(x['point'].offered for x in d.values()):.4f}"]
+        + [_load_cell(d.get(a)) for a in algs]
         for rate, d in sorted(by.items())
     ]
     return markdown_table(header, table, ["r"] * len(header))
 
 
-def _cv_text(c: CvCell, paper: Mapping[Key, float]) -> str:
-    """``ours / eq. 7 / paper's`` CV of one cell."""
-    return f"{fmt(_mean(c.cv_steps), 3)} / {fmt(_mean(c.cv_wormhole), 3)} / {fmt(paper.get(c.key), 3)}"
-
-
 def _cv_table(cells: Mapping[Key, CvCell], paper: Mapping[Key, float], mesh: str, ks: Sequence[int]) -> str:
-    """Per k: each algorithm's CV (ours, eq. 7, the paper's) and the multicasts in a cell."""
-    header = ["k"] + [f"{a.upper()} ours / eq. 7 alone / paper" for a in ALGORITHMS] + ["multicasts per cell"]
+    """Per k: each algorithm's CV (ours / the paper's), its mean latency and the multicasts in a cell."""
+    header = ["k"] + [f"{a.upper()} CV ours / paper" for a in ALGORITHMS]
+    header += [f"{a.upper()} latency" for a in ALGORITHMS] + ["multicasts per cell"]
     rows = []
     for k in ks:
         got = {a: cells[(mesh, k, a)] for a in ALGORITHMS if (mesh, k, a) in cells}
-        cvs = [_cv_text(got[a], paper) if a in got else "—" for a in ALGORITHMS]
-        counts = [len(c.cv_steps) for c in got.values()]
-        rows.append([k, *cvs, counts[-1] if counts else 0])
+        cvs = [
+            f"{fmt(_mean(c.cvs), 3)} / {fmt(paper.get(c.key), 3)}" if (c := got.get(a)) else "—"
+            for a in ALGORITHMS
+        ]
+        lats = [fmt(_mean(c.times), 1) if (c := got.get(a)) else "—" for a in ALGORITHMS]
+        rows.append([k, *cvs, *lats, min((len(c.cvs) for c in got.values()), default=0)])
     return markdown_table(header, rows, ["r"] * len(header))
 
 
@@ -472,27 +503,29 @@ def build_report(
     meta: Mapping[str, Any],
 ) -> str:
     """report.md's text."""
-    t, rate = texts(NAME), STEP_CYCLES / INTERARRIVAL_CYCLES
+    t = texts(NAME)
     slow = max(cells.values(), key=lambda c: c.wall_s, default=None)
     slowest = t["slowest"].format(c=slow, alg=slow.algorithm.upper()) if slow else ""
-    grown = [c for c in cells.values() if c.growth > 1.5]
-    grown_cells = ", ".join(
-        sorted({f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in grown})
+    grown = sorted({f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in cells.values()
+                    if c.growth > 1.5})  # fmt: skip
+    cut = sorted(
+        {f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in cells.values() if c.incomplete}
     )
     report = t["report"].format(
         **meta,
         slowest=slowest,
-        step_cycles=STEP_CYCLES,
-        interval=1 / rate,
-        rate=rate,
         s=s,
-        drain=2 * s.duration,
+        flits=FLITS,
+        ts=TS,
+        qg_prep=QG_PREP_HIGH,
+        drain=DRAIN,
         shortfall=SATURATION_SHORTFALL,
-        note=t["note"].format(cells=grown_cells) + "\n\n" if grown else "",
+        interval=INTERARRIVAL_CYCLES,
+        note=t["note"].format(cells=", ".join(grown)) + "\n\n" if grown else "",
+        cut=t["cut"].format(cells=", ".join(cut)) + "\n\n" if cut else "",
         legend=legend(meta["repeat"]),
         claims="".join(c.markdown() + "\n" for c in claims),
-        drivers=_drivers(by_sweep, s),
-        load_tables="\n".join(f"### {x.title}\n\n{_load_table(by_sweep.get(x.name, []))}" for x in s.sweeps),
+        load_tables="\n".join(f"### {x.title}\n\n{_load_table(_merged(by_sweep, x))}" for x in s.sweeps),
         cv_tables="\n".join(f"### {m}\n\n{_cv_table(cells, paper, m, s.cv_ks)}" for m in s.cv_meshes),
         plots="".join(link + "\n" for link in plot_links(plots, out)),
     )
@@ -505,26 +538,34 @@ OPTIONS = (
     Option("--no-cv", "skip the CV experiment", None, flag=True),
     Option("--no-sweep", "skip the load sweep", None, flag=True),
 )
-CV_COLUMNS = ("mesh", "k", "algorithm", "multicasts", "cv_steps", "cv_wormhole", "mean_time", "source_growth",
-              "paper_cv", "wall_s")  # fmt: skip
+CV_COLUMNS = (
+    "mesh",
+    "k",
+    "algorithm",
+    "multicasts",
+    "cv",
+    "mean_time",
+    "source_growth",
+    "paper_cv",
+    "wall_s",
+)
 
 
 def _cv_row(c: CvCell, paper_value: float | None) -> list[Any]:
-    """One row of cv.csv (CV_COLUMNS): a cell's counts, mean CVs and time, source growth, the paper's CV."""
-    counts = [c.mesh, c.k, c.algorithm, len(c.cv_steps)]
-    means = [_mean(c.cv_steps), _mean(c.cv_wormhole), _mean(c.times)]
-    return [*counts, *means, round(c.growth, 3), paper_value, round(c.wall_s, 2)]
+    """One row of cv.csv (CV_COLUMNS): a cell's count, mean CV and latency, source growth, the paper's CV."""
+    return [c.mesh, c.k, c.algorithm, len(c.cvs), _mean(c.cvs), _mean(c.times), round(c.growth, 3),
+            paper_value, round(c.wall_s, 2)]  # fmt: skip
 
 
 def _load_row(r: Mapping[str, Any]) -> list[Any]:
-    """One row of load.csv: the sweep, the point's columns, our saturation reason, eq. 7, wall time."""
-    return [r["sweep"], *r["point"].row(), r["saturated"] or "", r["wormhole_latency"], round(r["wall_s"], 2)]
+    """One row of load.csv: the sweep, the point's columns, our saturation reason, wall time."""
+    return [r["sweep"], *r["point"].row(), r["saturated"] or "", round(r["wall_s"], 2)]
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run every load point and CV cell; write results.json and reproduction.json (facts and Setup)."""
     s, seed = (QUICK if args.quick else FULL), args.seed
-    sweep = [("load", (s.load_mesh, x, a, r, s, seed)) for x in s.sweeps for a in ALGORITHMS for r in x.rates]
+    sweep = [("load", (x, a, r, s, seed)) for x in s.sweeps for a in x.algorithms for r in x.rates]
     cv_points = [(m, k) for m in s.cv_meshes for k in s.cv_ks if k < Topology.parse(m).size]
     cv = [("cv", (m, k, a, s, args.repeat, seed)) for m, k in cv_points for a in ALGORITHMS]
     watch = Stopwatch()
@@ -544,7 +585,10 @@ def _read(out: Path) -> tuple[dict[str, Any], Setup, BySweep, dict[Key, CvCell]]
     """reproduction.json's facts and Setup, and results.json's load points by sweep and CV cells by key."""
     meta = json.loads((out / "reproduction.json").read_text())
     d = meta["setup"]
-    sweeps = tuple(LoadSpec(**{**x, "rates": tuple(x["rates"])}) for x in d["sweeps"])
+    sweeps = tuple(
+        LoadSpec(**{**x, "rates": tuple(x["rates"]), "algorithms": tuple(x["algorithms"])})
+        for x in d["sweeps"]
+    )
     s = Setup(**{**d, "sweeps": sweeps, "cv_meshes": tuple(d["cv_meshes"]), "cv_ks": tuple(d["cv_ks"])})
     data = json.loads((out / "results.json").read_text())
     by_sweep: BySweep = defaultdict(list)
@@ -563,7 +607,7 @@ def run(args: Any, ctx: Context) -> int:
     meta, s, by_sweep, cells = read_report_only("load", out, _read)
     paper = paper_cv()
     claims = load_claims(by_sweep, s.sweeps) + cv_claims(cells, paper)
-    load_columns = ["sweep", *HEADER, "saturated_reason", "wormhole_latency_cycles", "wall_s"]
+    load_columns = ["sweep", *HEADER, "saturated_reason", "wall_s"]
     write_csv(out / "load.csv", load_columns, [_load_row(r) for rows in by_sweep.values() for r in rows])
     write_csv(out / "cv.csv", CV_COLUMNS, [_cv_row(c, paper.get(key)) for key, c in sorted(cells.items())])
     write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in claims))
@@ -577,7 +621,7 @@ def run(args: Any, ctx: Context) -> int:
     )
     for c in claims:
         ctx.say(f"{c.verdict}: {c.source}: {c.text}")
-    if any(not c.cv_steps for c in cells.values()):
+    if any(not c.cvs for c in cells.values()):
         ctx.warn("meshcast: some CV cells measured no complete multicast, see report.md")
         return 1
     return 0
