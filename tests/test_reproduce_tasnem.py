@@ -3,7 +3,9 @@
 The end-to-end run keeps the full setting's shape (a destinations sweep on one torus, a size sweep
 at 20%, the paper's four algorithms plus PAIR and MIN, all-port, two worker processes) with small
 tori, two sets per point, and ``--emulate-up-to 8`` so that both the emulation and the reference
-model (split by algorithm) run. A second run entirely through the model must give the same rows.
+model (split by algorithm) run. A second run entirely through the model must give the same rows. The
+wormhole section (c simultaneous multicasts on T10, flit-level) runs at c = 1, 2, 4 in the first run
+and is skipped in the second.
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ from coordinator.reproduce.tasnem import (
     HOP_NS,
     LABELS,
     PAPER_ALGORITHMS,
+    WORMHOLE,
+    WORMHOLE_SETS,
+    Contention,
     Results,
+    _wormhole_claims,
     make_jobs,
     ordering,
     size_k,
+    wormhole_plan,
+    wormhole_rows,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -41,6 +49,7 @@ ARGS = [
     "--dest-torus", str(DEST_TORUS),
     "--dests", ",".join(map(str, DESTS)),
 ]  # fmt: skip
+CONCURRENT = (1, 2, 4)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -51,7 +60,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tasnem")
-    argv = ["reproduce", "tasnem", *ARGS, "--emulate-up-to", "8", "--jobs", "2", "--out", str(out)]
+    argv = ["reproduce", "tasnem", *ARGS, "--emulate-up-to", "8", "--jobs", "2", "--out", str(out),
+            "--concurrent", ",".join(map(str, CONCURRENT))]  # fmt: skip
     assert main(argv) == 0
     return out
 
@@ -70,6 +80,7 @@ def test_report_sections(run_dir: Path) -> None:
         "## The paper's claims",
         "### How far the ranking rests on the reconstructed comparators",
         "## TASNEM against the seed-000 torus trees (PAIR, MIN)",
+        "## TASNEM and its comparators under wormhole with contention",
         "## Tables",
         "## Plots",
     ):
@@ -88,12 +99,14 @@ def test_report_sections(run_dir: Path) -> None:
     # every claim a bullet with its verdict: the ordering (2 metrics × TASNEM, Uniform), the seven curve
     # statements (the "increasing rate" one twice: the paper says traffic under Fig. 10, which plots
     # latency), TASNEM's start-ups and the case study (not reproducible: its set is only in a figure)
+    # and the two wormhole claims (the abstract's "over a wide range of traffic loads", §3's congestion)
     claims = read_claims(run_dir / "claims.csv")
-    assert len(claims) == 13 and all(c.markdown() in text for c in claims)
+    assert len(claims) == 15 and all(c.markdown() in text for c in claims)
+    assert [c.source.split(" (")[0] for c in claims[-2:]] == ["Abstract, §5", "§3"]
     rates = [c for c in claims if "increasing rate" in c.text]
     assert [c.source for c in rates] == ["§4.2, Fig. 10 (read as traffic)", "§4.2, Fig. 10 (read as latency)"]
     assert all("only the direction is judged" in c.text and "ratio" in c.numbers for c in rates)
-    assert claims[-1].verdict is Verdict.NOT_REPRODUCIBLE
+    assert claims[-3].verdict is Verdict.NOT_REPRODUCIBLE
     if claims[0].numbers["hits"] < claims[0].numbers["points"]:  # beaten: by a reconstruction, so said
         assert "reconstructed from a few sentences" in claims[0].evidence
     # the T2W sensitivity table: our reading's computed paths equal the emulated T2W (Ts = 0 and --ts)
@@ -105,11 +118,15 @@ def test_report_sections(run_dir: Path) -> None:
 def test_plots(run_dir: Path) -> None:
     text = (run_dir / "report.md").read_text()
     assert len(FIGURES) == 8
-    for spec in FIGURES:
-        p = run_dir / "plots" / spec.filename
+    names = [s.filename for s in FIGURES] + [
+        "wormhole_latency_vs_concurrency.png",
+        "wormhole_deadlocks_vs_concurrency.png",
+    ]
+    for name in names:
+        p = run_dir / "plots" / name
         data = p.read_bytes()
         assert data.startswith(PNG) and len(data) > 5_000, p
-        assert f"](plots/{spec.filename})" in text
+        assert f"](plots/{name})" in text
 
 
 def test_csvs_and_run_json(run_dir: Path) -> None:
@@ -137,8 +154,21 @@ def test_csvs_and_run_json(run_dir: Path) -> None:
 
 
 def test_model_gives_the_same_rows(run_dir: Path, tmp_path: Path) -> None:
-    argv = ["reproduce", "tasnem", *ARGS, "--runtime", "model", "--jobs", "1", "--out", str(tmp_path)]
+    argv = [
+        "reproduce",
+        "tasnem",
+        *ARGS,
+        "--runtime",
+        "model",
+        "--jobs",
+        "1",
+        "--no-wormhole",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
+    assert "(Not run: `--no-wormhole`.)" in (tmp_path / "report.md").read_text()
+    assert len(read_claims(tmp_path / "claims.csv")) == 13 and not (tmp_path / "wormhole.csv").exists()
     drop = {"latency_ts_ns"}  # identical too, but compare the measured columns only
 
     def key(rows: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -150,7 +180,7 @@ def test_model_gives_the_same_rows(run_dir: Path, tmp_path: Path) -> None:
 def test_report_only_rebuilds_the_same_report(run_dir: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     copy.mkdir()
-    for name in ("run.json", "tidy.csv", "t2w_variants.csv"):
+    for name in ("run.json", "tidy.csv", "t2w_variants.csv", "wormhole.csv"):
         (copy / name).write_bytes((run_dir / name).read_bytes())
     assert main(["reproduce", "tasnem", "--report-only", "--out", str(copy)]) == 0
     before = (run_dir / "report.md").read_text().splitlines()
@@ -224,3 +254,68 @@ def test_ordering_check() -> None:
     assert c.tasnem_lowest == 1 < c.points
     assert c.lowest_elsewhere == ((10, "multipath-HCM"), (15, "TASNEM = multipath-HCM"))
     assert c.highest_elsewhere == ((15, "Uniform = T2W"),) or c.highest_elsewhere == ((15, "T2W = Uniform"),)
+
+
+def test_wormhole_section_rows(run_dir: Path) -> None:
+    """Every (c, set) ran for every algorithm on the same sources; a run that did not deadlock delivered
+    every multicast, none faster than Ts + L + its farthest destination's distance."""
+    rows = _rows(run_dir / "wormhole.csv")
+    runs = {(r["algorithm"], r["c"], r["repetition"]) for r in rows}
+    sets = json.loads((run_dir / "run.json").read_text())["wormhole"]["sets"]
+    assert sets == 2 * WORMHOLE_SETS
+    assert runs == {
+        (a, str(c), str(rep)) for a in PAPER_ALGORITHMS for c in CONCURRENT for rep in range(sets)
+    }
+    assert all(
+        sum(1 for r in rows if (r["algorithm"], r["c"], r["repetition"]) == run) == int(run[1])
+        for run in runs
+    )
+    sources = {(r["c"], r["repetition"], r["multicast"], r["algorithm"]): r["source"] for r in rows}
+    assert all(sources[(*key[:3], "tasnem")] == src for key, src in sources.items())
+    for r in rows:
+        assert r["status"] in ("ok", "deadlock")
+        if r["status"] == "ok":
+            plan = wormhole_plan(r["algorithm"], int(r["c"]), int(r["repetition"]), 1, size_k(10, 20))
+            m = plan.multicasts[int(r["multicast"])]
+            far = max(plan.topology.distance(m.source, d) for d in m.destinations)
+            assert r["missing"] == "0" and int(r["latency"]) >= WORMHOLE.ts + WORMHOLE.flits + far
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert (
+        doc["wormhole"]["levels"] == list(CONCURRENT)
+        and doc["wormhole"]["settings"]["switching"] == "wormhole"
+    )
+
+
+def test_wormhole_deadlock_is_counted_not_averaged() -> None:
+    """16 multicasts of 20 destinations at once on T10 deadlock (no virtual channels); one alone does not."""
+    dead = wormhole_rows(("tasnem", 16, 1, 1, 20))
+    assert {r["status"] for r in dead} == {"deadlock"} and any(r["missing"] for r in dead)
+    alone = wormhole_rows(("tasnem", 1, 2, 1, 20))
+    assert {r["status"] for r in alone} == {"ok"}
+    w = Contention.build(dead + alone)
+    assert w.levels == (1, 16) and w.dead("tasnem", 16) == (1, 1) and w.dead("tasnem", 1) == (0, 2)
+    assert w.ok("tasnem", 16) == {} and w.stat("tasnem", 16)[0] is None
+    assert w.stat("tasnem", 1)[0] == pytest.approx(sum(r["latency"] for r in alone) / 2)
+
+
+def _contention(lat: dict[str, dict[int, float | None]]) -> Contention:
+    """Two sets per c; None: that run deadlocked."""
+    rows = [{"algorithm": a, "c": c, "repetition": rep, "status": "ok" if v is not None else "deadlock",
+             "latency": None if v is None else v + d}
+            for a, by_c in lat.items() for c, v in by_c.items()
+            for rep, d in enumerate((-1.0, 1.0))]  # fmt: skip
+    return Contention.build(rows)
+
+
+def test_wormhole_claims_skip_deadlocked_levels() -> None:
+    w = _contention({"tasnem": {1: 100, 2: 150, 4: None}, "hcm": {1: 110, 2: 200, 4: 300},
+                     "t2w": {1: 200, 2: 260, 4: None}, "uniform": {1: 90, 2: 140, 4: 200}})  # fmt: skip
+    latency, growth = _wormhole_claims(w)
+    assert (latency.numbers["hits"], latency.numbers["points"]) == (
+        4,
+        6,
+    )  # c = 4 not judged: TASNEM deadlocked
+    assert latency.verdict is Verdict.NOT_HELD and "c = 4 (multipath-HCM)" in latency.evidence
+    assert (growth.numbers["hits"], growth.numbers["points"]) == (2, 3)  # ×1.5 vs ×1.82, ×1.3, ×1.56
+    w = _contention({a: {1: None, 2: None} for a in PAPER_ALGORITHMS})
+    assert [c.verdict for c in _wormhole_claims(w)] == [Verdict.UNTESTABLE] * 2

@@ -11,6 +11,7 @@ import json
 import math
 import operator
 import os
+import random
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
 from coordinator.runtimes.records import RunSettings
-from coordinator.workloads.plan import Plan, PlanError
+from coordinator.workloads.plan import Multicast, Plan, PlanError
 from node.topology import Coord, Topology
 
 __all__ = [
@@ -568,6 +569,161 @@ def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> 
     ), (min(map(min, counts)), max(map(max, counts)))  # fmt: skip
 
 
+# -- wormhole with contention (issue #12) -------------------------------------------------------
+#: c multicasts at once on T10 under flit-level wormhole (docs/wormhole.md) in the reference model: one set of
+#: channels shared by all, synchronous replication at tree branches, no virtual channels.
+WORMHOLE_TORUS = 10
+DEFAULT_CONCURRENT: tuple[int, ...] = (1, 2, 4, 8, 16)
+WORMHOLE_SETS = 5  # sets per c for each --repeat (1 with --quick): a run takes ~0.1 s; most deadlock at c ≥ 4
+WORMHOLE = RunSettings("all-port", "shared", runtime="model", switching="wormhole", flits=64, buffer_flits=2,
+                       ts=33, prep=None, max_steps=50_000)  # fmt: skip
+WORMHOLE_COLUMNS = ("c", "repetition", "algorithm", "multicast", "source", "status", "end", "latency",
+                    "missing")  # fmt: skip
+
+
+def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
+    """c multicasts of k destinations from c distinct sources, all at cycle 0; the draw depends on
+    (seed, c, rep) only, so every algorithm gets the same sets."""
+    topo = Topology.parse(f"torus:{WORMHOLE_TORUS}x{WORMHOLE_TORUS}")
+    rng, nodes = random.Random(f"{seed}:{c}:{rep}"), list(topo.nodes())
+    sets = [(s, tuple(rng.sample([n for n in nodes if n != s], k))) for s in rng.sample(nodes, c)]
+    return Plan(topo, tuple(Multicast(i, alg, s, d) for i, (s, d) in enumerate(sets)))
+
+
+def wormhole_rows(task: tuple[str, int, int, int, int]) -> list[dict[str, Any]]:
+    """(algorithm, c, sets, seed, k): one run per set, one row per multicast with its run's status."""
+    alg, c, sets, seed, k = task
+    rows = []
+    for rep in range(sets):
+        plan = wormhole_plan(alg, c, rep, seed, k)
+        raw = trio.run(emulate, plan, WORMHOLE, None)
+        dead = any(s.startswith("deadlock") for s in raw.incomplete)
+        status = "deadlock" if dead else ("incomplete" if raw.incomplete else "ok")
+        for m, rec in zip(plan.multicasts, multicast_metrics(plan, raw), strict=True):
+            rows.append({"c": c, "repetition": rep, "algorithm": alg, "multicast": m.id, "status": status,
+                         "source": f"{m.source[0]},{m.source[1]}", "end": raw.last_step,
+                         "latency": rec["time"], "missing": len(rec["missing"])})  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Contention:
+    """The section's runs: (algorithm, c) → set → (status, its multicasts' mean latency, None unless ok)."""
+
+    runs: Mapping[tuple[str, int], Mapping[int, tuple[str, float | None]]]
+    levels: tuple[int, ...]
+
+    @staticmethod
+    def build(rows: Iterable[Mapping[str, Any]]) -> Contention:
+        got: dict[tuple[str, int], dict[int, tuple[str, list[Any]]]] = {}
+        for r in rows:
+            run = got.setdefault((r["algorithm"], r["c"]), {}).setdefault(r["repetition"], (r["status"], []))
+            run[1].append(r["latency"])
+        ok = {k: {rep: (s, statistics.fmean(v) if s == "ok" and None not in v else None)
+                  for rep, (s, v) in runs.items()} for k, runs in got.items()}  # fmt: skip
+        return Contention(ok, tuple(sorted({c for _, c in got})))
+
+    def ok(self, alg: str, c: int) -> dict[int, float]:
+        return {rep: v for rep, (_, v) in self.runs.get((alg, c), {}).items() if v is not None}
+
+    def dead(self, alg: str, c: int) -> tuple[int, int]:
+        """(deadlocked runs, runs) at c."""
+        runs = self.runs.get((alg, c), {})
+        return sum(s == "deadlock" for s, _ in runs.values()), len(runs)
+
+    def stat(self, alg: str, c: int) -> tuple[float | None, float | None, float | None]:
+        s = ci95(list(self.ok(alg, c).values()))
+        return s["mean"], *s["ci95"]
+
+
+def _named(pairs: Iterable[tuple[int, str]]) -> str:
+    return ", ".join(f"c = {c} ({LABELS[b]})" for c, b in pairs) or "none"
+
+
+def _wormhole_claims(w: Contention) -> list[Claim]:
+    """The abstract's "low latency over a wide range of traffic loads" and §3's congestion avoidance."""
+    pairs = [(c, b) for c in w.levels for b in PAPER_ALGORITHMS[1:]]
+    mine = {c: w.ok("tasnem", c) for c in w.levels}
+    diffs = {(c, b): [mine[c][r] - v for r, v in w.ok(b, c).items() if r in mine[c]] for c, b in pairs}
+    judged = [p for p in pairs if len(diffs[p]) >= 2]
+    hits = [p for p in judged if statistics.fmean(diffs[p]) < 0]
+
+    # mean latency at c over that at the smallest c, each over 2+ completed runs
+    def growth(a: str, c: int) -> float | None:
+        m, m1 = (w.stat(a, x)[0] if len(w.ok(a, x)) > 1 else None for x in (c, w.levels[0]))
+        return m / m1 if m is not None and m1 else None
+
+    g = {(a, c): x for a in PAPER_ALGORITHMS for c in w.levels[1:] if (x := growth(a, c))}
+    grown = [(c, b) for c, b in pairs if ("tasnem", c) in g and (b, c) in g]
+    each = [f"c = {c}: " + ", ".join(f"{LABELS[a]} ×{g[(a, c)]:.2f}" for a in PAPER_ALGORITHMS if (a, c) in g)
+            for c in w.levels[1:] if ("tasnem", c) in g]  # fmt: skip
+    out = []
+    for key, n_hits, points, more in (
+        ("claim_wormhole_latency", len(hits), len(judged),
+         {"significant": sum(significance(diffs[p]) == -1 for p in hits), "lower": _named(hits),
+          "unjudged": _named([p for p in pairs if p not in judged])}),
+        ("claim_wormhole_growth", sum(g[("tasnem", c)] < g[(b, c)] for c, b in grown), len(grown),
+         {"each": "; ".join(each) or "none"}),
+    ):  # fmt: skip
+        source, text = _text(key).split("\n")
+        evidence = _text(f"evidence_{key[6:]}", hits=n_hits, points=points, **more)
+        verdict = by_points(n_hits, points) if points else Verdict.UNTESTABLE
+        nums = {"hits": n_hits, "points": points} | {k: v for k, v in more.items() if isinstance(v, int)}
+        out.append(Claim(source, text, verdict, evidence if points else _text("wormhole_untested"), nums))
+    return out
+
+
+def _wormhole_text(w: Contention | None, doc: Mapping[str, Any], out: Path) -> str:
+    """The section: its setting, latency and deadlocked runs per c (a table), the plots."""
+    if w is None:
+        return _text("wormhole_skipped")
+
+    def cell(a: str, c: int) -> str:
+        return f"{fmt_ci(*w.stat(a, c), 0)}; {'{} of {}'.format(*w.dead(a, c))}"
+
+    head = ["c", *(LABELS[a] for a in PAPER_ALGORITHMS)]
+    rows = [[str(c), *(cell(a, c) for a in PAPER_ALGORITHMS)] for c in w.levels]
+    alone = [f"{LABELS[a]} {d[0]} of {d[1]}" for a in PAPER_ALGORITHMS if (d := w.dead(a, w.levels[0]))[0]]
+    plots = "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in write_wormhole_plots(out, w))
+    totals = {a: [sum(x) for x in zip(*(w.dead(a, c) for c in w.levels), strict=True)]
+              for a in PAPER_ALGORITHMS}  # fmt: skip
+    dead = "; ".join(f"{LABELS[a]} {d} of {n}" for a, (d, n) in totals.items())
+    table = markdown_table(head, rows, ["r"] * len(head)).rstrip()
+    alone_text = "; ".join(alone) or "none"
+    return _text("wormhole", doc, table=table, plots=plots, first=w.levels[0], alone=alone_text, dead=dead)
+
+
+def write_wormhole_plots(out: Path, w: Contention) -> list[Path]:
+    """Mean latency (completed runs, 95% CI) and the share of deadlocked runs against c, per algorithm."""
+    lat, dead = [], []
+    for a in PAPER_ALGORITHMS:
+        stats = [w.stat(a, c) for c in w.levels]
+        band = ([s[1] for s in stats], [s[2] for s in stats])
+        lat.append(Series(LABELS[a], w.levels, [s[0] for s in stats], colour=COLOURS[a], band=band))
+        share = [100 * d / n if n else None for d, n in (w.dead(a, c) for c in w.levels)]
+        dead.append(Series(LABELS[a], w.levels, share, colour=COLOURS[a]))
+    note = f"T{WORMHOLE_TORUS}, L = 64 flits, Ts = 33 cycles, B = 2; latency: runs without deadlock"
+    xlabel, p = "simultaneous multicasts c", out / "plots"
+    return [
+        plot_series(p / "wormhole_latency_vs_concurrency.png", lat, "Multicast latency under wormhole",
+                    xlabel, "mean multicast latency (cycles)", note),
+        plot_series(p / "wormhole_deadlocks_vs_concurrency.png", dead, "Deadlocked runs under wormhole",
+                    xlabel, "deadlocked runs (%)", note),
+    ]  # fmt: skip
+
+
+def run_wormhole(cfg: Config, ctx: Context, out: Path) -> dict[str, Any]:
+    """Run the section (algorithm × c tasks); write wormhole.csv; return its run.json entry."""
+    sets = cfg.repeat * (1 if cfg.quick else WORMHOLE_SETS)
+    k, watch = size_k(WORMHOLE_TORUS, cfg.percent), framework.Stopwatch()
+    tasks = [(a, c, sets, cfg.seed, k) for a in PAPER_ALGORITHMS for c in cfg.concurrent]
+    rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t[1])
+    framework.write_tidy(out / "wormhole.csv", WORMHOLE_COLUMNS, [r for rs in rows for r in rs])
+    facts = framework.run_facts(cfg.command, watch, torus=f"T{WORMHOLE_TORUS}", k=k)
+    return {**facts, "sets": sets, "seed": cfg.seed, "jobs": cfg.jobs, "percent": cfg.percent,
+            "levels": list(cfg.concurrent), "settings": asdict(WORMHOLE)}  # fmt: skip
+
+
 # -- report ------------------------------------------------------------------------------------
 _text = partial(framework.text, NAME)
 
@@ -611,6 +767,8 @@ class Config:
     emulate_up_to: int
     ts_ns: float
     jobs: int
+    concurrent: tuple[int, ...] = DEFAULT_CONCURRENT  # the wormhole section's c values; () skips it
+    quick: bool = False
 
     @property
     def command(self) -> str:
@@ -624,6 +782,11 @@ class Config:
             (self.runtime != "in-process", f"--runtime {self.runtime}"),
             (self.emulate_up_to != DEFAULT_EMULATE_UP_TO, f"--emulate-up-to {self.emulate_up_to}"),
             (self.ts_ns != DEFAULT_TS_NS, f"--ts {self.ts_ns:g}"),
+            (not self.concurrent, "--no-wormhole"),
+            (
+                self.concurrent not in ((), DEFAULT_CONCURRENT),
+                f"--concurrent {','.join(map(str, self.concurrent))}",
+            ),
         )
         return framework.command_line(NAME, self, *(o for on, o in opts if on))
 
@@ -671,6 +834,7 @@ def build_report(
         "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes), "trees": _trees(res),
         **_consistency(res), "run_status": _run_status(results), "tables": "\n\n".join(tables),
         "plots": "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in plots),
+        "wormhole": _wormhole_text(meta.get("contention"), meta.get("wormhole", {}), out),
     }  # fmt: skip
     return _text("report", **fields) + "\n"
 
@@ -713,6 +877,9 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     rows = framework.read_tidy(out / "tidy.csv")
     results = [JobResult.from_doc(r, rows, cfg.algorithms) for r in doc["runs"]]
     meta = {k: doc[k] for k in ("date", "cpus", "machine", "wall_s", "load")}
+    if "wormhole" in doc:
+        rows = framework.read_tidy(out / "wormhole.csv")
+        meta |= {"wormhole": doc["wormhole"], "contention": Contention.build(rows)}
     return results, cfg, meta
 
 
@@ -724,10 +891,12 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
         raise UsageError(str(exc).replace("--dests", what)) from None
 
 
-USES = ("jobs",)
+USES = ("jobs", "quick")
+#: --quick: (dest torus, destinations, sizes, c values) unless given.
+QUICK = (10, (10, 50, 99), (5, 10), (1, 2, 4))
 OPTIONS = (
     Option("--dest-torus", f"side n of the Tn torus of the destinations sweep (default {DEFAULT_DEST_TORUS})",
-           int, DEFAULT_DEST_TORUS),
+           int),
     Option("--dests", "numbers of destinations of that sweep: start:stop:step or a comma list "
            "(default 100:1500:100 and 1599)"),
     Option("--sizes", "torus sides of the size sweep: start:stop:step or a comma list (default 5:40:5)"),
@@ -741,13 +910,22 @@ OPTIONS = (
     Option("--ts", f"start-up time (ns) of the sensitivity check (default {DEFAULT_TS_NS:g})", float,
            DEFAULT_TS_NS),
     Option("--wall-budget", "wall-clock budget per emulation (s)", float, 1800.0),
+    Option("--wormhole", f"also run TASNEM and its comparators under wormhole with contention on "
+           f"T{WORMHOLE_TORUS} (default: yes)", None, True, negatable=True),
+    Option("--concurrent", "simultaneous multicasts of that section: a comma list (default 1,2,4,8,16)"),
+    Option("--wormhole-only", "run only the wormhole section into an earlier run's --out (with its --repeat "
+           "and --seed)", None, flag=True),
 )  # fmt: skip
 
 
 def _config(args: Any) -> Config:
     """The run's parameters from the options, each checked."""
-    dests = DEFAULT_DESTS if args.dests is None else _int_list(args.dests, "--dests")
-    sizes = DEFAULT_SIZES if args.sizes is None else _int_list(args.sizes, "--sizes")
+    torus, dests, sizes, conc = QUICK if args.quick else (DEFAULT_DEST_TORUS, DEFAULT_DESTS, DEFAULT_SIZES,
+                                                          DEFAULT_CONCURRENT)  # fmt: skip
+    args.dest_torus = torus if args.dest_torus is None else args.dest_torus
+    dests = dests if args.dests is None else _int_list(args.dests, "--dests")
+    sizes = sizes if args.sizes is None else _int_list(args.sizes, "--sizes")
+    conc = conc if args.concurrent is None else framework.int_list(args.concurrent, "--concurrent", 1, 50)
     if args.dest_torus < 3:
         raise UsageError(f"--dest-torus must be at least 3 (a torus needs 3×3), got {args.dest_torus}")
     if small := [n for n in sizes if n < 3]:
@@ -762,6 +940,7 @@ def _config(args: Any) -> Config:
     return Config(
         args.repeat, args.seed, args.dest_torus, tuple(sorted(dests)), tuple(sorted(sizes)), args.percent,
         ALGORITHMS if args.extras else PAPER_ALGORITHMS, args.runtime, args.emulate_up_to, args.ts, args.jobs,
+        tuple(sorted(conc)) if args.wormhole else (), args.quick,
     )  # fmt: skip
 
 
@@ -769,19 +948,25 @@ _load = getattr(os, "getloadavg", lambda: (0.0,))  # (0,) where the platform has
 
 
 def run(args: Any, ctx: Context) -> int:
-    """Run the sweeps (unless ``--report-only``), then plots and report.md from tidy.csv and run.json."""
+    """Run the sweeps and the wormhole section (``--wormhole-only``: that alone, into an earlier run; neither
+    with ``--report-only``), then plots and report.md from the CSVs and run.json."""
     out = Path(args.out)
-    if not args.report_only:
+    if args.wormhole_only and not args.report_only:
+        doc = framework.read_report_only("tasnem", out, lambda o: json.loads((o / "run.json").read_text()))
+        cfg = replace(load_run(out)[1], concurrent=_config(args).concurrent or DEFAULT_CONCURRENT)
+        doc["config"], doc["wormhole"] = asdict(cfg), run_wormhole(replace(cfg, jobs=args.jobs), ctx, out)
+        framework.write_json(out / "run.json", doc)
+    elif not args.report_only:
         _emulate(args, ctx, out)
     results, cfg, meta = framework.read_report_only("tasnem", out, load_run)
-    if args.report_only:
+    if args.report_only or args.wormhole_only:  # the sweeps' report rebuilt from their CSVs
         meta = {**meta, "rebuilt": time.strftime("%Y-%m-%d")}
     rows = [r for res in results for r in res.rows]
     res = Results.build(rows, cfg.algorithms, cfg.repeat)
     plots = write_plots(out, res, cfg.percent)
     t2w = framework.read_report_only("tasnem", out, lambda o: framework.read_tidy(o / "t2w_variants.csv"))
     sensitivity, span = _sensitivity(res, t2w, cfg.ts_ns)
-    claims = _claims(res, span)
+    claims = _claims(res, span) + (_wormhole_claims(meta["contention"]) if "contention" in meta else [])
     framework.write_tidy(out / "claims.csv", verdicts.COLUMNS, (c.row() for c in claims))
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")
@@ -817,8 +1002,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     rounded = ({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in summarise(rows))
     framework.write_tidy(out / "summary.csv", SUMMARY_COLUMNS, rounded)
     framework.write_tidy(out / "t2w_variants.csv", T2W_COLUMNS, t2w_rows(cfg))
+    worm = {"wormhole": run_wormhole(cfg, ctx, out)} if cfg.concurrent else {}
     framework.write_json(
         out / "run.json",
         {"config": asdict(cfg), "settings": asdict(settings), "timing": asdict(PAPER_TIMING), **meta,
-         "complete": all(r.complete for r in results), "runs": [r.doc() for r in results]},
+         "complete": all(r.complete for r in results), "runs": [r.doc() for r in results], **worm},
     )  # fmt: skip
