@@ -1,20 +1,22 @@
-"""``meshcast reproduce aldubai``: the paper's data, the latency model, and the report end to end.
+"""``meshcast reproduce aldubai``: the paper's data, the flit-level latencies, and the report end to end.
 
-The real setting (16×16 and 32×32, k = 10…80, four algorithms) runs at --repeat 2 on the reference
-model (the 32×32 lockstep emulation alone takes about a minute in-process); the 16×16 part also
-runs in-process at --repeat 1 and must give the very same rows (emulation = model).
+Every scenario (16×16 at L = 32, 64, 128; 24×24 and 32×32 at L = 64; k = 10…80, four algorithms)
+runs at --repeat 2 on the reference model; a few sets also run in-process and must give the very
+same rows (emulation = model).
 """
 
 from __future__ import annotations
 
 import csv
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from coordinator.analysis.verdicts import read_claims
 from coordinator.cli import main
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.aldubai import (
     ALGORITHMS,
@@ -22,10 +24,15 @@ from coordinator.reproduce.aldubai import (
     KS,
     MESHES,
     PREP,
-    TIMING,
-    latency_model,
+    SCENARIOS,
+    TS,
+    draw_points,
     paper_data,
+    run_task,
 )
+from coordinator.runtimes.records import RunSettings
+from node.routing import registry
+from node.topology import Topology
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -33,7 +40,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_paper_data_is_package_data() -> None:
     p = paper_data()
     assert "seed 004_c7b862cc5ccdf13b.txt" in p.cv_source and "Tables 4 and 5" in p.cv_source
-    assert set(p.cv) == {(m, k, a) for m in MESHES for k in CV_KS for a in ALGORITHMS}
+    assert set(p.cv) == {(m, k, a) for m in ("16x16", "32x32") for k in CV_KS for a in ALGORITHMS}
     assert p.cv[("16x16", 20, "qg")] == pytest.approx(0.264)
     assert p.cv[("32x32", 80, "cp")] == pytest.approx(0.696)
     assert "Table 3" in p.table3_source and set(p.table3) == set(ALGORITHMS)
@@ -41,16 +48,60 @@ def test_paper_data_is_package_data() -> None:
         assert lo < mean < hi
 
 
-def test_latency_model_terms() -> None:
-    per = TIMING.ts + TIMING.flits * TIMING.beta
-    eq7 = latency_model(TIMING, None, serialise=False)
-    assert eq7("cp", 12, 10, 1) == TIMING.latency(12, 10, 1) == per + 10
-    full = latency_model(TIMING)
-    # a source worm queued behind two others pays their start-ups and injections
-    assert full("cp", 12, 10, 1) == PREP["cp"] + per + 10 + 2 * per
-    # after a second start-up (a leader's group worm) a wait costs nothing
-    assert full("qg", 13, 12, 2) == PREP["qg"] + 2 * per + 12
-    assert full("dp", 7, 7, 1) == PREP["dp"] + per + 7
+def _settings(flits: int, runtime: str = "model") -> RunSettings:
+    return RunSettings(
+        "all-port", "shared", "lockstep", runtime=runtime, switching="wormhole", flits=flits, ts=TS
+    )
+
+
+def _points(scenario: str, k: int, repeat: int) -> tuple[wormhole.Point, ...]:
+    mesh = SCENARIOS[scenario][0]
+    pts = draw_points(mesh, Topology.parse(MESHES[mesh]), (k,), repeat, 7)
+    return tuple(replace(p, scenario=scenario) for p in pts)
+
+
+def test_isolated_latency_is_eq7_plus_prep_plus_injection_waits() -> None:
+    """Every delivery, computed independently: prep + (j + 1)·(Ts + L) + hops for the j-th worm on its
+    source port (one start-up), prep + 2·(Ts + L) + hops for QG's second level; rows agree."""
+    scenario, flits = "16x16-L32", 32
+    per = TS + flits
+    points = _points(scenario, 10, 3)
+    topo = Topology.parse(MESHES["16x16"])
+    em = wormhole.emulate_points(topo, points, ALGORITHMS, _settings(flits), apart=True)
+    rows, status = run_task((scenario, points, _settings(flits)))
+    assert status.complete
+    flit = [r for r in rows if r.model == "main"]
+    eq7 = [r for r in rows if r.model == "eq7"]
+    waited = 0
+    for (p, alg), rec, row, e in zip(em.index, em.records, flit, eq7, strict=True):
+        slot: dict[tuple[int, int], int] = {}
+        on_port: dict[str, int] = {}
+        for port, header in registry.get(alg).prepare(topo, p.source, list(p.destinations), {}):
+            j = on_port[port] = on_port.get(port, -1) + 1
+            for d in header if alg != "qg" else ():
+                slot[tuple(d)] = j
+        expected = []
+        for a in rec["arrivals"]:
+            wait = slot.get(tuple(a["node"]), 0) * per if a["startups"] == 1 else 0
+            expected.append(PREP[alg] + wait + a["startups"] * per + a["hops"])
+            waited += wait
+            assert a["step"] == expected[-1], (alg, p, a)
+        assert row.latency_max == max(expected) == row.steps
+        assert row.queued == sum(
+            slot.get(tuple(a["node"]), 0) * per for a in rec["arrivals"] if a["startups"] == 1
+        )
+        assert e.latency_max == max(a["startups"] * per + a["hops"] for a in rec["arrivals"])
+    assert waited > 0  # CP's worms queue on the source's ports
+    # isolation matters: the same multicasts injected together contend, and some arrive later
+    together = wormhole.emulate_points(topo, points, ALGORITHMS, _settings(flits))
+    assert sum(r["time"] for r in together.records) > sum(r.latency_max or 0 for r in flit)
+
+
+def test_the_emulation_gives_the_models_rows() -> None:
+    points = _points("16x16-L128", 20, 2)
+    model = run_task(("16x16-L128", points, _settings(128)))
+    inproc = run_task(("16x16-L128", points, _settings(128, "in-process")))
+    assert model[0] == inproc[0] and model[1].complete and inproc[1].complete
 
 
 def test_registered_with_bad_arguments_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,7 +115,7 @@ def test_registered_with_bad_arguments_refused(tmp_path: Path, capsys: pytest.Ca
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("aldubai")
-    assert main(["reproduce", "aldubai", "--repeat", "2", "--runtime", "model", "--out", str(out)]) == 0
+    assert main(["reproduce", "aldubai", "--repeat", "2", "--jobs", "1", "--out", str(out)]) == 0
     return out
 
 
@@ -73,29 +124,35 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
     for heading in (
         "# Reproduction of seed 004",
         "**Read this first.**",
-        "## Timing",
+        "## The model",
+        "**Isolation.**",
         "## The paper's claims, checked against our runs",
-        "## Coefficient of variation: the paper's Tables 4–5 beside ours",
-        "### Table 4: 16×16 mesh",
-        "### Table 5: 32×32 mesh",
         "## Table 3",
+        "## Coefficient of variation: the paper's Tables 4–5 beside ours",
+        "### Table 4: 16×16 mesh, L = 64 flits",
+        "### Table 5: 32×32 mesh, L = 64 flits",
         "## Latency and traffic per point",
+        "### Fig. 12: 24×24 mesh, L = 64 flits",
         "## Plots",
     ):
         assert heading in text, heading
-    assert "interarrival time of 250 cycles" in text and "load issue" in text
-    assert text.count(": complete (") == 2
+    assert "interarrival time of 250 cycles" in text and "`load` reproduction" in text
+    assert text.count(": complete (longest multicast") == len(SCENARIOS)
     claims = read_claims(report_dir / "claims.csv")
     assert all(c.markdown() in text.splitlines() for c in claims)
     names = [c.text for c in claims]
-    assert sum(n.startswith("QG has the lowest coefficient of variation") for n in names) == 2
-    assert sum(n.startswith("DP and MP have the lowest latency at light load") for n in names) == 1
-    assert sum(n.startswith("QG has a lower latency than DP and MP on the larger mesh") for n in names) == 1
-    assert sum(n.startswith("QG generates the least additional traffic") for n in names) == 2
-    assert sum(n.startswith("CP has the highest latency") for n in names) == 2
+    for start, n in (
+        ("QG has the lowest coefficient of variation", 2),
+        ("DP and MP have the lowest latency at light load", 2),
+        ("QG has a lower latency than DP and MP on the larger meshes", 2),
+        ("QG generates the least additional traffic", 2),
+        ("CP has the highest latency", 4),
+    ):
+        assert sum(name.startswith(start) for name in names) == n, start
     assert all(
         c.numbers["points"] in (2, 4, 8) and c.evidence.startswith("judged contention-free") for c in claims
     )
+    assert {c.source.split(" (")[0] for c in claims} >= {"Table 4", "Table 5", "§4.2.1, §5, Fig. 12"}
     # the CV tables: 4 ks × 4 algorithms per mesh, the paper's value beside ours
     assert len(re.findall(r"^\| (20|40|60|80) \| (DP|MP|CP|QG) \| 0\.\d+ \| ", text, re.M)) == 2 * 4 * 4
     # Table 3 beside ours
@@ -105,7 +162,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
 def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
     text = (report_dir / "report.md").read_text()
     linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
-    assert len(linked) == len(MESHES) * 5
+    assert len(linked) == len(SCENARIOS) * 3 + len(MESHES)  # latency per scenario, traffic per mesh
     for rel in linked:
         data = (report_dir / rel).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, rel
@@ -117,17 +174,18 @@ def _tidy(path: Path) -> list[dict[str, str]]:
 
 
 def test_tidy_rows(report_dir: Path) -> None:
-    rows = _tidy(report_dir / "tidy.csv")
-    assert len(rows) == len(MESHES) * len(KS) * 2 * len(ALGORITHMS)
-    assert all(r["complete"] == "1" for r in rows)
-    # only CP ever queues a worm behind another at the source
+    rows, eq7 = _tidy(report_dir / "tidy.csv"), _tidy(report_dir / "tidy_models.csv")
+    assert len(rows) == len(eq7) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS)
+    assert all(r["complete"] == "1" and r["latency_max"] == r["steps"] for r in rows)
+    # DP and MP never wait for an injection channel (one worm per port); CP does
     assert all(int(r["queued"]) == 0 for r in rows if r["algorithm"] in ("dp", "mp"))
-
-
-def test_the_emulation_gives_the_models_rows(tmp_path: Path) -> None:
-    a, b = tmp_path / "emulation", tmp_path / "model"
-    common = ["--repeat", "1", "--meshes", "16x16"]
-    assert main(["reproduce", "aldubai", *common, "--out", str(a)]) == 0
-    assert main(["reproduce", "aldubai", *common, "--runtime", "model", "--out", str(b)]) == 0
-    assert _tidy(a / "tidy.csv") == _tidy(b / "tidy.csv")
-    assert "### Table 5" not in (a / "report.md").read_text()
+    assert all(int(r["queued"]) > 0 for r in rows if r["algorithm"] == "cp" and int(r["k"]) >= 30)
+    # flit level ≥ eq. 7 alone; traffic does not depend on L
+    assert all(float(r["latency_max"]) >= float(e["latency_max"]) for r, e in zip(rows, eq7, strict=True))
+    traffic: dict[tuple[str, ...], set[str]] = {}
+    for r in rows:
+        traffic.setdefault((r["scenario"][:5], r["algorithm"], r["k"], r["repetition"]), set()).add(
+            r["traffic"]
+        )
+    assert len(traffic) == len(MESHES) * len(KS) * 2 * len(ALGORITHMS)
+    assert all(len(v) == 1 for v in traffic.values())

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
-from coordinator.experiments.run import emulate
+from coordinator.experiments.run import emulate, emulate_apart
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table
 from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
 from coordinator.runtimes.records import RunSettings
@@ -120,8 +120,10 @@ def emulate_points(
     settings: RunSettings,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     progress: ProgressFn | None = None,
+    apart: bool = False,
 ) -> Emulated:
-    """Every point × algorithm (the same sets for every algorithm) as one multicast each, in one emulation."""
+    """Every point × algorithm (the same sets for every algorithm) as one multicast each, in one emulation
+    (``apart``: each in an emulation of its own, injected at step 0 into an idle network)."""
     params = params or {}
     index = [(p, a) for p in points for a in algorithms]
     plan = Plan(
@@ -131,7 +133,7 @@ def emulate_points(
             for i, (p, a) in enumerate(index)
         ),
     )
-    raw = trio.run(emulate, plan, settings, progress)
+    raw = trio.run(emulate_apart if apart else emulate, plan, settings, progress)
     records = multicast_metrics(plan, raw)
     complete = not raw.incomplete and all(_delivered(r) for r in records)
     status = EmulationStatus(complete, list(raw.incomplete), raw.last_step, raw.wall_s, list(raw.errors))

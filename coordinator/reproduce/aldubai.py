@@ -1,22 +1,22 @@
-"""Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16 and 32×32 meshes.
+"""Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16, 24×24 and 32×32 meshes.
 
-Contention-free latency, traffic and CV beside the paper's Tables 3–5; prose in data/reports/aldubai.md.
+Contention-free flit-level wormhole latency (each multicast alone in the network), traffic and CV
+beside the paper's Table 3, Figs. 10–14 and Tables 4–5; prose in data/reports/aldubai.md.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, by_points, legend, repeat_warning
-from coordinator.output.report import Series, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
+from coordinator.output.report import fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
@@ -30,52 +30,48 @@ from coordinator.reproduce.framework import (
     positive,
     read_report_only,
     run_facts,
+    run_pool,
     runtime_option,
     text,
     texts,
     write_json,
     write_tidy,
 )
+from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
 
-__all__ = ["ALGORITHMS", "CV_KS", "KS", "MESHES", "PREP", "TIMING", "latency_model", "paper_data"]
+__all__ = ["ALGORITHMS", "COLOURS", "CV_KS", "KS", "MESHES", "PREP", "SCENARIOS", "TS", "paper_data"]
 
 NAME = "aldubai"
 SUMMARY = (
-    "seed 004 (Al-Dubai et al.): DP, MP, CP, QG on 16×16 and 32×32 meshes — latency, traffic, CV (Tables 3–5)"
+    "seed 004 (Al-Dubai et al.): DP, MP, CP, QG on 16×16, 24×24 and 32×32 meshes under flit-level wormhole "
+    "switching — contention-free latency, traffic, CV (Table 3, Figs. 10–14, Tables 4–5)"
 )
 DEFAULT_REPEAT = 40  # "averaging values obtained from at least 40 experiments in each case"
+USES = ("jobs",)
 
-MESHES: Mapping[str, str] = {"16x16": "mesh:16x16", "32x32": "mesh:32x32"}
+MESHES: Mapping[str, str] = {"16x16": "mesh:16x16", "24x24": "mesh:24x24", "32x32": "mesh:32x32"}
+#: The runs: scenario → (mesh, message length L in flits, what of the paper it stands for).
+SCENARIOS: Mapping[str, tuple[str, int, str]] = {
+    "16x16-L32": ("16x16", 32, "Fig. 10, Table 3"),
+    "16x16-L64": ("16x16", 64, "Table 4"),
+    "16x16-L128": ("16x16", 128, "Fig. 11"),
+    "24x24-L64": ("24x24", 64, "Fig. 12"),
+    "32x32-L64": ("32x32", 64, "Fig. 13, Table 5"),
+}
 KS: tuple[int, ...] = tuple(range(10, 81, 10))
 CV_KS: tuple[int, ...] = (20, 40, 60, 80)
 ALGORITHMS = ("dp", "mp", "cp", "qg")
 COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
-TIMING = Timing("wormhole", ts=33.0, beta=1.0, flits=64, router=0.0)
-TABLE3_FLITS = 32
-PREP: Mapping[str, float] = {"dp": 2.0, "mp": 2.0, "cp": 4.0, "qg": 16.0}  # §4.2, cycles
+TS = 33  # start-up, cycles; β = 1 cycle per flit
+PREP: Mapping[str, int] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}  # §4.2, cycles (the model's default table)
 METRICS = ("latency_max", "additional_traffic", "cv")
-METRIC_NAMES: Mapping[str, str] = {
-    "latency_max": "mean multicast latency (cycles)",
-    "latency_max_max": "maximum multicast latency (cycles)",
-    "latency_max_without_cp": "mean multicast latency without CP (cycles)",
-    "additional_traffic": "additional traffic (channels)",
-    "cv": "coefficient of variation",
-}
 
 
-def latency_model(
-    timing: Timing, prep: Mapping[str, float] | None = PREP, serialise: bool = True
-) -> wormhole.LatencyFn:
-    """Per delivery: eq. 7, plus the preparation time (``prep`` None: none) and the source's
-    serialisation (``serialise`` False: none), the two terms eq. 7 leaves out."""
-    per_message = timing.ts + timing.flits * timing.beta
-
-    def latency(algorithm: str, step: int, hops: int, startups: int) -> float:
-        queued = (step - hops) * per_message if serialise and startups == 1 else 0.0
-        return timing.latency(step, hops, startups) + (prep or {}).get(algorithm, 0.0) + queued
-
-    return latency
+def _title(scenario: str) -> str:
+    """``16×16 mesh, L = 32 flits``."""
+    mesh, flits, _ = SCENARIOS[scenario]
+    return f"{mesh.replace('x', '×')} mesh, L = {flits} flits"
 
 
 # -- the paper's numbers ---------------------------------------------------------------------------
@@ -102,7 +98,8 @@ def paper_data() -> PaperData:
 def draw_points(
     mesh: str, topology: Topology, ks: Sequence[int], repeat: int, seed: int
 ) -> list[wormhole.Point]:
-    """``repeat`` sets per k: a uniformly random source, then k uniformly random other nodes."""
+    """``repeat`` sets per k: a uniformly random source, then k uniformly random other nodes (the same
+    sets for every message length on a mesh)."""
     rng = random.Random(seed * 1000 + list(MESHES).index(mesh))
     nodes = list(topology.nodes())
     return [
@@ -114,28 +111,73 @@ def draw_points(
     ]
 
 
+Task = tuple[str, tuple[wormhole.Point, ...], RunSettings]
+"""One scenario's sets of one k, and the settings of its runs."""
+
+
+def run_task(task: Task) -> tuple[list[wormhole.McRow], wormhole.EmulationStatus]:
+    """Every set × algorithm of a task, each multicast alone in an idle network (its own run, injected at
+    step 0): flit-level rows (latency = the step its destination received the tail; ``queued`` = the
+    cycles beyond eq. 7 + preparation: injection-channel waits) and eq. 7 alone on the same deliveries."""
+    scenario, points, settings = task
+    topo = Topology.parse(MESHES[SCENARIOS[scenario][0]])
+    em = wormhole.emulate_points(topo, points, ALGORITHMS, settings, apart=True)
+    per, t = TS + settings.flits, Timing("wormhole", float(TS), 1.0, settings.flits, 0.0)  # eq. 7, β = 1
+    rows = [
+        replace(r, queued=r.queued - sum(PREP[r.algorithm] + a["startups"] * per for a in rec["arrivals"]))
+        for r, rec in zip(wormhole.mc_rows(em, lambda _a, step, _h, _s: step), em.records, strict=True)
+    ]
+    return rows + wormhole.mc_rows(em, lambda _a, _step, h, s: t.latency(0, h, s), "eq7"), em.status
+
+
+def _merged(ss: Sequence[wormhole.EmulationStatus]) -> wormhole.EmulationStatus:
+    """A scenario's status from its tasks': complete if all are, the longest multicast's steps."""
+    return wormhole.EmulationStatus(
+        all(s.complete for s in ss),
+        [w for s in ss for w in s.incomplete],
+        max(s.steps for s in ss),
+        round(sum(s.wall_s for s in ss), 1),
+        [e for s in ss for e in s.errors],
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Ours(wormhole.Summaries):
-    """The main model's rows and summaries, the meshes run, and the comparison models' summaries:
-    ``eq7`` (eq. 7 alone), ``t3`` and ``t3_eq7`` (both at Table 3's 32 flits, 16×16, k = 10)."""
+    """The flit-level rows and summaries, the scenarios run, and eq. 7 alone (``eq7``) on the same runs."""
 
-    meshes: tuple[str, ...]
-    models: Mapping[str, wormhole.Summaries]
+    scenarios: tuple[str, ...]
+    eq7: wormhole.Summaries
 
 
 # -- claims -------------------------------------------------------------------------------------
-def _claim(key: str, hits: int, points: int, **fields: Any) -> Claim:
+#: Each claim's scenarios (those run are judged) and the paper's figure or table each stands for.
+CLAIMS: Mapping[str, Mapping[str, str]] = {
+    "claim-cv": {"16x16-L64": "Table 4", "32x32-L64": "Table 5"},
+    "claim-light": {"16x16-L32": "Fig. 10", "16x16-L128": "Fig. 11"},
+    "claim-large": {"24x24-L64": "Fig. 12", "32x32-L64": "Fig. 13"},
+    "claim-traffic": {"16x16-L32": "Fig. 14a", "32x32-L64": "Fig. 14b"},
+    "claim-cp": {
+        "16x16-L32": "Fig. 10",
+        "16x16-L128": "Fig. 11",
+        "24x24-L64": "Fig. 12",
+        "32x32-L64": "Fig. 13",
+    },
+}
+
+
+def _claim(key: str, scenario: str, hits: int, points: int, **fields: Any) -> Claim:
     """A claim over ``points`` that held at ``hits``: source, text, evidence from reports/aldubai.md."""
     numbers = {"hits": hits, "points": points}
-    source, said, evidence = text(NAME, key, numbers, fields).split("\n")
+    where = dict(fig=CLAIMS[key][scenario], title=_title(scenario))
+    source, said, evidence = text(NAME, key, numbers, where, fields).split("\n")
     return Claim(source, said, by_points(hits, points), evidence, numbers)
 
 
 def _compare(
-    ours: Ours, mesh: str, pairs: Iterable[tuple[str, str]], metric: str, what: str = "mean latency"
+    ours: Ours, scenario: str, pairs: Iterable[tuple[str, str]], metric: str, what: str = "mean latency"
 ) -> tuple[list[wormhole.Comparison], str]:
-    """Each (a, b) of ``pairs`` compared on ``metric`` over ``mesh``'s sets, and their sentences."""
-    cs = [wormhole.paired(ours.rows, mesh, a, b, metric) for a, b in pairs]
+    """Each (a, b) of ``pairs`` compared on ``metric`` over ``scenario``'s sets, and their sentences."""
+    cs = [wormhole.paired(ours.rows, scenario, a, b, metric) for a, b in pairs]
     return cs, "; ".join(wormhole.compare_text(c, c.a.upper(), c.b.upper(), what) for c in cs)
 
 
@@ -145,7 +187,7 @@ def _ks(ks: Sequence[int]) -> str:
 
 
 Extreme = tuple[str, str, str, Callable[..., str], bool, str]
-#: "ALG has the lowest / highest METRIC" per mesh: text, algorithm, metric, min or max, at CV_KS only?, what.
+#: "ALG has the lowest / highest METRIC": text, algorithm, metric, min or max, at CV_KS only?, what.
 EXTREMES: tuple[Extreme, ...] = (
     ("claim-cv", "qg", "cv", min, True, "CV"),
     ("claim-traffic", "qg", "additional_traffic", min, False, "additional traffic"),
@@ -153,26 +195,26 @@ EXTREMES: tuple[Extreme, ...] = (
 )
 
 
-def _extreme_claim(ours: Ours, mesh: str, extreme: Extreme) -> Claim:
-    """Where on ``mesh`` an algorithm has the lowest (highest) mean of a metric, and how QG compares."""
+def _extreme_claim(ours: Ours, scenario: str, extreme: Extreme) -> Claim:
+    """Where an algorithm has the lowest (highest) mean of a metric, and how QG compares."""
     key, alg, metric, pick, cv, what = extreme
 
     def best(k: int) -> str | None:
-        known = {a: v for a in ALGORITHMS if (v := ours.mean(mesh, a, k, metric)) is not None}
+        known = {a: v for a in ALGORITHMS if (v := ours.mean(scenario, a, k, metric)) is not None}
         return pick(known, key=lambda a: known[a]) if known else None
 
     winner = {k: best(k) for k in ours.ks if not cv or k in CV_KS}
     hits = [k for k, a in winner.items() if a == alg]
     winners = ", ".join(f"k={k}: {(a or '—').upper()}" for k, a in winner.items())
-    _, sig = _compare(ours, mesh, [("qg", a) for a in ALGORITHMS if a != "qg"], metric, what)
-    fields = dict(mesh=mesh.replace("x", "×"), n=len(ours.ks), ks=_ks(hits), winners=winners, sig=sig)
-    return _claim(key, len(hits), len(winner), **fields)
+    _, sig = _compare(ours, scenario, [("qg", a) for a in ALGORITHMS if a != "qg"], metric, what)
+    fields = dict(n=len(ours.ks), ks=_ks(hits), winners=winners, sig=sig)
+    return _claim(key, scenario, len(hits), len(winner), **fields)
 
 
-def _light_claim(ours: Ours, mesh: str = "16x16") -> Claim:
-    """DP and MP both below both QG and CP at light load (k ≤ 20) on the small mesh."""
+def _light_claim(ours: Ours, scenario: str) -> Claim:
+    """DP and MP both below both QG and CP at light load (k ≤ 20)."""
     light = [k for k in ours.ks if k <= 20]
-    lat = {k: {a: ours.mean(mesh, a, k, "latency_max") for a in ALGORITHMS} for k in light}
+    lat = {k: {a: ours.mean(scenario, a, k, "latency_max") for a in ALGORITHMS} for k in light}
 
     def side(k: int, pick: Callable[..., float], algs: str, missing: float) -> float:  # a missing one fails
         return pick(missing if (v := lat[k][a]) is None else v for a in algs.split())
@@ -182,62 +224,67 @@ def _light_claim(ours: Ours, mesh: str = "16x16") -> Claim:
         f"k={k}: " + ", ".join(f"{a.upper()} {fmt(v, 1)}" for a, v in lat[k].items()) + " cycles"
         for k in light
     )
-    _, sig = _compare(ours, mesh, [("dp", "qg"), ("mp", "qg")], "latency_max")
-    return _claim("claim-light", hits, len(light), values=values, sig=sig)
+    _, sig = _compare(ours, scenario, [("dp", "qg"), ("mp", "qg")], "latency_max")
+    return _claim("claim-light", scenario, hits, len(light), values=values, sig=sig)
 
 
-def _large_claim(ours: Ours, mesh: str = "32x32") -> Claim:
-    """QG beats DP and MP on the larger mesh."""
-    cs, sig = _compare(ours, mesh, [("qg", "dp"), ("qg", "mp")], "latency_max")
+def _large_claim(ours: Ours, scenario: str) -> Claim:
+    """QG beats DP and MP on a larger mesh."""
+    cs, sig = _compare(ours, scenario, [("qg", "dp"), ("qg", "mp")], "latency_max")
     both = sorted(set(cs[0].lower) & set(cs[1].lower))
-    return _claim("claim-large", len(both), len(ours.ks), ks=_ks(both), sig=sig)
+    return _claim("claim-large", scenario, len(both), len(ours.ks), ks=_ks(both), sig=sig)
 
 
 def claims(ours: Ours) -> list[Claim]:
-    """The paper's comparative claims, each checked against our contention-free data."""
-    out = [_extreme_claim(ours, mesh, EXTREMES[0]) for mesh in ours.meshes]
-    out += [_light_claim(ours)] if "16x16" in ours.meshes else []
-    out += [_large_claim(ours)] if "32x32" in ours.meshes else []
-    return out + [_extreme_claim(ours, mesh, e) for e in EXTREMES[1:] for mesh in ours.meshes]
+    """The paper's comparative claims, each checked on the flit-level runs of the scenarios run."""
+
+    def run(key: str) -> list[str]:
+        return [s for s in CLAIMS[key] if s in ours.scenarios]
+
+    out = [_extreme_claim(ours, s, EXTREMES[0]) for s in run("claim-cv")]
+    out += [_light_claim(ours, s) for s in run("claim-light")]
+    out += [_large_claim(ours, s) for s in run("claim-large")]
+    return out + [_extreme_claim(ours, s, e) for e in EXTREMES[1:] for s in run(e[0])]
 
 
 # -- report ----------------------------------------------------------------------------------------
-def _mesh_tables(ours: Ours, table: Callable[[str], str], numbers: Mapping[str, str] | None = None) -> str:
-    """A table per mesh run, each under a heading ``### 16×16 mesh`` (after the paper's table ``numbers``)."""
+def _tables(ours: Ours, table: Callable[[str], str], which: Mapping[str, str] | None = None) -> str:
+    """A table per scenario run of ``which`` (default all) under ``### LABEL: 16×16 mesh, L = 32 flits``."""
+    labels = which or {s: f[2] for s, f in SCENARIOS.items()}
     return "\n".join(
-        f"### {(numbers or {}).get(m, '')}{m.replace('x', '×')} mesh\n\n{table(m)}" for m in ours.meshes
+        f"### {lab}: {_title(s)}\n\n{table(s)}" for s, lab in labels.items() if s in ours.scenarios
     )
 
 
-def _cv_table(ours: Ours, paper: PaperData, mesh: str) -> str:
+def _cv_table(ours: Ours, paper: PaperData, scenario: str) -> str:
     """Table 4 or 5: per k and algorithm, the paper's CV and QG_IMPR% (% above QG's CV) beside ours."""
-    rows = []
+    mesh, rows = SCENARIOS[scenario][0], []
     for k, a in ((k, a) for k in CV_KS if k in ours.ks for a in ALGORITHMS):
-        p, o = paper.cv.get((mesh, k, a)), ours.mean(mesh, a, k, "cv")
-        qg = paper.cv.get((mesh, k, "qg")), ours.mean(mesh, "qg", k, "cv")
+        p, o = paper.cv.get((mesh, k, a)), ours.mean(scenario, a, k, "cv")
+        qg = paper.cv.get((mesh, k, "qg")), ours.mean(scenario, "qg", k, "cv")
         impr = [
             None if a == "qg" or v is None or not q else (v - q) / q * 100
             for v, q in zip((p, o), qg, strict=True)
         ]
-        cell = wormhole.ci_cell(ours.stat(mesh, a, k, "cv"), 3)
+        cell = wormhole.ci_cell(ours.stat(scenario, a, k, "cv"), 3)
         rows.append([k, a.upper(), fmt(p, 3), cell, fmt_delta(o, p, 3), *(fmt(x, 1) for x in impr)])
     header = ("k", "algorithm", "paper CV (loaded)", "ours CV (contention-free)", "ours − paper")
     return markdown_table([*header, "paper QG_IMPR%", "ours QG_IMPR%"], rows, "rlrrrrr")
 
 
-def _table3(ours: Ours, paper: PaperData) -> str:
-    """The paper's Table 3 beside ours, under our model and under eq. 7 alone."""
+def _table3(ours: Ours, paper: PaperData, scenario: str = "16x16-L32") -> str:
+    """The paper's Table 3 beside ours (flit level) and eq. 7 alone on the same deliveries."""
     rows = [
         [
             a.upper(),
             "—" if (p := paper.table3.get(a)) is None else fmt_ci(*p, 2),
-            wormhole.ci_cell(s := ours.models["t3"].stat("16x16", a, 10, "latency_max"), 2),
+            wormhole.ci_cell(s := ours.stat(scenario, a, 10, "latency_max"), 2),
             fmt_delta(None if s is None else s.mean, None if p is None else p[0], 2),
-            wormhole.ci_cell(ours.models["t3_eq7"].stat("16x16", a, 10, "latency_max"), 2),
+            wormhole.ci_cell(ours.eq7.stat(scenario, a, 10, "latency_max"), 2),
         ]
         for a in ALGORITHMS
     ]
-    return markdown_table(["algorithm", "paper", "ours", "ours − paper", "ours, eq. 7 alone"], rows, "lrrrr")
+    return markdown_table(["algorithm", "paper", "ours", "ours − paper", "eq. 7 alone"], rows, "lrrrr")
 
 
 #: The per-point table's columns: header, algorithm, metric, the cell of a point's :class:`wormhole.Stat`.
@@ -250,61 +297,48 @@ POINT_COLUMNS: list[wormhole.Column] = [
     )
     for a in ALGORITHMS
 ]
-#: The paper's number of each mesh's CV table.
-CV_TABLES = {"16x16": "Table 4: ", "32x32": "Table 5: "}
-
-
-def _overall(ours: Ours) -> str:
-    """Per mesh and algorithm, mean latency / CV averaged over the points: eq. 7 alone, then ours."""
-
-    def avg(s: wormhole.Summaries, mesh: str, a: str) -> str:
-        known = (
-            [v for k in ours.ks if (v := s.mean(mesh, a, k, m)) is not None] for m in ("latency_max", "cv")
-        )
-        lat, cv = (statistics.fmean(vs) if vs else None for vs in known)
-        return f"{fmt(lat, 1)} / {fmt(cv, 3)}"
-
-    return "; ".join(
-        f"{mesh} {a.upper()} {avg(ours.models['eq7'], mesh, a)} (ours {avg(ours, mesh, a)})"
-        for mesh in ours.meshes
-        for a in ALGORITHMS
-    )
 
 
 NO_CP = "; CP left out (its scale hides the others)"
-#: The plots of each mesh: name, metric, which :class:`wormhole.Stat` field, algorithms, what the note adds.
-PLOTS: tuple[tuple[str, str, str, Sequence[str], str], ...] = (
-    ("latency_max", "latency_max", "mean", ALGORITHMS, ""),
-    ("latency_max_without_cp", "latency_max", "mean", ("dp", "mp", "qg"), NO_CP),
-    ("latency_max_max", "latency_max", "max", ALGORITHMS, ""),
-    ("additional_traffic", "additional_traffic", "mean", ALGORITHMS, ""),
-    ("cv", "cv", "mean", ALGORITHMS, "; paper: Tables 4–5, with background load (interarrival 250 cycles)"),
+#: Each scenario's plots: name, y label, metric, which :class:`wormhole.Stat` field, algorithms, note.
+PLOTS: tuple[tuple[str, str, str, str, Sequence[str], str], ...] = (
+    ("latency_max_mean", "mean multicast latency", "latency_max", "mean", ALGORITHMS, ""),
+    ("latency_max_without_cp", "mean multicast latency", "latency_max", "mean", ("dp", "mp", "qg"), NO_CP),
+    ("latency_max_max", "maximum multicast latency", "latency_max", "max", ALGORITHMS, ""),
+    (
+        "additional_traffic",
+        "additional traffic",
+        "additional_traffic",
+        "mean",
+        ALGORITHMS,
+        "; same for every L",
+    ),
 )
 
 
-def write_plots(out: Path, ours: Ours, paper: PaperData) -> list[Path]:
-    """Per mesh: mean latency (also without CP), maximum latency, additional traffic, CV (paper's dashed)."""
+def write_plots(out: Path, ours: Ours) -> list[Path]:
+    """Per scenario: mean latency (also without CP) and maximum latency; per mesh: additional traffic."""
+    first = {SCENARIOS[s][0]: s for s in reversed(ours.scenarios)}  # traffic, once per mesh
 
-    def curves(mesh: str, a: str, metric: str, value: str) -> list[Series]:
-        """Ours for one algorithm, then the paper's CVs beside them."""
-        stats = [ours.stat(mesh, a, k, metric) for k in ours.ks]
-        mine = wormhole.ci_series(f"{a.upper()} (ours)", ours.ks, stats, COLOURS[a], value=value)
-        if metric != "cv":
-            return [mine]
-        cvs = [paper.cv.get((mesh, k, a)) for k in CV_KS]
-        return [mine, Series(f"{a.upper()} (paper, loaded)", list(CV_KS), cvs, True, COLOURS[a])]
+    def plot(s: str, key: str, label: str, metric: str, value: str, algs: Sequence[str], extra: str) -> Path:
+        name, title = (
+            (SCENARIOS[s][0], _title(s).split(", L")[0]) if metric == "additional_traffic" else (s, _title(s))
+        )
+        stats = {a: [ours.stat(s, a, k, metric) for k in ours.ks] for a in algs}
+        return plot_series(
+            out / "plots" / f"{name}_{key}.png",
+            [wormhole.ci_series(a.upper(), ours.ks, stats[a], COLOURS[a], value=value) for a in algs],
+            f"{label}, {title}",
+            "number of destinations",
+            label + (" (channels)" if metric == "additional_traffic" else " (cycles)"),
+            f"flit-level wormhole, each multicast alone, {ours.repeat} sets per point, 95% CI shaded{extra}",
+        )
 
     return [
-        plot_series(
-            out / "plots" / f"{mesh}_{key}.png",
-            [c for a in algs for c in curves(mesh, a, metric, value)],
-            f"{METRIC_NAMES[key].split(' (')[0]}, {mesh.replace('x', '×')} mesh, L = {TIMING.flits}",
-            "number of destinations",
-            METRIC_NAMES[key],
-            f"ours: contention-free, {ours.repeat} sets per point, 95% CI shaded{extra}",
-        )
-        for mesh in ours.meshes
-        for key, metric, value, algs, extra in PLOTS
+        plot(s, *p)
+        for s in ours.scenarios
+        for p in PLOTS
+        if p[2] != "additional_traffic" or first[SCENARIOS[s][0]] == s
     ]
 
 
@@ -320,23 +354,22 @@ def build_report(
     """report.md's text."""
     return (
         texts(NAME)["report"].format(
-            **{**meta, "meshes": ", ".join(m.replace("x", "×") for m in ours.meshes)},
+            **meta,
+            runs="; ".join(f"{_title(s)} ({SCENARIOS[s][2]})" for s in ours.scenarios),
             ks=", ".join(map(str, ours.ks)),
-            t=TIMING,
-            per=TIMING.ts + TIMING.flits * TIMING.beta,
+            ts=TS,
             run_status="; ".join(
-                f"{m}: {s.state} ({s.steps} lockstep steps, {len(s.errors)} node errors)"
-                for m, s in status.items()
+                f"{s}: {st.state} (longest multicast {st.steps} cycles, {len(st.errors)} node errors)"
+                for s, st in status.items()
             ),
-            overall=_overall(ours),
             legend=legend(ours.repeat),
             claims="\n".join(c.markdown() for c in cs),
             cv_source=paper.cv_source,
-            cv_tables=_mesh_tables(ours, partial(_cv_table, ours, paper), CV_TABLES),
+            cv_tables=_tables(ours, partial(_cv_table, ours, paper), CLAIMS["claim-cv"]),
             t3_source=paper.table3_source,
-            floor=2 * (TIMING.ts + TABLE3_FLITS * TIMING.beta),
+            floor=2 * (TS + 32),
             table3=_table3(ours, paper),
-            latency_tables=_mesh_tables(ours, lambda m: wormhole.point_table(ours, m, POINT_COLUMNS)),
+            latency_tables=_tables(ours, lambda s: wormhole.point_table(ours, s, POINT_COLUMNS)),
             plots="\n".join(wormhole.plot_links(plots, out)),
         )
         + "\n"
@@ -346,58 +379,69 @@ def build_report(
 # -- command ------------------------------------------------------------------------------------
 OPTIONS = (
     Option(
-        "--meshes", "which meshes, a comma list of 16x16 and 32x32 (default both)", default=",".join(MESHES)
+        "--meshes",
+        "which meshes, a comma list of 16x16, 24x24, 32x32 (default all); 16x16 runs L = 32, 64 and 128",
+        default=",".join(MESHES),
     ),
-    runtime_option(),
-    Option("--wall-budget", "wall-clock budget per emulation (s)", float, 7200.0),
+    runtime_option(
+        "model",
+        help="where the nodes run (default model, the flit-level reference model; in-process, processes and "
+        "containers give the same records but start every node anew per multicast: slow, hours at 32x32)",
+    ),
+    Option("--wall-budget", "wall-clock budget per multicast's run (s)", float, 7200.0),
 )
-#: The latency models timing one emulation: the main one, eq. 7 alone, and both at Table 3's 32 flits.
-_T3 = Timing("wormhole", TIMING.ts, TIMING.beta, TABLE3_FLITS, TIMING.router)
-MODELS: Mapping[str, wormhole.LatencyFn] = {
-    "main": latency_model(TIMING),
-    "eq7": latency_model(TIMING, None, serialise=False),
-    "t3": latency_model(_T3),
-    "t3_eq7": latency_model(_T3, None, serialise=False),
-}
 
 
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
-    """One emulation per mesh; tidy.csv (main model), tidy_models.csv (the others), reproduction.json."""
+    """The meshes' scenarios; tidy.csv (flit level), tidy_models.csv (eq. 7 alone), reproduction.json."""
     meshes = names_in(args.meshes, MESHES, "--meshes")
     positive(args.wall_budget, "--wall-budget")
-    settings = lockstep_settings(args, "all-port")
+    scenarios = [s for s, (m, _, _) in SCENARIOS.items() if m in meshes]
     watch = Stopwatch()
-    rows: list[wormhole.McRow] = []
-    others: list[wormhole.McRow] = []
-    status: dict[str, dict[str, Any]] = {}
-    for mesh in meshes:
-        topo = Topology.parse(MESHES[mesh])
-        points = draw_points(mesh, topo, KS, args.repeat, args.seed)
-        em = wormhole.emulate_points(topo, points, ALGORITHMS, settings, None, ctx.progress)
-        status[mesh] = asdict(em.status)
-        rows += wormhole.mc_rows(em, MODELS["main"])
-        others += wormhole.mc_rows(em, MODELS["eq7"], "eq7")
-        if mesh == "16x16":
-            others += [r for m in ("t3", "t3_eq7") for r in wormhole.mc_rows(em, MODELS[m], m) if r.k == 10]
-    wormhole.write_rows(out / "tidy.csv", rows)
-    wormhole.write_rows(out / "tidy_models.csv", others)
+    points = {m: draw_points(m, Topology.parse(MESHES[m]), KS, args.repeat, args.seed) for m in meshes}
+    tasks: list[Task] = []
+    for s in scenarios:
+        mesh, flits, _ = SCENARIOS[s]
+        settings = lockstep_settings(
+            args, "all-port", contention="shared", switching="wormhole", flits=flits, ts=TS
+        )
+        tasks += [(s, tuple(replace(p, scenario=s) for p in points[mesh] if p.k == k), settings) for k in KS]
+    done = run_pool(
+        run_task,
+        tasks,
+        args.jobs,
+        ctx.progress,
+        cost=lambda t: t[1][0].k * int(t[0][:2]) ** 2,
+    )
+    rows = [r for rs, _ in done for r in rs]
+    wormhole.write_rows(out / "tidy.csv", (r for r in rows if r.model == "main"))
+    wormhole.write_rows(out / "tidy_models.csv", (r for r in rows if r.model == "eq7"))
+    status = {
+        s: asdict(_merged([st for t, (_, st) in zip(tasks, done, strict=True) if t[0] == s]))
+        for s in scenarios
+    }
     extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]
-    facts = dict(seed=args.seed, repeat=args.repeat, meshes=list(meshes), runtime=args.runtime)
-    meta = run_facts(command_line(NAME, args, *extra), watch, **facts, multicasts=len(rows), status=status)
+    extra += [] if args.runtime == "model" else [f"--runtime {args.runtime}"]
+    facts = dict(seed=args.seed, repeat=args.repeat, scenarios=scenarios, runtime=args.runtime)
+    meta = run_facts(
+        command_line(NAME, args, *extra), watch, **facts, multicasts=len(rows) // 2, status=status
+    )
     write_json(out / "reproduction.json", meta)
 
 
 def _read(out: Path) -> tuple[Ours, dict[str, wormhole.EmulationStatus], dict[str, Any]]:
     meta = json.loads((out / "reproduction.json").read_text())
-    repeat, others = int(meta["repeat"]), wormhole.read_rows(out / "tidy_models.csv")
+    repeat = int(meta["repeat"])
 
-    def summaries(rows: list[wormhole.McRow]) -> wormhole.Summaries:
+    def summaries(path: Path) -> wormhole.Summaries:
+        rows = wormhole.read_rows(path)
         return wormhole.Summaries(rows, wormhole.summarise_rows(rows, METRICS), KS, repeat)
 
-    models = {m: summaries([r for r in others if r.model == m]) for m in ("eq7", "t3", "t3_eq7")}
-    main = summaries(wormhole.read_rows(out / "tidy.csv"))
-    ours = Ours(main.rows, main.summary, KS, repeat, tuple(meta["meshes"]), models)
-    return ours, {m: wormhole.EmulationStatus(**s) for m, s in meta["status"].items()}, meta
+    main = summaries(out / "tidy.csv")
+    ours = Ours(
+        main.rows, main.summary, KS, repeat, tuple(meta["scenarios"]), summaries(out / "tidy_models.csv")
+    )
+    return ours, {s: wormhole.EmulationStatus(**st) for s, st in meta["status"].items()}, meta
 
 
 def run(args: Any, ctx: Context) -> int:
@@ -410,6 +454,6 @@ def run(args: Any, ctx: Context) -> int:
     if (warning := repeat_warning(ours.repeat)) is not None:
         ctx.warn(f"aldubai: {warning}")
     write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
-    report = build_report(ours, cs, paper, status, write_plots(out, ours, paper), out, meta)
+    report = build_report(ours, cs, paper, status, write_plots(out, ours), out, meta)
     said = f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
     return finish(ctx, out, report, said, map(Claim.markdown, cs), all(s.complete for s in status.values()))
