@@ -455,8 +455,27 @@ def _load_cell(x: Mapping[str, Any] | None) -> str:
     """``latency / throughput`` of one point (``saturated`` instead of its latency), — if not run."""
     if x is None:
         return "—"
-    p = x["point"]
-    return f"{'saturated' if x['saturated'] else fmt(p.latency, 1)} / {p.throughput:.4f}"
+    p, why = x["point"], x["saturated"] or ""
+    return f"{'deadlock' if _stuck(x) else 'saturated' if why else fmt(p.latency, 1)} / {p.throughput:.4f}"
+
+
+def _stuck(x: Mapping[str, Any]) -> bool:
+    """Did this point's run end in a deadlock (rather than not draining in time)?"""
+    return (x["saturated"] or "").startswith("deadlock")
+
+
+def _deadlocks(by_sweep: Mapping[str, Rows], s: Setup) -> str:
+    """The paragraph naming, per sweep and algorithm, the lowest rate whose run deadlocked."""
+    first: dict[tuple[str, str], float] = {}
+    for x in s.sweeps:
+        for r in by_sweep.get(x.name, []):
+            key = (x.title.split(" (")[0], r["point"].algorithm.upper())
+            if _stuck(r):
+                first[key] = min(first.get(key, r["point"].rate), r["point"].rate)
+    if not first:
+        return ""
+    where = "; ".join(f"{t}: {a} from {rate:g}" for (t, a), rate in first.items())
+    return texts(NAME)["deadlocks"].format(where=where) + "\n\n"
 
 
 def _load_table(rows: Rows) -> str:
@@ -523,6 +542,7 @@ def build_report(
         interval=INTERARRIVAL_CYCLES,
         note=t["note"].format(cells=", ".join(grown)) + "\n\n" if grown else "",
         cut=t["cut"].format(cells=", ".join(cut)) + "\n\n" if cut else "",
+        deadlocks=_deadlocks(by_sweep, s),
         legend=legend(meta["repeat"]),
         claims="".join(c.markdown() + "\n" for c in claims),
         load_tables="\n".join(f"### {x.title}\n\n{_load_table(_merged(by_sweep, x))}" for x in s.sweeps),
