@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_single_source_streams_at_250_cycles() -> None:
     assert len({m.source for m in poisson_plan(topo, "qg", Traffic(0.05, 5, 400, seed=2)).multicasts}) > 50
 
 
-def _pt(alg: str, rate: float, lat: float | None, thr: float) -> dict[str, object]:
+def _pt(alg: str, rate: float, lat: float | None, thr: float) -> dict[str, Any]:
     p = LoadPoint(alg, rate, rate * 10, thr, lat, (lat, lat), [], None, 100, 5)
     return {"sweep": "mc", "point": p, "saturated": None if lat is not None else "x"}
 
