@@ -100,8 +100,9 @@ async def test_the_session_leads_records_a_bad_step_done_and_ends_when_a_node_is
 
     s = RunSettings(wall_budget=20, runtime="processes", sync="barrier")
     session = session_module.Session(plan, s, send_to, broadcast, inbox_rx)
-    for n in ((0, 0), (1, 0)):
+    for n in ((0, 0), (1, 0)):  # (0,0) is assigned once (1,0), which it dials, said hello
         inbox_tx.send_nowait(protocol.encode(protocol.Hello(n, "h")))
+    for n in ((0, 0), (1, 0)):
         inbox_tx.send_nowait(protocol.encode(protocol.Ready(n)))
     inbox_tx.send_nowait(protocol.encode(protocol.StepDone((0, 0), None, False, 0)))
     inbox_tx.send_nowait(protocol.encode(protocol.StepDone((1, 0), 4)))  # not joining: does not fit

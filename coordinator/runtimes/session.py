@@ -8,6 +8,11 @@ follows the phase table of :mod:`node.protocol`; a message out of order is recor
 says why and keeps what it has. A node declared lost ends the run at once (the others are
 stopped and their final reports kept); a lost broker is named in the incomplete causes.
 
+A node is assigned once it and every neighbour it dials (:func:`node.tcp.dials`) have said
+hello: a node listens before its hello, so no node dials a port nobody listens on yet. Without
+this, nodes started early retried their dials for as long as the start-up lasted, and at 1,024
+node processes those retries took much of the CPU the later nodes needed to start.
+
 Under ``sync: barrier`` (lockstep across processes without null frames) the session is also
 the step barrier's leader (:class:`coordinator.runtimes.leader.Leader`): after start it takes
 in every node's step-done and sends go to the nodes due at the next step, then to every node
@@ -29,6 +34,7 @@ from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
 from node.protocol import Phase, ProtocolError
+from node.tcp import dials
 from node.topology import Coord
 
 __all__ = ["Session"]
@@ -97,6 +103,7 @@ class Session:
         self._watch_lost = False
         self._leader: Leader | None = None
         self._stalled = ""
+        self._said_hello: set[Coord] = set()
 
     @property
     def barrier(self) -> bool:
@@ -192,7 +199,7 @@ class Session:
                     "plug-in where the nodes run (the container image: EXTRA_WHEELS, docs/deploy.md)"
                 )
                 raise _Refused
-            await self._to(node, self._assign(node))
+            await self._assign_those_ready(node)
         elif isinstance(msg, protocol.Counters):
             self._counters[node] = (msg.probe, msg.sent, msg.received)
         elif isinstance(msg, protocol.StepDone):
@@ -211,6 +218,19 @@ class Session:
                 if self._watch_lost:
                     raise _NodeLost
         return node
+
+    async def _assign_those_ready(self, node: Coord) -> None:
+        """``node`` said hello: assign it and the neighbours that dial it, each once every
+        neighbour it dials has said hello too (so its dials find a listener)."""
+        self._said_hello.add(node)
+        neighbours = self.plan.topology.neighbours
+        for n in (node, *sorted({p for p in neighbours(node).values() if dials(p, node)})):
+            if (
+                n in self._said_hello
+                and self.phases.get(n) == Phase.HELLO
+                and all(p in self._said_hello for p in neighbours(n).values() if dials(n, p))
+            ):
+                await self._to(n, self._assign(n))
 
     def _lacking(self, hello: protocol.Hello) -> list[str]:
         """The plan's algorithms that this node says it cannot run (none if it did not say)."""
