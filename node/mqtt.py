@@ -28,6 +28,7 @@ sends every client's will) is reported to the session as a ``done`` message with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -45,6 +46,8 @@ from urllib.parse import unquote, urlsplit
 import aiomqtt
 import trio
 import trio_asyncio
+from paho.mqtt.client import MQTT_ERR_SUCCESS
+from paho.mqtt.client import time_func as paho_time
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -52,10 +55,12 @@ from node import protocol
 from node.topology import Coord
 
 __all__ = [
+    "KEEPALIVE",
     "LOST_GRACE",
     "BrokerAddress",
     "CoordinatorBus",
     "MqttControl",
+    "keepalive",
     "open_coordinator_bus",
     "open_node_control",
     "parse_broker",
@@ -75,6 +80,7 @@ attempt would otherwise take 5 s."""
 """Seconds after a node's will before it counts as lost (a broker restart is not a death)."""
 PUBLISH_TIMEOUT: Final = 10.0
 KEEPALIVE: Final = 5
+"""MQTT keep-alive, seconds (``MESHCAST_MQTT_KEEPALIVE`` raises it: see :func:`keepalive`)."""
 CLOSE_GRACE: Final = 5.0
 """How long closing an endpoint waits for its unsent messages to be acknowledged."""
 
@@ -175,6 +181,17 @@ class _TrioSafeClient(aiomqtt.Client):
 
         self._loop.call_soon_threadsafe(register)
 
+    async def _misc_loop(self) -> None:
+        """paho's keep-alive housekeeping, woken only when a keep-alive deadline is due.
+
+        aiomqtt wakes it every second; across 1,024 idle node processes those wakes alone
+        took about a core of this 2-core machine. paho pings once nothing went out or came in
+        for a keep-alive period and gives up once a ping is a period old, so nothing happens
+        in between (the same deadlines as paho's ``_check_keepalive``)."""
+        client = self._client
+        while client.loop_misc() == MQTT_ERR_SUCCESS:
+            await asyncio.sleep(_next_keepalive_check(client))
+
     def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
         def callback() -> None:
             try:
@@ -196,6 +213,36 @@ class _TrioSafeClient(aiomqtt.Client):
         super()._on_socket_close(client, userdata, sock)
         with contextlib.suppress(Exception):
             trio.lowlevel.notify_closing(sock)
+
+
+def keepalive() -> int:
+    """This client's MQTT keep-alive: ``MESHCAST_MQTT_KEEPALIVE`` seconds, never below
+    :data:`KEEPALIVE` (a bad value gives the default). A launcher of hundreds of node processes
+    on few cores raises it: a node starved of CPU for 1.5 keep-alives is cut off by the broker
+    and declared lost although it is only slow. A killed node is still seen at once (its TCP
+    connection closes); only a frozen one takes longer to be declared lost."""
+    try:
+        value = int(os.environ.get("MESHCAST_MQTT_KEEPALIVE", KEEPALIVE))
+    except ValueError:
+        return KEEPALIVE
+    return max(KEEPALIVE, value)
+
+
+def _next_keepalive_check(client: Any) -> float:
+    """Seconds until paho's keep-alive has something to do (a ping, or a ping's timeout);
+    one second, aiomqtt's own period, where paho's bookkeeping is not there to read."""
+    keepalive = float(getattr(client, "_keepalive", 0) or 0)
+    try:
+        last = min(float(client._last_msg_out), float(client._last_bytes_received))
+        ping_t = float(client._ping_t)
+    except (AttributeError, TypeError, ValueError):
+        return 1.0
+    if keepalive <= 0:
+        return 1.0
+    due = last + keepalive
+    if ping_t > 0:
+        due = min(due, ping_t + keepalive)
+    return min(keepalive, max(0.05, due - paho_time()))
 
 
 @asynccontextmanager
@@ -322,7 +369,7 @@ class _Endpoint:
             identifier=self.client_id,
             protocol=aiomqtt.ProtocolVersion.V5,
             will=self.will,
-            keepalive=KEEPALIVE,
+            keepalive=keepalive(),
             timeout=PUBLISH_TIMEOUT,
             properties=props,
         ) as client:
@@ -480,6 +527,7 @@ class CoordinatorBus(_Endpoint):
         self._may_publish.set()
         self._in_tx, self.inbox = trio.open_memory_channel[bytes](math.inf)
         self.done: set[Coord] = set()
+        self._done_events: dict[Coord, trio.Event] = {}
         self.online: set[Coord] = set()
         self._offline_since: dict[Coord, float] = {}
         self.lost: set[Coord] = set()
@@ -513,7 +561,7 @@ class CoordinatorBus(_Endpoint):
         if data is None:
             return
         if node not in self.done and _is_done(data):
-            self.done.add(node)
+            self._mark_done(node)
             self._offline_since.pop(node, None)
         self._in_tx.send_nowait(data)
 
@@ -534,12 +582,24 @@ class CoordinatorBus(_Endpoint):
                     f" and did not return within {grace:g} s",
                 )
 
+    def _mark_done(self, node: Coord) -> None:
+        self.done.add(node)
+        event = self._done_events.pop(node, None)
+        if event is not None:
+            event.set()
+
+    async def wait_done(self, node: Coord) -> None:
+        """Return once ``node``'s final report (or its loss) has come in: an event, not a poll,
+        so a thousand node tasks waiting for theirs cost the coordinator nothing."""
+        if node not in self.done:
+            await self._done_events.setdefault(node, trio.Event()).wait()
+
     def report_lost(self, node: Coord, why: str) -> None:
         """Tell the session ``node`` is gone: a ``done`` whose status starts with ``lost:``."""
         if node in self.done:
             return
         self.lost.add(node)
-        self.done.add(node)
+        self._mark_done(node)
         self._offline_since.pop(node, None)
         self.log(f"node ({node[0]},{node[1]}) lost: {why}")
         self._in_tx.send_nowait(protocol.encode(protocol.Done(node, f"lost: {why}")))

@@ -13,6 +13,7 @@ the run directory (``settings.run_dir``, or a temporary one that is removed afte
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import random
 import secrets
@@ -37,7 +38,7 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
-from node.mqtt import BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
+from node.mqtt import KEEPALIVE, BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
 from node.tcp import peer_entry
 from node.topology import Coord, Topology
 
@@ -272,6 +273,11 @@ async def _launcher(env: dict[str, str], workdir: Path) -> AsyncIterator[Launch]
                     trio.run_process,
                     [sys.executable, "-m", "coordinator.runtimes.forkserver"],
                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, check=False,
+                    # its own session, so its own scheduler autogroup: with autogrouping on
+                    # (Linux's default on desktops and many servers) CPU is shared between
+                    # sessions first, and 1,024 nodes waking at once then cannot starve the
+                    # broker and this coordinator into lost keep-alives
+                    start_new_session=True,
                 )
             )  # fmt: skip
         assert proc.stdin is not None and proc.stdout is not None
@@ -295,8 +301,7 @@ async def _child(
     returncode = await launch(argv, logpath, f"node {node[0]},{node[1]}")
     # its final report may still be on its way through the broker (a node flushes before it exits)
     with trio.move_on_after(REPORT_GRACE if returncode == 0 else 2.0):
-        while node not in bus.done:
-            await trio.sleep(0.05)
+        await bus.wait_done(node)
     if node not in bus.done:
         tail = _tail(logpath)
         why = f"its process exited with status {returncode} before its final report" + (
@@ -399,6 +404,9 @@ async def _run(
     # the coordinator waits for every node before the next step of the handshake: with
     # hundreds of nodes starting on few cores, the first ones wait longer than a node's default
     env.setdefault("MESHCAST_HANDSHAKE_TIMEOUT", str(max(60.0, settings.wall_budget)))
+    # and when all of them wake at once (the run's end), a node may wait seconds for a core:
+    # a keep-alive of a second per 64 nodes keeps the broker from cutting off the slow ones
+    env.setdefault("MESHCAST_MQTT_KEEPALIVE", str(max(KEEPALIVE, math.ceil(len(nodes) / 64))))
     url = f"mqtt://{address.host}:{address.port}"
     early: list[str] = []
     async with open_coordinator_bus(address, run_id) as bus:
