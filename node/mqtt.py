@@ -61,6 +61,7 @@ __all__ = [
     "CoordinatorBus",
     "MqttControl",
     "keepalive",
+    "keepalive_for",
     "open_coordinator_bus",
     "open_node_control",
     "parse_broker",
@@ -226,6 +227,12 @@ def keepalive() -> int:
     except ValueError:
         return KEEPALIVE
     return max(KEEPALIVE, value)
+
+
+def keepalive_for(nodes: int, per_second: int = 64) -> int:
+    """The keep-alive a launcher of ``nodes`` nodes on few cores gives them: a second per
+    ``per_second`` nodes (16 s for 1,024 node processes), never below :data:`KEEPALIVE`."""
+    return max(KEEPALIVE, math.ceil(nodes / per_second))
 
 
 def _next_keepalive_check(client: Any) -> float:

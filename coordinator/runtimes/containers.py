@@ -34,6 +34,7 @@ from coordinator.errors import Interrupted
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Multicast, Plan
+from node.mqtt import keepalive_for
 from node.topology import Coord, Topology
 
 __all__ = [
@@ -105,6 +106,12 @@ def compose_document(
         "MESHCAST_MQTT_USER": "${MESHCAST_MQTT_USER:-}",
         "MESHCAST_MQTT_PASSWORD": "${MESHCAST_MQTT_PASSWORD:-}",
     }
+    # hundreds of containers take minutes to create on few cores (a second per 16 of them in
+    # keep-alive: the creation storm starves them more than node processes): the first nodes
+    # must outwait the last ones' hellos and keep their broker connection meanwhile
+    big = topology.size > 64
+    keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))} if big else {}
+    scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive} if big else {}
     services: dict[str, Any] = {
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
@@ -129,7 +136,7 @@ def compose_document(
                 "--out",
                 "/results",
             ],
-            "environment": dict(creds),
+            "environment": {**keepalive, **creds},
             "volumes": [f"{results}:/results", *extra_volumes],
             "depends_on": ["broker"],
         },
@@ -145,6 +152,7 @@ def compose_document(
                 "MESHCAST_RUN_ID": run_id,
                 "MESHCAST_LISTEN": f"0.0.0.0:{NODE_PORT}",
                 "MESHCAST_LINGER": "60",
+                **scale,
                 **creds,
             },
             "depends_on": ["broker"],

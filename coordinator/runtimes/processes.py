@@ -13,7 +13,6 @@ the run directory (``settings.run_dir``, or a temporary one that is removed afte
 from __future__ import annotations
 
 import getpass
-import math
 import os
 import random
 import secrets
@@ -38,7 +37,7 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
-from node.mqtt import KEEPALIVE, BrokerAddress, CoordinatorBus, open_coordinator_bus, parse_broker
+from node.mqtt import BrokerAddress, CoordinatorBus, keepalive_for, open_coordinator_bus, parse_broker
 from node.tcp import peer_entry
 from node.topology import Coord, Topology
 
@@ -406,7 +405,7 @@ async def _run(
     env.setdefault("MESHCAST_HANDSHAKE_TIMEOUT", str(max(60.0, settings.wall_budget)))
     # and when all of them wake at once (the run's end), a node may wait seconds for a core:
     # a keep-alive of a second per 64 nodes keeps the broker from cutting off the slow ones
-    env.setdefault("MESHCAST_MQTT_KEEPALIVE", str(max(KEEPALIVE, math.ceil(len(nodes) / 64))))
+    env.setdefault("MESHCAST_MQTT_KEEPALIVE", str(keepalive_for(len(nodes))))
     url = f"mqtt://{address.host}:{address.port}"
     early: list[str] = []
     async with open_coordinator_bus(address, run_id) as bus:
