@@ -103,7 +103,6 @@ class Session:
         self._watch_lost = False
         self._leader: Leader | None = None
         self._stalled = ""
-        self._said_hello: set[Coord] = set()
 
     @property
     def barrier(self) -> bool:
@@ -222,13 +221,10 @@ class Session:
     async def _assign_those_ready(self, node: Coord) -> None:
         """``node`` said hello: assign it and the neighbours that dial it, each once every
         neighbour it dials has said hello too (so its dials find a listener)."""
-        self._said_hello.add(node)
         neighbours = self.plan.topology.neighbours
         for n in (node, *sorted({p for p in neighbours(node).values() if dials(p, node)})):
-            if (
-                n in self._said_hello
-                and self.phases.get(n) == Phase.HELLO
-                and all(p in self._said_hello for p in neighbours(n).values() if dials(n, p))
+            if self.phases.get(n) == Phase.HELLO and all(
+                self._reached(p, Phase.HELLO) for p in neighbours(n).values() if dials(n, p)
             ):
                 await self._to(n, self._assign(n))
 
