@@ -55,7 +55,6 @@ from node import protocol
 from node.topology import Coord
 
 __all__ = [
-    "KEEPALIVE",
     "LOST_GRACE",
     "BrokerAddress",
     "CoordinatorBus",

@@ -109,9 +109,11 @@ def compose_document(
     # hundreds of containers take minutes to create on few cores (a second per 16 of them in
     # keep-alive: the creation storm starves them more than node processes): the first nodes
     # must outwait the last ones' hellos and keep their broker connection meanwhile
-    big = topology.size > 64
-    keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))} if big else {}
-    scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive} if big else {}
+    keepalive: dict[str, str] = {}
+    scale: dict[str, str] = {}
+    if topology.size > 64:
+        keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
+        scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
     services: dict[str, Any] = {
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
