@@ -27,7 +27,7 @@ from node.lockstep import Lockstep
 from node.routing import registry
 from node.topology import Topology
 from tests._env import need_broker
-from tests.helpers import link_sets
+from tests.helpers import link_sets, scripted_session
 
 
 def test_the_leader_wakes_receivers_with_their_ports_and_ends_after_the_diameter() -> None:
@@ -89,17 +89,8 @@ async def test_the_session_leads_records_a_bad_step_done_and_ends_when_a_node_is
     monkeypatch.setattr(session_module, "BARRIER_WAIT", 0.3)
     monkeypatch.setattr(session_module, "STOP_GRACE", 0.2)
     plan = Plan(Topology.parse("mesh:2x1"), (Multicast(1, "vh", (0, 0), ((1, 0),), 0),))
-    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](100)
-    sent: list[tuple[Any, protocol.Event]] = []
-
-    async def send_to(node: Any, data: bytes) -> None:
-        sent.append((node, protocol.decode(data)))
-
-    async def broadcast(data: bytes) -> None:
-        sent.append((None, protocol.decode(data)))
-
     s = RunSettings(wall_budget=20, runtime="processes", sync="barrier")
-    session = session_module.Session(plan, s, send_to, broadcast, inbox_rx)
+    session, inbox_tx, sent = scripted_session(plan, s)
     for n in ((0, 0), (1, 0)):  # (0,0) is assigned once (1,0), which it dials, said hello
         inbox_tx.send_nowait(protocol.encode(protocol.Hello(n, "h")))
     for n in ((0, 0), (1, 0)):

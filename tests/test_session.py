@@ -7,33 +7,23 @@ node ever dials a port that nobody listens on yet.
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 import trio.testing
 
 from coordinator.runtimes.records import RunSettings
-from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Multicast, Plan
 from node import protocol
 from node.topology import Coord, Topology
+from tests.helpers import scripted_session
 
 
 async def test_a_node_is_assigned_once_the_neighbours_it_dials_said_hello() -> None:
     plan = Plan(Topology.parse("mesh:3x1"), (Multicast(1, "vh", (0, 0), ((2, 0),), 0),))
-    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](100)
-    sent: list[tuple[Coord | None, protocol.Event]] = []
-
-    async def send_to(node: Any, data: bytes) -> None:
-        sent.append((node, protocol.decode(data)))
-
-    async def broadcast(data: bytes) -> None:
-        sent.append((None, protocol.decode(data)))
+    session, inbox_tx, sent = scripted_session(plan, RunSettings(wall_budget=20))
 
     def sent_to(kind: type[protocol.Event]) -> list[Coord | None]:
         return [n for n, e in sent if isinstance(e, kind)]
 
-    session = Session(plan, RunSettings(wall_budget=20), send_to, broadcast, inbox_rx)
     nodes = {(0, 0), (1, 0), (2, 0)}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(session.run, nodes)
