@@ -143,18 +143,46 @@ def _array(v: Any) -> list[Any]:
 
 
 def _tuple_of(*checks: Check) -> Check:
+    n = len(checks)
+
     def check(v: Any) -> tuple[Any, ...]:
-        items = _array(v)
-        if len(items) != len(checks):
-            raise _fail(f"expected {len(checks)} elements", v)
-        return tuple(c(x) for c, x in zip(checks, items, strict=True))
+        if type(v) is not list and type(v) is not tuple:
+            raise _fail("expected an array", v)
+        if len(v) != n:
+            raise _fail(f"expected {n} elements", v)
+        return tuple([c(x) for c, x in zip(checks, v, strict=True)])
+
+    return check
+
+
+def _int_row(width: int, last_optional: bool = False) -> Check:
+    """:func:`_tuple_of` for rows of ``width`` integers (the last may be None): the bulk of reports.
+
+    Checked in one pass over the row, without a call per element: a report carries a row per
+    delivery, and these checks ran as often as the packets' own hops.
+    """
+    fixed = width - 1 if last_optional else width
+
+    def check(v: Any) -> tuple[int | None, ...]:
+        if type(v) is not list and type(v) is not tuple:
+            raise _fail("expected an array", v)
+        if len(v) != width:
+            raise _fail(f"expected {width} elements", v)
+        for i in range(fixed):
+            if type(v[i]) is not int:
+                raise _fail("expected an integer", v[i])
+        if last_optional and v[fixed] is not None and type(v[fixed]) is not int:
+            raise _fail("expected an integer", v[fixed])
+        return tuple(v)
 
     return check
 
 
 def _seq(item: Check) -> Check:
     def check(v: Any) -> tuple[Any, ...]:
-        return tuple(item(x) for x in _array(v))
+        if type(v) is not list and type(v) is not tuple:
+            raise _fail("expected an array", v)
+        return tuple([item(x) for x in v])
 
     return check
 
@@ -181,6 +209,23 @@ def _plain(v: Any) -> Any:
     return v
 
 
+_FIELDS: dict[str, tuple[tuple[str, Check, bool], ...]] = {}
+
+
+def _fields_of(cls: Any) -> tuple[tuple[str, Check, bool], ...]:
+    """Each field of an event class: name, check, and whether it may be absent (has a default).
+
+    Kept per type (``dataclasses.fields`` builds its answer anew on every call).
+    """
+    got = _FIELDS.get(cls.TYPE)
+    if got is None:
+        got = _FIELDS[cls.TYPE] = tuple(
+            (f.name, f.metadata["check"], f.default is not MISSING or f.default_factory is not MISSING)
+            for f in fields(cls)
+        )
+    return got
+
+
 class _Event:
     """Base of every control event: its wire ``type`` and the generic field-by-field codec."""
 
@@ -188,23 +233,28 @@ class _Event:
     __slots__ = ()
 
     def to_wire(self) -> dict[str, Any]:
+        """The event as plain msgpack-ready values (tuples as lists, enums as their values)."""
+        return {k: _plain(v) for k, v in self._wire_map().items()}
+
+    def _wire_map(self) -> dict[str, Any]:
+        """The wire map with the field values as they are (msgpack packs tuples as arrays)."""
         out: dict[str, Any] = {"type": self.TYPE}
-        for f in fields(self):  # type: ignore[arg-type]
-            out[f.name] = _plain(getattr(self, f.name))
+        for name, _, _ in _fields_of(type(self)):
+            out[name] = getattr(self, name)
         return out
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> Any:
         kwargs: dict[str, Any] = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            if f.name not in obj:
-                if f.default is not MISSING or f.default_factory is not MISSING:  # optional
+        for name, check, optional in _fields_of(cls):
+            if name not in obj:
+                if optional:
                     continue
-                raise ProtocolError(f"{cls.TYPE}: missing field {f.name!r}")
+                raise ProtocolError(f"{cls.TYPE}: missing field {name!r}")
             try:
-                kwargs[f.name] = f.metadata["check"](obj[f.name])
+                kwargs[name] = check(obj[name])
             except ProtocolError as exc:
-                raise ProtocolError(f"{cls.TYPE}.{f.name}: {exc}") from None
+                raise ProtocolError(f"{cls.TYPE}.{name}: {exc}") from None
         return cls(**kwargs)
 
 
@@ -240,9 +290,7 @@ class Report(_Event):
 
     TYPE: ClassVar[str] = "report"
     node: Coord = field(metadata={"check": _coord})
-    arrivals: Arrivals = field(
-        metadata={"check": _seq(_tuple_of(_int, _int, _int, _int, _opt_int))}, default=()
-    )
+    arrivals: Arrivals = field(metadata={"check": _seq(_int_row(5, last_optional=True))}, default=())
     errors: Errors = field(metadata={"check": _seq(_tuple_of(_str, _str, _opt_int))}, default=())
 
 
@@ -282,7 +330,7 @@ class Done(_Event):
     trace: tuple[tuple[int, str, int], ...] = field(
         metadata={"check": _seq(_tuple_of(_int, _str, _int))}, default=()
     )
-    injected: tuple[tuple[int, int], ...] = field(metadata={"check": _seq(_tuple_of(_int, _int))}, default=())
+    injected: tuple[tuple[int, int], ...] = field(metadata={"check": _seq(_int_row(2))}, default=())
     sent: int = field(metadata={"check": _int}, default=0)
     received: int = field(metadata={"check": _int}, default=0)
     peak_queue: int = field(metadata={"check": _int}, default=0)
@@ -446,9 +494,15 @@ _TYPES: Final[dict[str, type[_Event]]] = {
 }
 
 
+def _enum_value(v: Any) -> Any:
+    if isinstance(v, enum.Enum):
+        return v.value
+    raise TypeError(f"cannot encode {type(v).__name__} in a control message")
+
+
 def encode(event: Event) -> bytes:
-    """The msgpack bytes of ``event``."""
-    return msgpack.packb(event.to_wire(), use_bin_type=True)
+    """The msgpack bytes of ``event`` (the same bytes as packing :meth:`to_wire`)."""
+    return msgpack.packb(event._wire_map(), use_bin_type=True, default=_enum_value)
 
 
 def decode(data: bytes) -> Event:

@@ -17,6 +17,7 @@ becomes a counted, reported event instead of an exception that kills the node.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -90,7 +91,7 @@ def _int(v: object, what: str, lo: int = 0) -> int:
     return v
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class Packet:
     """One data packet: multicast id, algorithm, routing header, hops, start-ups, send step."""
 
@@ -106,6 +107,14 @@ class Packet:
 
     @classmethod
     def from_wire(cls, obj: object) -> Packet:
+        if type(obj) is list and len(obj) == 6:  # the common case, checked in one expression
+            mc, alg, header, hops, startups, sent = obj
+            if (
+                type(mc) is int and mc >= 0 and type(alg) is str and alg
+                and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+                and type(sent) is int and sent >= 0
+            ):  # fmt: skip
+                return cls(mc, alg, header, hops, startups, sent)
         if not isinstance(obj, list) or len(obj) != 6:
             raise _Invalid(f"packet must be a 6-element array, got {obj!r:.60}")
         mc, alg, header, hops, startups, sent = obj
@@ -127,7 +136,7 @@ Worm = tuple[int, int, int]
 """A worm's id: the node that started the message and that node's message counter."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class Flit:
     """One flit: kind, multicast, worm; a head also carries algorithm, header, hops and start-ups."""
 
@@ -203,6 +212,8 @@ Item = Packet | Flit
 
 def _item(obj: object) -> Item:
     """A step frame's item: a flit when its first element is a kind string, else a packet."""
+    if type(obj) is list and obj and type(obj[0]) is int:
+        return Packet.from_wire(obj)
     if isinstance(obj, list) and obj and isinstance(obj[0], str):
         f = decode_flit(obj)
         if isinstance(f, WireError):
@@ -211,7 +222,7 @@ def _item(obj: object) -> Item:
     return Packet.from_wire(obj)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class StepFrame:
     """Lockstep: what one node sent one neighbour at ``step`` and the latest busy step it knows."""
 
@@ -223,7 +234,7 @@ class StepFrame:
     """Packets (flits) from this link the sender took out of its input buffer at ``step`` (credits)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class PacketFrame:
     """Free clock: a single packet."""
 
@@ -248,7 +259,19 @@ def encode_link(frame: LinkFrame) -> bytes:
         obj = ["P", frame.packet.to_wire()]
     else:
         obj = ["H", frame.token, list(frame.node)]
-    return msgpack.packb(obj, use_bin_type=True)
+    return _packb(obj)
+
+
+_local = threading.local()
+
+
+def _packb(obj: Any) -> bytes:
+    """msgpack bytes of ``obj`` from this thread's one Packer (``packb`` makes a Packer per call)."""
+    try:
+        packer: msgpack.Packer = _local.packer
+    except AttributeError:
+        packer = _local.packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack(obj)
 
 
 def _unpack(data: bytes) -> Any:
@@ -272,7 +295,7 @@ def _decode_link(obj: Any) -> LinkFrame:
         if not isinstance(obj[3], list):
             raise _Invalid("step frame packets must be an array")
         freed = _int(obj[4], "freed count") if len(obj) == 5 else 0
-        return StepFrame(step, busy, tuple(_item(p) for p in obj[3]), freed)
+        return StepFrame(step, busy, tuple([_item(p) for p in obj[3]]), freed)
     if tag == "P" and len(obj) == 2:
         return PacketFrame(Packet.from_wire(obj[1]))
     if tag == "H" and len(obj) == 3:
@@ -292,7 +315,7 @@ def decode_link(data: bytes) -> LinkFrame | WireError:
 
 
 def encode_control(msg: dict[str, Any]) -> bytes:
-    return msgpack.packb(msg, use_bin_type=True)
+    return _packb(msg)
 
 
 def decode_control(data: bytes) -> dict[str, Any] | WireError:

@@ -52,6 +52,24 @@ def test_every_event_round_trips(event: protocol.Event) -> None:
     assert protocol.decode(protocol.encode(event)) == event
 
 
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.TYPE)
+def test_encode_packs_the_plain_wire_form(event: protocol.Event) -> None:
+    """encode() packs field values as they are (tuples as arrays): the bytes of to_wire()'s lists."""
+    assert protocol.encode(event) == msgpack.packb(event.to_wire(), use_bin_type=True)
+
+
+@given(st.lists(st.tuples(*[st.integers(0, 9)] * 4, st.none() | st.integers(0, 9)), max_size=4), st.data())
+def test_a_bad_arrival_element_is_named(rows: list[tuple[Any, ...]], data: st.DataObject) -> None:
+    """The arrivals' one-pass row check refuses what the generic per-element check refused."""
+    wire: list[list[Any]] = [list(r) for r in rows] + [[1, 2, 3, 4, None]]
+    row = data.draw(st.sampled_from(wire))
+    i = data.draw(st.integers(0, 4))
+    row[i] = data.draw(st.sampled_from(["x", 1.5, True, [1]] + ([] if i == 4 else [None])))
+    packed = msgpack.packb({"type": "report", "node": [0, 0], "arrivals": wire}, use_bin_type=True)
+    with pytest.raises(ProtocolError, match=r"report\.arrivals: expected an integer"):
+        protocol.decode(packed)
+
+
 def test_every_message_type_is_covered() -> None:
     assert {e.TYPE for e in EVENTS} == set(protocol._TYPES)
 
