@@ -390,6 +390,9 @@ class Node:
         topo = assign.topology
         neighbours = {p: topo.neighbour(self.here, p) for p in clock.ports}
         early: dict[str, StepFrame] = {}
+        # Let this node's other tasks (the stop watcher) take their first step before joining:
+        # else thousands of them start inside the run's first steps, in the measured span.
+        await trio.lowlevel.checkpoint()
         t = await barrier.done(self.here, clock)
         while t is not None:
             self._step = t

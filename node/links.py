@@ -11,6 +11,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,9 +27,11 @@ __all__ = [
     "MemoryControl",
     "MemoryLink",
     "PolledLink",
+    "QueueLink",
     "SparseBarrier",
     "StepBarrier",
     "memory_link_pair",
+    "queue_link_pair",
 ]
 
 
@@ -80,6 +83,78 @@ class MemoryLink:
     async def aclose(self) -> None:
         await self.tx.aclose()
         await self.rx.aclose()
+
+
+class _Pipe:
+    """One direction of a :class:`QueueLink`: frames in order, and who has closed which end."""
+
+    __slots__ = ("frames", "lot", "receiver_closed", "sender_closed")
+
+    def __init__(self) -> None:
+        self.frames: deque[bytes] = deque()
+        self.lot = trio.lowlevel.ParkingLot()
+        self.sender_closed = False
+        self.receiver_closed = False
+
+
+class QueueLink:
+    """A link end over two plain queues: in-process sparse lockstep, where nobody waits on a link.
+
+    The step barrier says when a neighbour's frame is there, so the driver only takes and puts
+    frames without waiting (:class:`PolledLink`); a trio memory channel would cost a checkpoint
+    and, on every empty port, an exception. ``receive`` still waits (parked until a frame or the
+    peer's close), so the end is a whole :class:`Link`. Unbounded: a sparse node sends at most one
+    frame per port per step, and its neighbour takes it the next step.
+    """
+
+    __slots__ = ("_rx", "_tx")
+
+    def __init__(self, tx: _Pipe, rx: _Pipe) -> None:
+        self._tx = tx
+        self._rx = rx
+
+    def send_nowait(self, data: bytes) -> None:
+        tx = self._tx
+        if tx.sender_closed:
+            raise trio.ClosedResourceError("this link end is closed")
+        if tx.receiver_closed:
+            raise trio.BrokenResourceError("the peer closed the link")
+        tx.frames.append(data)
+        if tx.lot:
+            tx.lot.unpark()
+
+    async def send(self, data: bytes) -> None:
+        self.send_nowait(data)
+        await trio.lowlevel.checkpoint()
+
+    def receive_nowait(self) -> bytes | None:
+        """The next frame if one is waiting, else None."""
+        frames = self._rx.frames
+        return frames.popleft() if frames else None
+
+    async def receive(self) -> bytes:
+        rx = self._rx
+        while not rx.frames:
+            if rx.receiver_closed:
+                raise trio.ClosedResourceError("this link end is closed")
+            if rx.sender_closed:
+                raise trio.EndOfChannel
+            await rx.lot.park()
+        await trio.lowlevel.checkpoint()
+        return rx.frames.popleft()
+
+    async def aclose(self) -> None:
+        self._tx.sender_closed = True  # the peer reads to the end, then EndOfChannel
+        self._rx.receiver_closed = True  # the peer's sends now fail
+        self._tx.lot.unpark_all()
+        self._rx.lot.unpark_all()
+        await trio.lowlevel.checkpoint()
+
+
+def queue_link_pair() -> tuple[QueueLink, QueueLink]:
+    """Both ends of one bidirectional in-process link over plain queues."""
+    a_to_b, b_to_a = _Pipe(), _Pipe()
+    return QueueLink(a_to_b, b_to_a), QueueLink(b_to_a, a_to_b)
 
 
 def memory_link_pair(capacity: int = 16) -> tuple[MemoryLink, MemoryLink]:

@@ -1,10 +1,11 @@
-"""The in-process runtime: every node a trio task, links = memory channels of msgpack bytes.
+"""The in-process runtime: every node a trio task, links carry msgpack bytes in memory.
 
 The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
 only wires nodes and channels together. In lockstep the nodes share a
 :class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
-frames, the same records); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer that
-the other runtimes use by default.
+frames, the same records) over plain-queue link ends (:class:`node.links.QueueLink`: nobody
+waits on a link there); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer that
+the other runtimes use by default, over trio memory channels.
 In the free clock a link end hands its frames straight to the peer's inbox
 (:class:`node.links.DirectLink`: no reader task, no task switch per frame).
 """
@@ -23,20 +24,24 @@ from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
-from node.links import DirectLink, Link, MemoryControl, MemoryLink, StepBarrier, memory_link_pair
+from node.links import DirectLink, Link, MemoryControl, StepBarrier, memory_link_pair, queue_link_pair
 from node.topology import Coord
 
 __all__ = ["run_inprocess", "wire_links"]
 
 
-def wire_links(plan: Plan, capacity: int = 16) -> dict[Coord, dict[str, MemoryLink]]:
-    """One bidirectional memory link per pair of neighbours, as each node's port → end."""
+def wire_links(plan: Plan, capacity: int = 16, *, polled: bool = False) -> dict[Coord, dict[str, Link]]:
+    """One bidirectional link per pair of neighbours, as each node's port → end.
+
+    ``polled``: plain-queue ends for the sparse step barrier (:class:`QueueLink`), else trio
+    memory channels of ``capacity`` frames (the α-synchronizer awaits frames on them).
+    """
     topo = plan.topology
-    ends: dict[Coord, dict[str, MemoryLink]] = {n: {} for n in topo.nodes()}
+    ends: dict[Coord, dict[str, Link]] = {n: {} for n in topo.nodes()}
     for a, port, b in topo.links():
         if port in ends[a]:
             continue
-        ea, eb = memory_link_pair(capacity)
+        ea, eb = queue_link_pair() if polled else memory_link_pair(capacity)
         ends[a][port] = ea
         ends[b][topo.opposite(port)] = eb
     return ends
@@ -58,7 +63,7 @@ def _direct(plan: Plan, nodes: dict[Coord, Node]) -> Callable[[Assignment], obje
     return open_links
 
 
-def _opener(links: dict[str, MemoryLink]) -> Callable[[Assignment], object]:
+def _opener(links: dict[str, Link]) -> Callable[[Assignment], object]:
     @asynccontextmanager
     async def open_links(assign: Assignment) -> AsyncIterator[dict[str, Link]]:
         try:
@@ -96,7 +101,7 @@ async def run_inprocess(
     to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
     by_coord: dict[Coord, Node] = {}
     direct = settings.clock != "lockstep"
-    wired = {} if direct else wire_links(plan)
+    wired = {} if direct else wire_links(plan, polled=barrier is not None)
     for here in topo.nodes():
         tx, rx = trio.open_memory_channel[bytes](math.inf)
         to_nodes[here] = tx
