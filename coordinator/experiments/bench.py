@@ -32,9 +32,9 @@ import multiprocessing
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 import trio
@@ -44,7 +44,7 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
-__all__ = ["SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "relay_chain", "run_bench",
+__all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "relay_chain", "run_bench",
            "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
@@ -55,9 +55,13 @@ WormPoint = tuple[str, str, int, int]
 WORM_FLITS = 16
 
 
-async def _relay_chain(length: int, packets: int) -> float:
-    """Seconds to push ``packets`` msgpack packets through ``length`` relay tasks."""
-    payload = msgpack.packb([1, "vh", [[3, 4], [5, 6], [7, 8]], 1, 1, 0])
+RELAY_PACKET: Final = [1, "vh", [[3, 4], [5, 6], [7, 8]], 1, 1, 0]
+"""The relay chain's packet: a packet's six fields with a small header (6 msgpack objects in it)."""
+
+
+async def _relay_chain(length: int, packets: int, payloads: Sequence[bytes] = ()) -> float:
+    """Seconds to push ``packets`` msgpack packets (``payloads`` in turn) through ``length`` relay tasks."""
+    payloads = list(payloads) or [msgpack.packb(RELAY_PACKET)]
     chans = [trio.open_memory_channel[bytes](16) for _ in range(length + 1)]
 
     async def relay(rx: trio.MemoryReceiveChannel[bytes], tx: trio.MemorySendChannel[bytes]) -> None:
@@ -78,14 +82,14 @@ async def _relay_chain(length: int, packets: int) -> float:
             nursery.start_soon(relay, chans[i][1], chans[i + 1][0])
         nursery.start_soon(sink, chans[length][1])
         async with chans[0][0] as tx:
-            for _ in range(packets):
-                await tx.send(payload)
+            for i in range(packets):
+                await tx.send(payloads[i % len(payloads)])
     return time.perf_counter() - t0
 
 
-def relay_chain(length: int = 64, packets: int = 5000) -> float:
-    """Hops per second of the relay chain."""
-    secs = trio.run(_relay_chain, length, packets)
+def relay_chain(length: int = 64, packets: int = 5000, payloads: Sequence[bytes] = ()) -> float:
+    """Hops per second of the relay chain (its own small packet, or ``payloads``: packets' msgpack bytes)."""
+    secs = trio.run(_relay_chain, length, packets, payloads)
     return length * packets / secs
 
 
