@@ -51,7 +51,8 @@ def workload_packets(spec: str, multicasts: int, dests: int) -> list[bytes]:
     engines.encode_link = capture  # type: ignore[assignment]
     try:
         topo = Topology.parse(spec)
-        engines.run_engines(random_plan(topo, ["vh"], dests, multicasts, seed=1), RunSettings(clock="lockstep"))
+        plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
+        engines.run_engines(plan, RunSettings(clock="lockstep"))
     finally:
         engines.encode_link = encode  # type: ignore[assignment]
     return sent
@@ -63,11 +64,12 @@ def main(specs: list[str]) -> None:
         multicasts, dests = POINTS.get(spec, (100, 50))
         packets = workload_packets(spec, multicasts, dests)
         rate = bench.relay_chain(payloads=packets)
+        objects = sum(_objects(msgpack.unpackb(p)) for p in packets)
         print(json.dumps({
             "workload": f"{spec}, {multicasts} VH multicasts x {dests} destinations",
             "packet_hops": len(packets),
             "mean_packet_bytes": round(sum(map(len, packets)) / len(packets), 1),
-            "mean_packet_objects": round(sum(_objects(msgpack.unpackb(p)) for p in packets) / len(packets), 1),
+            "mean_packet_objects": round(objects / len(packets), 1),
             "relay_packet_bytes": len(msgpack.packb(bench.RELAY_PACKET)),
             "relay_packet_objects": _objects(bench.RELAY_PACKET),
             "relay_hops_per_s": round(small),

@@ -44,8 +44,8 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
 
-__all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "relay_chain", "run_bench",
-           "wormhole_point", "wormhole_points"]  # fmt: skip
+__all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "relay_chain",
+           "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
 Point = tuple[str, str, int, int]
