@@ -2,8 +2,14 @@
 
 A tree algorithm may compute its whole tree at the source and let each branch carry its
 subtree: the header of a packet is ``[deliver, [[port, subheader], ...]]``. A node then just
-obeys it. Sends are ordered by non-increasing subtree completion time t(c), where t(leaf)=0
-and t(v) = max_i(i + 1 + t(c_i)) (Slater–Cockayne–Hedetniemi): optimal under one-port.
+obeys it. A node with one branch is written ``[deliver, ports, subheader]`` instead, where
+``ports`` strings together the port of that branch and of each following node that delivers
+nothing and has one branch itself (``"+y+y-x"``): each node on such a chain sends on the first
+port and passes the rest on. The sends are the same; the header is a few msgpack objects per
+chain instead of five per hop, and msgpack's cost is per object (benchmarks/header_cost.py).
+
+Sends are ordered by non-increasing subtree completion time t(c), where t(leaf)=0 and
+t(v) = max_i(i + 1 + t(c_i)) (Slater–Cockayne–Hedetniemi): optimal under one-port.
 """
 
 from __future__ import annotations
@@ -109,26 +115,47 @@ def encode_tree(
             t[v] = 0
             headers[v] = [1 if v in dset else 0, []]
             continue
-        if len(kids) == 1:
-            ordered: Sequence[Coord] = kids
-            tv = t[kids[0]] + 1
+        if len(kids) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
+            c = kids[0]
+            t[v] = t[c] + 1
+            port = step_port.get(_step(v, c, torus, cols, rows))
+            if port is None:
+                raise ValueError(f"{v} and {c} are not neighbours in {topology.spec}")
+            below = headers.pop(c)
+            if below[0] == 0 and len(below) == 3:
+                headers[v] = [1 if v in dset else 0, port + below[1], below[2]]
+            else:
+                headers[v] = [1 if v in dset else 0, port, below]
+            continue
         else:
             ordered = sorted(kids, key=lambda c: (-t[c], c))
             tv = max(j + 1 + t[c] for j, c in enumerate(ordered))
         t[v] = tv
         sends = []
-        vx, vy = v
         for c in ordered:
-            dx, dy = c[0] - vx, c[1] - vy
-            if torus:
-                dx = (dx + 1) % cols - 1
-                dy = (dy + 1) % rows - 1
-            port = step_port.get((dx, dy))
+            port = step_port.get(_step(v, c, torus, cols, rows))
             if port is None:
                 raise ValueError(f"{v} and {c} are not neighbours in {topology.spec}")
             sends.append([port, headers.pop(c)])
         headers[v] = [1 if v in dset else 0, sends]
-    return [(p, h) for p, h in headers[root][1]]
+    top = headers[root]
+    if len(top) == 3:
+        return [_chain_send(top[1], top[2])]
+    return [(p, h) for p, h in top[1]]
+
+
+def _step(v: Coord, c: Coord, torus: bool, cols: int, rows: int) -> tuple[int, int]:
+    """The (dx, dy) from ``v`` to its neighbour ``c`` (wrapped on a torus)."""
+    dx, dy = c[0] - v[0], c[1] - v[1]
+    if torus:
+        dx = (dx + 1) % cols - 1
+        dy = (dy + 1) % rows - 1
+    return dx, dy
+
+
+def _chain_send(ports: str, tail: Header) -> Send:
+    """The one send of a chain link: its first port, and the rest of the chain (or its tail)."""
+    return (ports[:2], tail if len(ports) == 2 else [0, ports[2:], tail])
 
 
 _PORT_SET = frozenset(PORTS)
@@ -141,7 +168,18 @@ def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     them) takes a fast path of exact type checks; anything else gets the strict reading below,
     which accepts the same headers and says what is wrong with the others.
     """
-    if type(header) is list and len(header) == 2:
+    if type(header) is list and len(header) == 3:  # a chain link
+        deliver, ports, tail = header
+        if (
+            type(deliver) is int
+            and (deliver == 0 or deliver == 1)
+            and type(ports) is str
+            and len(ports) % 2 == 0
+        ):
+            port = ports[:2]
+            if port in _PORT_SET and (topology.is_torus or topology.neighbour(here, port) is not None):
+                return Forward(deliver == 1, [_chain_send(ports, tail)], False)
+    elif type(header) is list and len(header) == 2:
         deliver, branches = header
         if type(deliver) is int and (deliver == 0 or deliver == 1) and type(branches) is list:
             sends: list[Send] = []
@@ -165,11 +203,20 @@ def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
 
 def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> Forward:
     """:func:`tree_forward` for any header: the same sends, or a HeaderError naming the fault."""
-    if not (isinstance(header, (list, tuple)) and len(header) == 2):
-        raise HeaderError(f"tree header must be [deliver, branches], got {header!r:.80}")
-    deliver, branches = header
+    if not (isinstance(header, (list, tuple)) and len(header) in (2, 3)):
+        raise HeaderError(
+            f"tree header must be [deliver, branches] or [deliver, ports, subtree], got {header!r:.80}"
+        )
+    deliver, branches = header[0], header[1]
     if deliver not in (0, 1) or type(deliver) not in (int, bool):
         raise HeaderError(f"tree header deliver flag must be 0 or 1, got {deliver!r}")
+    if len(header) == 3:
+        if not (isinstance(branches, str) and branches and len(branches) % 2 == 0):
+            raise HeaderError(f"tree chain ports must be port names strung together, got {branches!r:.80}")
+        port = check_port(branches[:2])
+        if topology.neighbour(here, port) is None:
+            raise HeaderError(f"tree header sends on {port} from {here}, an edge of {topology.spec}")
+        return Forward(bool(deliver), [_chain_send(branches, header[2])], False)
     if not isinstance(branches, (list, tuple)):
         raise HeaderError("tree header branches must be a list")
     sends: list[Send] = []
