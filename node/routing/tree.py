@@ -104,53 +104,31 @@ def encode_tree(
         if kids:
             order.extend(kids)
         i += 1
-    torus = topology.is_torus
-    cols, rows = topology.cols, topology.rows
-    step_port = _STEP_PORT
     t: dict[Coord, int] = {}
     headers: dict[Coord, Header] = {}
     for v in reversed(order):
         kids = children.get(v)
+        mark = 1 if v in dset else 0
         if not kids:
             t[v] = 0
-            headers[v] = [1 if v in dset else 0, []]
-            continue
-        if len(kids) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
+            headers[v] = [mark, []]
+        elif len(kids) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
             c = kids[0]
             t[v] = t[c] + 1
-            port = step_port.get(_step(v, c, torus, cols, rows))
-            if port is None:
-                raise ValueError(f"{v} and {c} are not neighbours in {topology.spec}")
+            port = _port_to(topology, v, c)
             below = headers.pop(c)
             if below[0] == 0 and len(below) == 3:
-                headers[v] = [1 if v in dset else 0, port + below[1], below[2]]
+                headers[v] = [mark, port + below[1], below[2]]
             else:
-                headers[v] = [1 if v in dset else 0, port, below]
-            continue
+                headers[v] = [mark, port, below]
         else:
             ordered = sorted(kids, key=lambda c: (-t[c], c))
-            tv = max(j + 1 + t[c] for j, c in enumerate(ordered))
-        t[v] = tv
-        sends = []
-        for c in ordered:
-            port = step_port.get(_step(v, c, torus, cols, rows))
-            if port is None:
-                raise ValueError(f"{v} and {c} are not neighbours in {topology.spec}")
-            sends.append([port, headers.pop(c)])
-        headers[v] = [1 if v in dset else 0, sends]
+            t[v] = max(j + 1 + t[c] for j, c in enumerate(ordered))
+            headers[v] = [mark, [[_port_to(topology, v, c), headers.pop(c)] for c in ordered]]
     top = headers[root]
     if len(top) == 3:
         return [_chain_send(top[1], top[2])]
     return [(p, h) for p, h in top[1]]
-
-
-def _step(v: Coord, c: Coord, torus: bool, cols: int, rows: int) -> tuple[int, int]:
-    """The (dx, dy) from ``v`` to its neighbour ``c`` (wrapped on a torus)."""
-    dx, dy = c[0] - v[0], c[1] - v[1]
-    if torus:
-        dx = (dx + 1) % cols - 1
-        dy = (dy + 1) % rows - 1
-    return dx, dy
 
 
 def _chain_send(ports: str, tail: Header) -> Send:
