@@ -137,18 +137,21 @@ def _int_map(v: Any) -> dict[str, int]:
 
 
 def _array(v: Any) -> list[Any]:
+    return list(_as_array(v))
+
+
+def _as_array(v: Any) -> list[Any] | tuple[Any, ...]:
+    """``v`` itself if it is an array (a list, as msgpack decodes, or a tuple), without a copy."""
     if not isinstance(v, (list, tuple)):
         raise _fail("expected an array", v)
-    return list(v)
+    return v
 
 
 def _tuple_of(*checks: Check) -> Check:
     n = len(checks)
 
     def check(v: Any) -> tuple[Any, ...]:
-        if type(v) is not list and type(v) is not tuple:
-            raise _fail("expected an array", v)
-        if len(v) != n:
+        if len(_as_array(v)) != n:
             raise _fail(f"expected {n} elements", v)
         return tuple([c(x) for c, x in zip(checks, v, strict=True)])
 
@@ -164,9 +167,7 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
     fixed = width - 1 if last_optional else width
 
     def check(v: Any) -> tuple[int | None, ...]:
-        if type(v) is not list and type(v) is not tuple:
-            raise _fail("expected an array", v)
-        if len(v) != width:
+        if len(_as_array(v)) != width:
             raise _fail(f"expected {width} elements", v)
         for i in range(fixed):
             if type(v[i]) is not int:
@@ -180,9 +181,7 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
 
 def _seq(item: Check) -> Check:
     def check(v: Any) -> tuple[Any, ...]:
-        if type(v) is not list and type(v) is not tuple:
-            raise _fail("expected an array", v)
-        return tuple([item(x) for x in v])
+        return tuple([item(x) for x in _as_array(v)])
 
     return check
 
