@@ -254,7 +254,11 @@ class Engine:
             self._credit[port] = min(self._credit[port] + n, self.in_capacity or 0)
 
     def take_freed(self) -> dict[str, int]:
-        """Per input port, the packets taken in since the last call (credits for upstream)."""
+        """Per input port, the packets taken in since the last call (credits for upstream).
+
+        Always empty without credit flow (unbounded or dropping input buffers, the same at every
+        node): a frame that carried only such credits would wake its receiver for nothing.
+        """
         freed, self.freed = self.freed, {}
         return freed
 
@@ -335,7 +339,8 @@ class Engine:
                     break  # FIFO: the head waits for room in the output buffer, and so do the rest
                 inbox.popleft()
                 if port_in is not None:
-                    self.freed[port_in] = self.freed.get(port_in, 0) + 1
+                    if credit is not None:  # no credit flow, no credits to return (nor frames for them)
+                        self.freed[port_in] = self.freed.get(port_in, 0) + 1
                     if port_in in self._held:
                         self._held[port_in] -= 1
                 items = self._take_in(packet, t, fwd)

@@ -61,3 +61,17 @@ def test_free_clock_schedules_one_port_sends_in_order() -> None:
     f = Engine(T, (1, 0), registry, port_model="one-port")
     f.receive_free(Packet(0, "unicast", [1, 0], 1, 1, 4))
     assert f.deliveries[0].step == 5
+
+
+def test_credits_are_returned_only_under_credit_flow() -> None:
+    """Unbounded (or dropping) inputs return no credits, so no frame is sent only to carry them."""
+    topo = Topology("mesh", 3, 1)
+    for kwargs, credits in (
+        ({}, {}),
+        ({"contention": "shared", "buffer": 2, "policy": "drop"}, {}),
+        ({"contention": "shared", "buffer": 2}, {"-x": 1}),
+    ):
+        e = Engine(topo, (1, 0), registry, **kwargs)  # type: ignore[arg-type]
+        e.receive(Packet(0, "unicast", [2, 0], 1, 1, 0), "-x")
+        assert [p for p, _ in e.step(1)] == ["+x"]
+        assert e.take_freed() == credits
