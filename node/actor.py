@@ -242,6 +242,10 @@ class Node:
                 self.log("links up, ready")
                 plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
                 injections = self._my_injections(plan)
+                if assign.clock != "lockstep":
+                    # Forward from now on: a packet needs no start, and this node's task is
+                    # already there when the sources inject (not started with thousands of others).
+                    nursery.start_soon(self._forward_free, links)
                 await self._expect(protocol.Start)
                 self.log("started")
                 self._last_report = time.monotonic()
@@ -254,7 +258,13 @@ class Node:
                     if self._stopped:
                         raise NodeAborted(f"stopped by the coordinator at step {self._step}")
                 else:
-                    nursery.start_soon(self._free, links, injections)
+                    if injections:
+                        # Inject once every node of this process has taken its start (one
+                        # scheduling batch) and the coordinator has timed that (the next one):
+                        # its probes are paced by it (Session._settle).
+                        await trio.lowlevel.checkpoint()
+                        await trio.lowlevel.checkpoint()
+                    await self._inject_free(links, injections)
                     await self._until_stop()
                 nursery.cancel_scope.cancel()
         except* NodeAborted as group:
@@ -418,7 +428,7 @@ class Node:
                 or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
             ):
                 await self._flush()
-            t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out})
+            t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out} if out else ())
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step
@@ -429,7 +439,7 @@ class Node:
         """In one process: the frames of step ``t - 1`` already waiting (a step-``t`` one kept for later)."""
         frames: dict[str, StepFrame] = {}
         for p in ports:
-            frame = early.pop(p, None)
+            frame = early.pop(p, None) if early else None
             if frame is None:
                 while (data := links[p].receive_nowait()) is not None:
                     frame = self._sparse_frame(p, data, t - 1)
@@ -491,13 +501,18 @@ class Node:
             else:
                 return frame
 
-    async def _free(self, links: dict[str, Link], injections: list[Injection]) -> None:
-        """Free clock: inject, then forward every packet as soon as it arrives."""
+    async def _inject_free(self, links: dict[str, Link], injections: list[Injection]) -> None:
+        """Free clock, at start: inject this node's multicasts (in step order) and send their packets."""
         engine = self.engine
         assert isinstance(engine, Engine)  # make_engine refuses wormhole switching on the free clock
         for inj in sorted(injections, key=lambda i: i.step):
             for port, pkt in engine.inject_free(inj):
                 await self._transmit(links, port, PacketFrame(pkt))
+
+    async def _forward_free(self, links: dict[str, Link]) -> None:
+        """Free clock: forward every packet as soon as it arrives."""
+        engine = self.engine
+        assert isinstance(engine, Engine)
         inbox = self._inbox_rx
         while True:
             item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
