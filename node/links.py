@@ -227,6 +227,8 @@ class StepBarrier:
     step it did, saying whom it sent a non-empty frame; the last of a step's nodes to report
     picks the next step and wakes its nodes (no coordinator task, no null frames). :meth:`done`
     returns the step the node must do next, or None when the run is over (:attr:`end`).
+    A waiting node's task is parked and rescheduled directly (no :class:`trio.Event` per node
+    and step: this is paid at every node-step).
     """
 
     expect: tuple[str, ...] | None = None
@@ -235,7 +237,8 @@ class StepBarrier:
     def __init__(self, nodes: Iterable[Hashable]) -> None:
         self._outstanding = len(set(nodes))
         self.schedule: Schedule[Hashable] | None = None
-        self._waiting: dict[Hashable, trio.Event] = {}
+        self._waiting: dict[Hashable, trio.lowlevel.Task | None] = {}
+        """Nodes that reported, by their parked task (None: the one reporting, not parked yet)."""
         self._current: int | None = None
 
     @property
@@ -250,11 +253,20 @@ class StepBarrier:
 
         ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
         """
-        event = self._report(node, clock, sent)
+        self._report(node, clock, sent)
         if self._outstanding == 0:
             assert self.schedule is not None
             await self._advance(self.schedule)
-        await event.wait()
+        if node in self._waiting:  # not woken by its own report: park until it is
+            self._waiting[node] = trio.lowlevel.current_task()
+
+            def abort(_: object) -> trio.lowlevel.Abort:
+                del self._waiting[node]
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        else:
+            await trio.lowlevel.checkpoint()
         return self._current
 
     async def _advance(self, schedule: Schedule[Hashable]) -> None:
@@ -263,9 +275,10 @@ class StepBarrier:
 
     def _report(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable]
-    ) -> trio.Event:
-        """Take in ``node``'s report into the schedule; the event that will wake it."""
-        sent_to = sent.values() if isinstance(sent, Mapping) else sent
+    ) -> None:
+        """Take in ``node``'s report into the schedule; it waits (in :attr:`_waiting`) from now on."""
+        # a dict first: isinstance against the Mapping ABC is slow, and this runs at every node-step
+        sent_to = sent.values() if type(sent) is dict or isinstance(sent, Mapping) else sent
         schedule = self.schedule
         if schedule is None:
             schedule = self.schedule = Schedule[Hashable](
@@ -276,24 +289,32 @@ class StepBarrier:
         schedule.wake(node, clock.next_work)
         for other in sent_to:
             self._wake_sent(other, clock.step)
-        event = self._waiting[node] = trio.Event()
+        self._waiting[node] = None
         self._outstanding -= 1
-        return event
 
     def _wake_sent(self, node: Hashable, step: int) -> None:
         """``node`` was sent a frame at ``step - 1``: it works at ``step``."""
         assert self.schedule is not None
         self.schedule.wake(node, step)
 
+    def _wake(self, node: Hashable) -> None:
+        """Let ``node`` go on (to :attr:`_current`, or to the end)."""
+        task = self._waiting.pop(node, None)  # absent: cancelled while it waited
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    def _wake_all(self) -> None:
+        """The run is over: let every waiting node go."""
+        for node in list(self._waiting):
+            self._wake(node)
+
     def _release(self, schedule: Schedule[Hashable]) -> None:
         due = schedule.next()
         if due is None:
             self._current = None
-            waiting, self._waiting = self._waiting, {}
-            for event in waiting.values():
-                event.set()
+            self._wake_all()
             return
         self._current, nodes = due
         self._outstanding = len(nodes)
         for n in nodes:
-            self._waiting.pop(n).set()
+            self._wake(n)

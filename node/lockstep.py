@@ -130,13 +130,23 @@ class Lockstep:
     def _frames(self, t: int, sends: list[tuple[str, Item]], *, every_port: bool) -> dict[str, StepFrame]:
         by_port: dict[str, list[Item]] = {}
         for port, pkt in sends:
-            by_port.setdefault(port, []).append(pkt)
+            got = by_port.get(port)
+            if got is None:
+                by_port[port] = [pkt]
+            else:
+                got.append(pkt)
         freed = self.engine.take_freed()
         self.step = t + 1
+        last_busy = self.last_busy
+        if every_port:
+            ports = self.ports
+            return {p: StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0)) for p in ports}
+        if not by_port and not freed:  # sparse: nothing to send (the common case of a quiet node)
+            return {}
         return {
-            p: StepFrame(t, self.last_busy, tuple(by_port.get(p, ())), freed.get(p, 0))
+            p: StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0))
             for p in self.ports
-            if every_port or p in by_port or freed.get(p, 0)
+            if p in by_port or p in freed
         }
 
     # -- sparse mode -------------------------------------------------------------------

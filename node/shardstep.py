@@ -85,14 +85,12 @@ class ShardBarrier(StepBarrier):
             if step is None or step > horizon:
                 schedule.end = horizon
                 self._current = None
-                waiting, self._waiting = self._waiting, {}
-                for event in waiting.values():
-                    event.set()
+                self._wake_all()
                 return
             self._step = self._current = step
             nodes = schedule.take(step)
             if nodes:
                 self._outstanding = len(nodes)
                 for n in nodes:
-                    self._waiting.pop(n).set()
+                    self._wake(n)
                 return

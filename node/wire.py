@@ -286,6 +286,13 @@ def _unpack(data: bytes) -> Any:
 
 
 def _decode_link(obj: Any) -> LinkFrame:
+    if type(obj) is list and len(obj) == 5 and obj[0] == "S":  # a step frame, checked in one go
+        _, step, busy, items, freed = obj
+        if (
+            type(step) is int and step >= 0 and type(busy) is int and busy >= -1
+            and type(items) is list and type(freed) is int and freed >= 0
+        ):  # fmt: skip
+            return StepFrame(step, busy, tuple([_item(p) for p in items]), freed)
     if not isinstance(obj, list) or not obj:
         raise _Invalid(f"link frame must be a tagged array, got {obj!r:.60}")
     tag = obj[0]
