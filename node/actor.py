@@ -34,7 +34,7 @@ from node.routing import Registry
 from node.routing import registry as default_registry
 from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
-from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link
+from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link, encode_packet
 
 SYNCS = ("alpha", "barrier")
 """Lockstep across processes: the α-synchronizer (null frames) or the coordinator-led barrier."""
@@ -343,9 +343,10 @@ class Node:
         assert self.engine is not None
         self.engine.error("bad-frame", f"on {port}: {cause}")
 
-    async def _transmit(self, links: dict[str, Link], port: str, frame: LinkFrame) -> None:
+    async def _transmit(self, links: dict[str, Link], port: str, frame: LinkFrame | bytes) -> None:
+        """Send ``frame`` (or its bytes) on ``port``; NodeAborted if the link is down."""
         try:
-            await links[port].send(encode_link(frame))
+            await links[port].send(frame if isinstance(frame, bytes) else encode_link(frame))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise NodeAborted(f"link {port} is down ({type(exc).__name__})") from None
 
@@ -422,7 +423,7 @@ class Node:
                         raise NodeAborted(f"link {p} is down ({type(exc).__name__})") from None
                 else:
                     await self._transmit(links, p, frame)
-            if (
+            if (engine.deliveries or engine.errors) and (  # the cheap test first: most steps have neither
                 len(engine.deliveries) >= REPORT_BATCH
                 or len(engine.errors) > self._pending_errors
                 or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
@@ -514,6 +515,8 @@ class Node:
         engine = self.engine
         assert isinstance(engine, Engine)
         inbox = self._inbox_rx
+        # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
+        direct = {p: link.send_nowait for p, link in links.items() if isinstance(link, DirectLink)}
         while True:
             item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
             while item is not None:  # then every frame already waiting, without a task switch each
@@ -526,7 +529,11 @@ class Node:
                     self._bad_frame(port, f"{type(frame).__name__} in a free-clock run")
                 else:
                     for out_port, pkt in engine.receive_free(frame.packet):
-                        await self._transmit(links, out_port, PacketFrame(pkt))
+                        send = direct.get(out_port)
+                        if send is not None:
+                            send(encode_packet(pkt))
+                        else:
+                            await self._transmit(links, out_port, encode_packet(pkt))
                     if len(engine.deliveries) >= REPORT_BATCH:
                         await self._flush()
                 try:

@@ -242,7 +242,10 @@ class Engine:
         and counted; with the blocking policy the sender's credits keep that from happening.
         """
         self.received += 1
-        dom = self._domain(packet.mc)
+        key = packet.mc if self.isolated else 0  # _domain, inlined: paid per packet-hop
+        dom = self._domains.get(key)
+        if dom is None:
+            dom = self._domains[key] = _Domain()
         if self.in_capacity is not None and port is not None:
             if self._held.get(port, 0) >= self.in_capacity:
                 self.dropped += 1
@@ -287,7 +290,9 @@ class Engine:
             self.errors.append(fwd)
             return []
         if fwd.deliver:
-            self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
+            clock = self._clock
+            wall = int(clock()) if clock is not None else 0
+            self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, wall))
             self.delivered += 1
         if not fwd.sends:
             return []

@@ -92,22 +92,28 @@ class Lockstep:
         """Step :attr:`step` with the neighbours' frames of the step before; the engine's sends."""
         engine = self.engine
         t = self.step
-        if t > 0:
-            for p in self.ports:
+        last_busy = self.last_busy
+        if t > 0 and frames:
+            receive = engine.receive
+            for p in self.ports:  # canonical order: it is the order packets join the input buffer
                 frame = frames.get(p)
                 if frame is None:
                     continue
-                self.last_busy = max(self.last_busy, frame.last_busy)
-                engine.credit_back(p, frame.freed)
+                if frame.last_busy > last_busy:
+                    last_busy = frame.last_busy
+                if frame.freed:
+                    engine.credit_back(p, frame.freed)
                 for pkt in frame.packets:
-                    engine.receive(pkt, p)
-        for inj in self._injections.pop(t, ()):
-            engine.inject(inj)
+                    receive(pkt, p)
+        if self._injections:
+            for inj in self._injections.pop(t, ()):
+                engine.inject(inj)
         was_busy = engine.busy()
         sends = engine.step(t)
-        self.busy = was_busy or bool(sends)
-        if self.busy:
-            self.last_busy = max(self.last_busy, t)
+        self.busy = busy = was_busy or bool(sends)
+        if busy and t > last_busy:
+            last_busy = t
+        self.last_busy = last_busy
         return sends
 
     def advance(self, frames: Mapping[str, StepFrame]) -> dict[str, StepFrame] | None:

@@ -45,6 +45,7 @@ __all__ = [
     "decode_link",
     "encode_control",
     "encode_link",
+    "encode_packet",
     "frame_bytes",
 ]
 
@@ -252,11 +253,16 @@ class HelloFrame:
 LinkFrame = StepFrame | PacketFrame | HelloFrame
 
 
+def encode_packet(packet: Packet) -> bytes:
+    """The bytes of ``PacketFrame(packet)`` without building the frame (free clock: once per hop)."""
+    return _packb(["P", [packet.mc, packet.alg, packet.header, packet.hops, packet.startups, packet.sent]])
+
+
 def encode_link(frame: LinkFrame) -> bytes:
     if isinstance(frame, StepFrame):
         obj: list[Any] = ["S", frame.step, frame.last_busy, [p.to_wire() for p in frame.packets], frame.freed]
     elif isinstance(frame, PacketFrame):
-        obj = ["P", frame.packet.to_wire()]
+        return encode_packet(frame.packet)
     else:
         obj = ["H", frame.token, list(frame.node)]
     return _packb(obj)
