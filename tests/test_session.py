@@ -43,3 +43,28 @@ async def test_a_node_is_assigned_once_the_neighbours_it_dials_said_hello() -> N
         # (0,0), assigned on (1,0)'s hello, goes on like the others: every node gets its plan
         assert sorted(n for n in sent_to(protocol.PlanMessage) if n is not None) == sorted(nodes)
         nursery.cancel_scope.cancel()
+
+
+async def test_settle_times_what_nodes_in_this_process_make_of_a_broadcast() -> None:
+    """The free clock paces its probes by this: two checkpoints outlast every woken task's turn."""
+    from coordinator.runtimes.session import Session
+
+    async with trio.open_nursery() as nursery:
+        txs = []
+        for _ in range(20):
+            tx, rx = trio.open_memory_channel[bytes](1)
+            txs.append(tx)
+
+            async def node(rx: trio.MemoryReceiveChannel[bytes] = rx) -> None:
+                await rx.receive()
+                end = trio.current_time() + 0.002  # 2 ms of work each, without yielding
+                while trio.current_time() < end:
+                    pass
+
+            nursery.start_soon(node)
+        await trio.testing.wait_all_tasks_blocked()
+        for tx in txs:
+            tx.send_nowait(b"start")
+        took = await Session._settle()
+        assert took >= 20 * 0.002
+        assert await Session._settle() < 0.02  # and nothing when nobody has anything to do
