@@ -184,12 +184,18 @@ class Engine:
     def _queue(self, dom: _Domain, items: list[_Queued]) -> None:
         """Put ``items`` in their output queues (one queue under one-port, one per port else)."""
         out = dom.out
-        for item in items:
-            key = "*" if self.one_port else item[0]
-            q = out.get(key)
+        if self.one_port:  # one queue for every port: the items in order, at once
+            q = out.get("*")
             if q is None:
-                q = out[key] = deque()
-            q.append(item)
+                q = out["*"] = deque()
+            q.extend(items)
+        else:
+            for item in items:
+                key = item[0]
+                q = out.get(key)
+                if q is None:
+                    q = out[key] = deque()
+                q.append(item)
         dom.n_out += len(items)
 
     def _enqueue_sends(
@@ -333,7 +339,8 @@ class Engine:
         for key in sorted(domains) if len(domains) > 1 else list(domains):
             dom = domains[key]
             inbox = dom.inbox
-            for _ in range(1 if one_port else len(inbox)):
+            # isolated contention: one domain per multicast here, most with nothing come in
+            for _ in range(0 if not inbox else 1 if one_port else len(inbox)):
                 if not inbox:
                     break
                 port_in, packet = inbox[0]
@@ -354,7 +361,8 @@ class Engine:
                 items = self._take_in(packet, t, fwd)
                 if items:
                     self._queue(dom, items)
-            queued = len(inbox) + dom.n_out
+            n_in = len(inbox)
+            queued = n_in + dom.n_out
             if queued > peak_queue:
                 peak_queue = queued
             if dom.n_out:
@@ -369,9 +377,9 @@ class Engine:
                         if q and (credit is None or credit[p] > 0):
                             out.append(self._emit(q.popleft(), t))
                             dom.n_out -= 1
-            occ_in += len(inbox)
+            occ_in += n_in
             occ_out += dom.n_out
-            if not inbox and not dom.n_out:
+            if not n_in and not dom.n_out:
                 del domains[key]
         self.peak_queue = peak_queue
         self.steps += 1
