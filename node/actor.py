@@ -443,7 +443,11 @@ class Node:
             frame = early.pop(p, None) if early else None
             if frame is None:
                 while (data := links[p].receive_nowait()) is not None:
-                    frame = self._sparse_frame(p, data, t - 1)
+                    got = decode_link(data)
+                    if type(got) is StepFrame and (got.step == t - 1 or got.step == t):
+                        frame = got  # a good frame, checked inline (per node-step); else reported:
+                        break
+                    frame = self._sparse_frame(p, got, t - 1)
                     if frame is not None:
                         break
             if frame is None:
@@ -466,9 +470,8 @@ class Node:
         raise NodeAborted(f"no frame of step {t - 1} on {', '.join(p for p in expect if p not in frames)} "
                           f"within {HANDSHAKE_TIMEOUT:g} s")  # fmt: skip
 
-    def _sparse_frame(self, port: str, data: bytes, step: int) -> StepFrame | None:
-        """A frame taken off ``port`` in sparse mode, of step ``step`` or the next (else reported)."""
-        frame = decode_link(data)
+    def _sparse_frame(self, port: str, frame: LinkFrame | WireError, step: int) -> StepFrame | None:
+        """A frame taken off ``port`` in sparse mode if of step ``step`` or the next (else reported)."""
         if isinstance(frame, WireError):
             self._bad_frame(port, frame.cause)
         elif not isinstance(frame, StepFrame):

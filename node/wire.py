@@ -322,7 +322,14 @@ def _decode_link(obj: Any) -> LinkFrame:
 def decode_link(data: bytes) -> LinkFrame | WireError:
     """Decode one link frame, or say why it is not one."""
     try:
-        return _decode_link(_unpack(data))
+        if type(data) is bytes and len(data) <= MAX_FRAME:  # _unpack's checks, inlined (per frame)
+            try:
+                obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+            except Exception:  # msgpack raises several unrelated types for garbage
+                obj = _unpack(data)  # again, to say why
+        else:
+            obj = _unpack(data)
+        return _decode_link(obj)
     except _Invalid as exc:
         return WireError(str(exc))
 
