@@ -150,3 +150,53 @@ async def test_node_reports_an_out_of_order_message_instead_of_dropping_it() -> 
             assert done["protocol_errors"] == 1
             nursery.cancel_scope.cancel()
     assert node.protocol_errors == 1
+
+
+async def test_a_sparse_node_reports_bad_frames_on_its_polled_links() -> None:
+    """In-process sparse lockstep: what a node polls off a link and cannot use is reported, not used."""
+    from node.links import StepBarrier, queue_link_pair
+    from node.wire import PacketFrame
+
+    west_node, west_test = queue_link_pair()
+    east_node, east_test = queue_link_pair()
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
+    to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
+
+    @asynccontextmanager
+    async def opener(_: Assignment) -> AsyncIterator[dict[str, Link]]:
+        yield {"-x": west_node, "+x": east_node}
+
+    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener, barrier=StepBarrier([(1, 0)]))
+    for data in (
+        b"\xc1 not msgpack",
+        encode_link(PacketFrame(Packet(3, "unicast", [2, 0], 1, 1, 0))),
+        encode_link(StepFrame(7, 0, ())),
+    ):
+        west_test.send_nowait(data)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node.run)
+            to_node_tx.send_nowait(encode_control(_assign()))
+            # an injection at step 1 wakes the node then (it sends nothing: the barrier holds it alone)
+            plan = {
+                "type": "plan",
+                "last_step": 1,
+                "multicasts": [[1, "warp-drive", [1, 0], [[2, 0]], 1, {}]],
+            }
+            to_node_tx.send_nowait(encode_control(plan))
+            to_node_tx.send_nowait(encode_control({"type": "start"}))
+            reports: list[dict[str, Any]] = []
+            while True:
+                m = decode_control(await to_coord_rx.receive())
+                assert isinstance(m, dict)
+                reports.append(m)
+                if m["type"] == "done":
+                    break
+            nursery.cancel_scope.cancel()
+    errors = [e for m in reports if m["type"] == "report" for e in m["errors"]]
+    assert sorted(e[0] for e in errors) == ["bad-frame"] * 3 + ["bad-injection"]
+    causes = " | ".join(e[1] for e in errors)
+    assert "not msgpack" in causes and "PacketFrame in a lockstep run" in causes
+    assert "frame for step 7 where step 0 was due" in causes
+    assert reports[-1]["status"] == "ok" and reports[-1]["last_step"] >= 1
+    assert west_test.receive_nowait() is None and east_test.receive_nowait() is None  # nothing sent
