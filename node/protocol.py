@@ -179,6 +179,22 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
     return check
 
 
+def _traffic_row(v: Any) -> tuple[int, int, tuple[str, ...]]:
+    """A ``done``'s traffic row ``[mc, sends, [port, ...]]`` in one pass (a row per multicast a
+    node forwarded: hundreds of thousands in a large sweep chunk)."""
+    if len(_as_array(v)) != 3:
+        raise _fail("expected 3 elements", v)
+    mc, n, ports = v
+    if type(mc) is not int:
+        raise _fail("expected an integer", mc)
+    if type(n) is not int:
+        raise _fail("expected an integer", n)
+    for p in _as_array(ports):
+        if not isinstance(p, str):
+            raise _fail("expected a string", p)
+    return (mc, n, tuple(ports))
+
+
 def _seq(item: Check) -> Check:
     def check(v: Any) -> tuple[Any, ...]:
         return tuple([item(x) for x in _as_array(v)])
@@ -324,7 +340,7 @@ class Done(_Event):
     host: str = field(metadata={"check": _str}, default="")
     last_step: int = field(metadata={"check": _int}, default=0)
     traffic: tuple[tuple[int, int, tuple[str, ...]], ...] = field(
-        metadata={"check": _seq(_tuple_of(_int, _int, _seq(_str)))}, default=()
+        metadata={"check": _seq(_traffic_row)}, default=()
     )
     trace: tuple[tuple[int, str, int], ...] = field(
         metadata={"check": _seq(_tuple_of(_int, _str, _int))}, default=()

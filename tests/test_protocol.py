@@ -70,6 +70,24 @@ def test_a_bad_arrival_element_is_named(rows: list[tuple[Any, ...]], data: st.Da
         protocol.decode(packed)
 
 
+@given(st.integers(0, 2), st.sampled_from(["x", 1.5, None, [1], {"a": 1}]))
+def test_a_bad_traffic_element_is_named(i: int, bad: Any) -> None:
+    """The done's one-pass traffic row check names what is wrong, field and element."""
+    row: list[Any] = [3, 2, ["+x", "-y"]]
+    if i == 2:
+        row[2] = ["+x", 7 if isinstance(bad, str) else bad]
+    else:
+        row[i] = bad
+    done = {"type": "done", "node": [0, 0], "status": "ok", "traffic": [[1, 1, []], row]}
+    expected = "a string" if i == 2 else "an integer"
+    with pytest.raises(ProtocolError, match=rf"done\.traffic: expected {expected}"):
+        protocol.decode(msgpack.packb(done, use_bin_type=True))
+    for short in ([3, 2], [3, 2, "+x"]):
+        done["traffic"] = [short]
+        with pytest.raises(ProtocolError, match=r"done\.traffic: expected (3 elements|an array)"):
+            protocol.decode(msgpack.packb(done, use_bin_type=True))
+
+
 def test_every_message_type_is_covered() -> None:
     assert {e.TYPE for e in EVENTS} == set(protocol._TYPES)
 

@@ -154,9 +154,14 @@ class Collector:
             raw.dropped += msg.dropped
             for port, n in msg.link_sends.items():
                 raw.link_sends[(node, port)] = n
-            for mc, n, ports in msg.traffic:
-                raw.traffic[mc] = raw.traffic.get(mc, 0) + n
-                raw.links.setdefault(mc, set()).update((node, p) for p in ports)
+            traffic, links = raw.traffic, raw.links
+            for mc, n, ports in msg.traffic:  # a row per multicast this node forwarded
+                traffic[mc] = traffic.get(mc, 0) + n
+                used = links.get(mc)
+                if used is None:
+                    used = links[mc] = set()
+                for p in ports:
+                    used.add((node, p))
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
             for mc, ns in msg.injected:
