@@ -136,6 +136,17 @@ def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
 
 
+def _usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> StepFrame | str:
+    """``frame`` if it is a step frame of step ``due`` (or, ``ahead``, of the next), else why not."""
+    if isinstance(frame, WireError):
+        return frame.cause
+    if not isinstance(frame, StepFrame):
+        return f"{type(frame).__name__} in a lockstep run"
+    if frame.step == due or (ahead and frame.step == due + 1):
+        return frame
+    return f"frame for step {frame.step} where step {due} was due"
+
+
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     out: list[BaseException] = []
     for e in group.exceptions:
@@ -443,13 +454,11 @@ class Node:
             frame = early.pop(p, None) if early else None
             if frame is None:
                 while (data := links[p].receive_nowait()) is not None:
-                    got = decode_link(data)
-                    if type(got) is StepFrame and (got.step == t - 1 or got.step == t):
-                        frame = got  # a good frame, checked inline (per node-step); else reported:
+                    got = _usable(decode_link(data), t - 1, ahead=True)
+                    if not isinstance(got, str):
+                        frame = got
                         break
-                    frame = self._sparse_frame(p, got, t - 1)
-                    if frame is not None:
-                        break
+                    self._bad_frame(p, got)
             if frame is None:
                 continue
             if frame.step == t:  # sent this step by a neighbour that went first: next step's
@@ -470,18 +479,6 @@ class Node:
         raise NodeAborted(f"no frame of step {t - 1} on {', '.join(p for p in expect if p not in frames)} "
                           f"within {HANDSHAKE_TIMEOUT:g} s")  # fmt: skip
 
-    def _sparse_frame(self, port: str, frame: LinkFrame | WireError, step: int) -> StepFrame | None:
-        """A frame taken off ``port`` in sparse mode if of step ``step`` or the next (else reported)."""
-        if isinstance(frame, WireError):
-            self._bad_frame(port, frame.cause)
-        elif not isinstance(frame, StepFrame):
-            self._bad_frame(port, f"{type(frame).__name__} in a lockstep run")
-        elif frame.step not in (step, step + 1):
-            self._bad_frame(port, f"frame for step {frame.step} where step {step} was due")
-        else:
-            return frame
-        return None
-
     async def _step_frame(self, links: dict[str, Link], port: str, step: int) -> StepFrame:
         """The frame ``port``'s neighbour sent at ``step``: the next good frame on that link.
 
@@ -494,16 +491,12 @@ class Node:
             except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
                 raise NodeAborted(f"link {port} closed before step {step + 1}") from None
             frame = decode_link(data)
-            if isinstance(frame, WireError):
-                self._bad_frame(port, frame.cause)
-            elif not isinstance(frame, StepFrame):
-                self._bad_frame(port, f"{type(frame).__name__} in a lockstep run")
-            elif frame.step != step:
-                self._bad_frame(port, f"frame for step {frame.step} where step {step} was due")
-                if frame.step > step:
-                    raise NodeAborted(f"link {port} skipped step {step}")
-            else:
-                return frame
+            got = _usable(frame, step)
+            if not isinstance(got, str):
+                return got
+            self._bad_frame(port, got)
+            if isinstance(frame, StepFrame) and frame.step > step:
+                raise NodeAborted(f"link {port} skipped step {step}")
 
     async def _inject_free(self, links: dict[str, Link], injections: list[Injection]) -> None:
         """Free clock, at start: inject this node's multicasts (in step order) and send their packets."""
@@ -511,7 +504,7 @@ class Node:
         assert isinstance(engine, Engine)  # make_engine refuses wormhole switching on the free clock
         for inj in sorted(injections, key=lambda i: i.step):
             for port, pkt in engine.inject_free(inj):
-                await self._transmit(links, port, PacketFrame(pkt))
+                await self._transmit(links, port, encode_packet(pkt))
 
     async def _forward_free(self, links: dict[str, Link]) -> None:
         """Free clock: forward every packet as soon as it arrives."""

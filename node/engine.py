@@ -248,10 +248,7 @@ class Engine:
         and counted; with the blocking policy the sender's credits keep that from happening.
         """
         self.received += 1
-        key = packet.mc if self.isolated else 0  # _domain, inlined: paid per packet-hop
-        dom = self._domains.get(key)
-        if dom is None:
-            dom = self._domains[key] = _Domain()
+        dom = self._domain(packet.mc)
         if self.in_capacity is not None and port is not None:
             if self._held.get(port, 0) >= self.in_capacity:
                 self.dropped += 1
@@ -296,9 +293,7 @@ class Engine:
             self.errors.append(fwd)
             return []
         if fwd.deliver:
-            clock = self._clock
-            wall = int(clock()) if clock is not None else 0
-            self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, wall))
+            self.deliveries.append(Delivery(packet.mc, step, packet.hops, packet.startups, self._now()))
             self.delivered += 1
         if not fwd.sends:
             return []

@@ -143,16 +143,13 @@ class Lockstep:
                 got.append(pkt)
         freed = self.engine.take_freed()
         self.step = t + 1
-        last_busy = self.last_busy
-        if every_port:
-            ports = self.ports
-            return {p: StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0)) for p in ports}
-        if not by_port and not freed:  # sparse: nothing to send (the common case of a quiet node)
+        if not (every_port or by_port or freed):  # sparse: nothing to send (the common case of a quiet node)
             return {}
+        last_busy = self.last_busy
         return {
             p: StepFrame(t, last_busy, tuple(by_port.get(p, ())), freed.get(p, 0))
             for p in self.ports
-            if p in by_port or p in freed
+            if every_port or p in by_port or p in freed
         }
 
     # -- sparse mode -------------------------------------------------------------------

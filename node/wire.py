@@ -281,7 +281,7 @@ def _packb(obj: Any) -> bytes:
 
 
 def _unpack(data: bytes) -> Any:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    if type(data) is not bytes and not isinstance(data, (bytes, bytearray, memoryview)):  # bytes first: cheap
         raise _Invalid(f"frame must be bytes, got {type(data).__name__}")
     if len(data) > MAX_FRAME:
         raise _Invalid(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
@@ -322,14 +322,7 @@ def _decode_link(obj: Any) -> LinkFrame:
 def decode_link(data: bytes) -> LinkFrame | WireError:
     """Decode one link frame, or say why it is not one."""
     try:
-        if type(data) is bytes and len(data) <= MAX_FRAME:  # _unpack's checks, inlined (per frame)
-            try:
-                obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-            except Exception:  # msgpack raises several unrelated types for garbage
-                obj = _unpack(data)  # again, to say why
-        else:
-            obj = _unpack(data)
-        return _decode_link(obj)
+        return _decode_link(_unpack(data))
     except _Invalid as exc:
         return WireError(str(exc))
 
