@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -11,9 +11,9 @@ import msgpack
 import trio
 
 from node.actor import Assignment, Node
-from node.links import Link, MemoryControl, MemoryLink, memory_link_pair
+from node.links import Link, MemoryControl, StepBarrier, memory_link_pair, queue_link_pair
 from node.routing import registry
-from node.wire import Packet, StepFrame, decode_control, decode_link, encode_control, encode_link
+from node.wire import Packet, PacketFrame, StepFrame, decode_control, decode_link, encode_control, encode_link
 
 MemoryControlTx = trio.MemorySendChannel[bytes]
 
@@ -27,10 +27,15 @@ def _assign(**over: Any) -> dict[str, Any]:
     return msg
 
 
-def _middle_node() -> tuple[Node, MemoryLink, MemoryLink, trio.MemoryReceiveChannel[bytes], MemoryControlTx]:
-    """Node (1,0) of mesh:3x1 with the test holding both neighbours' link ends and the bus."""
-    west_node, west_test = memory_link_pair()
-    east_node, east_test = memory_link_pair()
+def _middle_node(
+    pair: Callable[[], tuple[Any, Any]] = memory_link_pair, barrier: StepBarrier | None = None
+) -> tuple[Node, Any, Any, trio.MemoryReceiveChannel[bytes], MemoryControlTx]:
+    """Node (1,0) of mesh:3x1 with the test holding both neighbours' link ends and the bus.
+
+    ``pair`` makes each link's two ends (memory channels, or plain queues for the sparse
+    ``barrier``)."""
+    west_node, west_test = pair()
+    east_node, east_test = pair()
     to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
     to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
 
@@ -42,7 +47,7 @@ def _middle_node() -> tuple[Node, MemoryLink, MemoryLink, trio.MemoryReceiveChan
             await west_node.aclose()
             await east_node.aclose()
 
-    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener)
+    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener, barrier=barrier)
     return node, west_test, east_test, to_coord_rx, to_node_tx
 
 
@@ -154,19 +159,7 @@ async def test_node_reports_an_out_of_order_message_instead_of_dropping_it() -> 
 
 async def test_a_sparse_node_reports_bad_frames_on_its_polled_links() -> None:
     """In-process sparse lockstep: what a node polls off a link and cannot use is reported, not used."""
-    from node.links import StepBarrier, queue_link_pair
-    from node.wire import PacketFrame
-
-    west_node, west_test = queue_link_pair()
-    east_node, east_test = queue_link_pair()
-    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
-    to_node_tx, to_node_rx = trio.open_memory_channel[bytes](math.inf)
-
-    @asynccontextmanager
-    async def opener(_: Assignment) -> AsyncIterator[dict[str, Link]]:
-        yield {"-x": west_node, "+x": east_node}
-
-    node = Node((1, 0), MemoryControl(to_coord_tx, to_node_rx), opener, barrier=StepBarrier([(1, 0)]))
+    node, west_test, east_test, to_coord_rx, to_node_tx = _middle_node(queue_link_pair, StepBarrier([(1, 0)]))
     for data in (
         b"\xc1 not msgpack",
         encode_link(PacketFrame(Packet(3, "unicast", [2, 0], 1, 1, 0))),
