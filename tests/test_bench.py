@@ -40,6 +40,10 @@ def test_emulator_point_measures_a_complete_run(clock: str) -> None:
     assert row["complete"] and row["nodes"] == 36 and row["switching"] == SWITCHING
     assert row["packet_hops"] > 0 and row["packet_hops_per_s"] > 0 and row["peak_rss_mb"] > 0
     assert (row["steps_per_s"] is None) == (clock == "free")
+    if clock == "lockstep":  # the rate is over the span's steps: the idle tail is not in the span
+        assert 0 < row["span_steps"] <= row["steps"] - 4  # a 6×6 torus's end: a diameter and one more
+        rate = row["steps_per_s"]  # active_s is rounded to the millisecond
+        assert abs(rate * row["active_s"] - row["span_steps"]) <= rate * 0.0005 + 1e-9
     assert row["flit_hops"] is None and row["flit_hops_per_s"] is None
 
 

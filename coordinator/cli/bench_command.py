@@ -61,7 +61,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     con.print("(c) wormhole rows: random XY unicasts, L = 16 flits, Ts = 0, shared contention, one-port")
     con.print(table)
     con.print(
-        "Rates are over the active span (first injection to last delivery; engines: the whole loop);"
+        "Rates are over the active span (first injection to last delivery; engines: the whole loop),"
+        " steps/s over the steps in it (the idle tail after the last delivery is not);"
         " ratio = packet-hops/s ÷ the row's relay_hops_per_s (a), under wormhole flit-hops/s ÷ it"
         " (packet-hops under wormhole are worm-hops)."
     )

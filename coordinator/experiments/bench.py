@@ -20,13 +20,15 @@ Figures, not assertions: speed targets live here, never in timed tests.
 JSON row fields (``meshcast bench --json``: ``{"relay_hops_per_s": float, "rows": [row, ...]}``):
 topology, runtime ("in-process" | "engines"), shards (1 unless sharded), clock, switching
 ("store-and-forward" | "wormhole"), nodes, multicasts, destinations, complete, steps (None on the
-free clock), packet_hops, flit_hops (None under store-and-forward), start_s, run_s, active_s,
-packet_hops_per_s, flit_hops_per_s (None under store-and-forward), steps_per_s,
-run_packet_hops_per_s, peak_rss_mb, relay_hops_per_s (the relay chain measured in the point's
-process just before and after it, mean), ratio (flit_hops_per_s under wormhole, else
-packet_hops_per_s, ÷ that row's relay_hops_per_s). The top-level relay_hops_per_s is the median of
-the rows': this shared machine's speed drifts within minutes, so each point is compared with
-the limit measured beside it, not with one measured minutes earlier.
+free clock), span_steps (those of them in the active span, below), packet_hops, flit_hops (None
+under store-and-forward), start_s, run_s, active_s, packet_hops_per_s, flit_hops_per_s (None
+under store-and-forward), steps_per_s (span_steps per second of the active span: the run's idle
+tail after the last delivery is not in the span), run_packet_hops_per_s, peak_rss_mb,
+relay_hops_per_s (the relay chain measured in the point's process just before and after it,
+mean), ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ that row's
+relay_hops_per_s). The top-level relay_hops_per_s is the median of the rows': this shared
+machine's speed drifts within minutes, so each point is compared with the limit measured beside
+it, not with one measured minutes earlier.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ import msgpack
 import trio
 
 from coordinator.experiments.run import emulate
-from coordinator.runtimes.records import RunSettings
-from coordinator.workloads.plan import random_plan
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
 __all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "beside_relay",
@@ -102,6 +104,22 @@ def _peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes vs KiB
 
 
+def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:
+    """The active span's seconds and lockstep steps: first injection to last delivery, on the
+    nodes' own wall clocks (without those, as on the reference model: the whole run).
+
+    Its steps are not the run's last step: after the last delivery the α-synchronizer's end
+    takes a diameter's worth of idle steps more (the sparse 64×64 point's run has 127 steps,
+    its last delivery is near step 60), done after the span the rates divide by.
+    """
+    walls = [a.wall_ns for a in raw.arrivals if a.wall_ns is not None]
+    starts = [ns for ns, _ in raw.injected.values()]
+    if not (walls and starts):
+        return max(raw.wall_s, 1e-9), raw.last_step
+    steps = max(a.step for a in raw.arrivals) - min(m.step for m in plan.multicasts)
+    return max((max(walls) - min(starts)) / 1e9, 1e-9), steps
+
+
 def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: int = 1) -> dict[str, Any]:
     """One in-process run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured."""
     topo = Topology.parse(spec)
@@ -111,10 +129,7 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: i
     raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
     hops = sum(raw.traffic.values())
-    walls = [a.wall_ns for a in raw.arrivals if a.wall_ns is not None]
-    starts = [ns for ns, _ in raw.injected.values()]
-    active = (max(walls) - min(starts)) / 1e9 if walls and starts else raw.wall_s
-    active = max(active, 1e-9)
+    active, span_steps = _active(raw, plan)
     steps = raw.last_step if clock == "lockstep" else None
     return {
         "topology": spec,
@@ -127,6 +142,7 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: i
         "destinations": dests,
         "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
         "steps": steps,
+        "span_steps": span_steps if steps is not None else None,
         "packet_hops": hops,
         "flit_hops": None,
         "start_s": round(total - raw.wall_s, 3),
@@ -134,7 +150,7 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: i
         "active_s": round(active, 3),
         "packet_hops_per_s": hops / active,
         "flit_hops_per_s": None,
-        "steps_per_s": steps / active if steps is not None else None,
+        "steps_per_s": span_steps / active if steps is not None else None,
         "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
         "peak_rss_mb": round(_peak_rss_mb(), 1),
     }
@@ -164,14 +180,12 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         raw = run_engines(plan, settings)
         total = time.perf_counter() - t0
         raw.wall_s = raw.wall_s or total
-        active = max(raw.wall_s, 1e-9)
+        active, steps = max(raw.wall_s, 1e-9), raw.last_step
     else:
         raw = trio.run(emulate, plan, settings, None)
         total = time.perf_counter() - t0
         raw.wall_s = raw.wall_s or total
-        walls = [a.wall_ns for a in raw.arrivals if a.wall_ns is not None]
-        starts = [ns for ns, _ in raw.injected.values()]
-        active = max((max(walls) - min(starts)) / 1e9 if walls and starts else raw.wall_s, 1e-9)
+        active, steps = _active(raw, plan)
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
     return {
@@ -185,6 +199,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         "destinations": dests,
         "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
         "steps": raw.last_step,
+        "span_steps": steps,
         "packet_hops": hops,
         "flit_hops": flits,
         "start_s": round(max(total - raw.wall_s, 0.0), 3),
@@ -192,7 +207,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         "active_s": round(active, 3),
         "packet_hops_per_s": hops / active,
         "flit_hops_per_s": flits / active,
-        "steps_per_s": raw.last_step / active,
+        "steps_per_s": steps / active,
         "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
         "peak_rss_mb": round(_peak_rss_mb(), 1),
     }
