@@ -147,10 +147,6 @@ class Engine:
         self.peak_in = 0
         self.peak_out = 0
         self._domains: dict[int, _Domain] = {}
-        # Lockstep drops a domain once it is empty and most come back: under isolated contention
-        # a multicast's domain lives one step at a node on its path. Empty ones wait here for
-        # reuse rather than being built anew (a dataclass, a deque, two dicts) at every hop.
-        self._spare: list[_Domain] = []
         self.deliveries: list[Delivery] = []
         self.delivered = 0
         """Deliveries over the whole run (the final report says it, so lost reports show)."""
@@ -173,7 +169,7 @@ class Engine:
         key = mc if self.isolated else 0
         d = self._domains.get(key)
         if d is None:
-            d = self._domains[key] = self._spare.pop() if self._spare else _Domain()
+            d = self._domains[key] = _Domain()
         return d
 
     def busy(self) -> bool:
@@ -378,9 +374,8 @@ class Engine:
                             dom.n_out -= 1
             occ_in += n_in
             occ_out += dom.n_out
-            if not n_in and not dom.n_out:  # empty: inbox and every out queue (free-clock fields unused)
+            if not n_in and not dom.n_out:
                 del domains[key]
-                self._spare.append(dom)
         self.peak_queue = peak_queue
         self.steps += 1
         self.occupancy_sum += occ_in + occ_out
