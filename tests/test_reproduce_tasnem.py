@@ -107,7 +107,9 @@ def test_report_sections(run_dir: Path) -> None:
     assert [c.source for c in rates] == ["§4.2, Fig. 10 (read as traffic)", "§4.2, Fig. 10 (read as latency)"]
     assert all("only the direction is judged" in c.text and "ratio" in c.numbers for c in rates)
     assert claims[-3].verdict is Verdict.NOT_REPRODUCIBLE
-    if claims[0].numbers["hits"] < claims[0].numbers["points"]:  # beaten: by a reconstruction, so said
+    hits, points = claims[0].numbers["hits"], claims[0].numbers["points"]
+    assert hits is not None and points is not None
+    if hits < points:  # beaten: by a reconstruction, so said
         assert "reconstructed from a few sentences" in claims[0].evidence
     # the T2W sensitivity table: our reading's computed paths equal the emulated T2W (Ts = 0 and --ts)
     assert f"at {2 * (len(DESTS) + len(SIZES))} of {2 * (len(DESTS) + len(SIZES))} checked points" in text

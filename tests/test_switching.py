@@ -158,7 +158,7 @@ def test_assign_carries_the_switching_settings_and_refuses_bad_ones() -> None:
                           switching="wormhole", flits=16, buffer_flits=3, ts=7, prep=1)  # fmt: skip
     back = protocol.decode(protocol.encode(msg))
     assert back == msg
-    engine = make_engine(Topology.parse("mesh:4x4"), (0, 0), registry, back)  # type: ignore[arg-type]
+    engine = make_engine(Topology.parse("mesh:4x4"), (0, 0), registry, back)
     assert isinstance(engine, LockstepWormhole)
     assert (engine.flits, engine.buffer_flits, engine.ts, engine.prep["qg"]) == (16, 3, 7, 1)
     wire = msg.to_wire() | {"flits": -1}

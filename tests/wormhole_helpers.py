@@ -79,9 +79,9 @@ def run_network(
         for n in nodes:
             e = engines[n]
             for p, data in frames[n].items():
-                flits, freed = msgpack.unpackb(data, raw=False)
+                items, freed = msgpack.unpackb(data, raw=False)  # not `flits`: that is the message length
                 e.credit_back(p, freed)
-                for obj in flits:
+                for obj in items:
                     f = decode_flit(obj)
                     assert not isinstance(f, WireError), f.cause
                     e.receive(f, p)
