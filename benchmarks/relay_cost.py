@@ -5,7 +5,7 @@ memory channel, decoding them, counting the hop and sending the re-encoded bytes
 the same chain three ways, alternated so that the machine's drift falls on all three alike:
 
 * ``relay``: the bench's own chain (:func:`coordinator.experiments.bench.relay_chain`);
-* ``pass``: the same tasks and channels passing the bytes on untouched (no msgpack);
+* ``pass``: the same chain with :func:`pass_relay` tasks, passing the bytes on untouched;
 * ``msgpack``: a plain loop doing only the decode, count and encode of each hop (no trio).
 
 ``relay`` − ``pass`` per hop is msgpack's share of a hop; ``pass`` per hop is the channels' and
@@ -30,30 +30,11 @@ from coordinator.experiments.bench import RELAY_PACKET, relay_chain
 LENGTH, PACKETS = 64, 2000
 
 
-async def _pass_chain(length: int, packets: int) -> float:
-    """Seconds to push ``packets`` byte strings through ``length`` tasks that only pass them on."""
-    data = msgpack.packb(RELAY_PACKET)
-    chans = [trio.open_memory_channel[bytes](16) for _ in range(length + 1)]
-
-    async def relay(rx: trio.MemoryReceiveChannel[bytes], tx: trio.MemorySendChannel[bytes]) -> None:
-        async with rx, tx:
-            async for got in rx:
-                await tx.send(got)
-
-    async def sink(rx: trio.MemoryReceiveChannel[bytes]) -> None:
-        async with rx:
-            async for _ in rx:
-                pass
-
-    t0 = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for i in range(length):
-            nursery.start_soon(relay, chans[i][1], chans[i + 1][0])
-        nursery.start_soon(sink, chans[length][1])
-        async with chans[0][0] as tx:
-            for _ in range(packets):
-                await tx.send(data)
-    return time.perf_counter() - t0
+async def pass_relay(rx: trio.MemoryReceiveChannel[bytes], tx: trio.MemorySendChannel[bytes]) -> None:
+    """A relay task that passes each packet's bytes on untouched (no msgpack)."""
+    async with rx, tx:
+        async for data in rx:
+            await tx.send(data)
 
 
 def _msgpack_only(hops: int) -> float:
@@ -72,7 +53,7 @@ def main(rounds: int) -> dict[str, object]:
     rates: dict[str, list[float]] = {"relay": [], "pass": [], "msgpack": []}
     for _ in range(rounds):
         rates["relay"].append(relay_chain(LENGTH, PACKETS))
-        rates["pass"].append(hops / trio.run(_pass_chain, LENGTH, PACKETS))
+        rates["pass"].append(relay_chain(LENGTH, PACKETS, relay=pass_relay))
         rates["msgpack"].append(hops / _msgpack_only(hops))
     us = {way: round(1e6 / statistics.median(r), 2) for way, r in rates.items()}
     return {
