@@ -33,7 +33,9 @@ RUN = [
 
 
 async def test_a_signal_ends_an_in_process_run_with_its_partial_records() -> None:
-    plan = long_plan(Topology.parse("mesh:3x3"), every=5, count=4000)
+    # 200,000 steps: far longer than the signal's 1 s grace on any machine (the sparse driver does
+    # 20,000 of them in under a second here, so a plan of that length once ended within the grace)
+    plan = long_plan(Topology.parse("mesh:3x3"), every=5, count=40_000)
     reached: list[int] = []
 
     def progress(done: int, total: int) -> None:
@@ -43,7 +45,7 @@ async def test_a_signal_ends_an_in_process_run_with_its_partial_records() -> Non
 
     with pytest.raises(Interrupted) as info:
         with trio.fail_after(60):
-            await run_inprocess(plan, RunSettings(wall_budget=60, max_steps=30_000), progress)
+            await run_inprocess(plan, RunSettings(wall_budget=60, max_steps=300_000), progress)
     assert info.value.signum == signal.SIGTERM
     raw = info.value.partial
     assert raw is not None and raw.arrivals  # type: ignore[attr-defined]
