@@ -5,8 +5,9 @@
     .venv/bin/python benchmarks/deploy_bench.py containers torus:4x4 [steps]
     MESHCAST_BENCH_SYNC=barrier .venv/bin/python benchmarks/deploy_bench.py processes torus:16x16 300
 
-``MESHCAST_BENCH_SYNC`` (``alpha``, the default, or ``barrier``) is the run's ``--sync``: the
-α-synchronizer's null frames, or the coordinator-led step barrier (only nodes with work step).
+``MESHCAST_BENCH_SYNC`` (``alpha`` or ``barrier``; unset: the run's default, ``barrier``) is the
+run's ``--sync``: the α-synchronizer's null frames, or the coordinator-led step barrier (only
+nodes with work step).
 
 The plan injects one VH multicast (source (0,0), three destinations) every 50 steps, so the
 lockstep run lasts about ``steps`` steps whatever the network's size. Start-up is everything
@@ -112,8 +113,8 @@ def main() -> None:
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
     topo = Topology.parse(spec)
     plan = plan_for(topo, steps)
-    sync = os.environ.get("MESHCAST_BENCH_SYNC", "alpha")
-    if sync not in ("alpha", "barrier"):
+    sync = os.environ.get("MESHCAST_BENCH_SYNC") or None  # unset: the runtime's default (barrier)
+    if sync not in (None, "alpha", "barrier"):
         sys.exit(f"MESHCAST_BENCH_SYNC must be alpha or barrier, got {sync!r}")
     settings = RunSettings(
         wall_budget=900, max_steps=steps + 100, runtime=runtime, run_dir=tempfile.mkdtemp(), sync=sync
@@ -174,7 +175,8 @@ def main() -> None:
     status = "complete" if not r.incomplete else f"INCOMPLETE {r.incomplete[:2]}"
     rate = r.last_step / max(r.wall_s, 1e-9)
     print(
-        f"{runtime} {spec} ({topo.size} nodes, sync {sync}): start-up {startup:.1f} s, {r.last_step} steps in"
+        f"{runtime} {spec} ({topo.size} nodes, sync {sync or 'barrier (default)'}): "
+        f"start-up {startup:.1f} s, {r.last_step} steps in"
         f" {r.wall_s:.1f} s = {rate:.0f} steps/s, total {total:.1f} s{memory}, {status}"
     )
 

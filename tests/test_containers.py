@@ -243,8 +243,10 @@ async def test_a_killed_node_container_is_named_and_partial_results_kept(
     engine: None, tmp_path: Path
 ) -> None:
     topo = Topology.parse("mesh:3x3")
-    plan = long_plan(topo, every=40, count=250)  # 10000 steps: far longer than the kill lets it run
-    settings = RunSettings(wall_budget=120, max_steps=20_000, runtime="containers")
+    # 40,000 steps, ~1,000 multicasts: far longer than the kill lets it run, also under the
+    # default barrier sync, which does only the steps with work
+    plan = long_plan(topo, every=40, count=1000)
+    settings = RunSettings(wall_budget=120, max_steps=60_000, runtime="containers")
     run = ContainerRun(plan, settings, tmp_path)
     raw, after = await _run_with(run, "kill", "node-1-1")
     assert after < 60, f"the run went on {after:.0f} s after the kill"

@@ -150,7 +150,7 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
         default=None,
         help="lockstep: alpha: a frame on every link every step (α-synchronizer); barrier: only nodes "
         "with work step, no null frames (processes/containers: the coordinator leads a step barrier). "
-        "Same records. Default: barrier in-process, alpha for processes and containers",
+        "Same records. Default: barrier",
     )
     p.add_argument(
         "--runtime",

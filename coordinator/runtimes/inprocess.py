@@ -4,8 +4,9 @@ The coordinator side of the control protocol lives in :mod:`coordinator.runtimes
 only wires nodes and channels together. In lockstep the nodes share a
 :class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
 frames, the same records) over plain-queue link ends (:class:`node.links.QueueLink`: nobody
-waits on a link there); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer that
-the other runtimes use by default, over trio memory channels.
+waits on a link there); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer (null
+frames on every link every step, as the other runtimes do under ``--sync alpha``) over trio
+memory channels.
 In the free clock a link end hands its frames straight to the peer's inbox
 (:class:`node.links.DirectLink`: no reader task, no task switch per frame).
 """

@@ -44,7 +44,8 @@ class RunSettings:
     sync: str | None = None
     """Lockstep: ``alpha`` (α-synchronizer, a frame on every link every step) or ``barrier`` (only
     nodes with work step, no null frames; across processes the coordinator leads the barrier).
-    None: the runtime's default, ``barrier`` in-process (its shared barrier), ``alpha`` elsewhere."""
+    None: the runtime's default, ``barrier`` (in-process its shared barrier, across processes and
+    containers the coordinator-led one); ``alpha`` is asked for by name."""
     deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
     shards: int = 1
     """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""

@@ -110,8 +110,9 @@ class Session:
 
     @property
     def barrier(self) -> bool:
-        """Whether the nodes step under the coordinator-led barrier (lockstep, ``sync: barrier``)."""
-        return self.lead and self.settings.clock == "lockstep" and self.settings.sync == "barrier"
+        """Whether the nodes step under the coordinator-led barrier: lockstep unless ``--sync alpha``
+        (the default across processes: idle nodes sleep instead of exchanging null frames)."""
+        return self.lead and self.settings.clock == "lockstep" and self.settings.sync != "alpha"
 
     def _assign(self, node: Coord) -> protocol.Assign:
         s = self.settings
