@@ -80,15 +80,23 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
     assert set(doc) == {"relay_hops_per_s", "rows"}
     limit = doc["relay_hops_per_s"]  # the median of the limits measured beside each point
     assert limit == statistics.median(r["relay_hops_per_s"] for r in doc["rows"]) > 0
-    assert len(doc["rows"]) == len(bench_points(quick=True)) + len(wormhole_points(quick=True))
+    dense = [pt for pt in bench_points(quick=True) if pt[1] == "lockstep" and pt[2] > 1]
+    assert len(doc["rows"]) == len(bench_points(quick=True)) + len(dense) + len(wormhole_points(quick=True))
     for row in doc["rows"]:
         assert set(row) >= FIELDS, FIELDS - set(row)
         assert row["complete"]
         if row["switching"] == SWITCHING:
-            assert row["runtime"] == "in-process"
+            assert row["runtime"] == "in-process" or (row["runtime"], row["clock"]) == ("engines", "lockstep")
             assert row["ratio"] == pytest.approx(row["packet_hops_per_s"] / row["relay_hops_per_s"], abs=1e-3)
         else:
             assert row["switching"] == "wormhole" and row["clock"] == "lockstep"
             assert row["ratio"] == pytest.approx(row["flit_hops_per_s"] / row["relay_hops_per_s"], abs=1e-3)
     worm = {(r["runtime"], r["topology"]) for r in doc["rows"] if r["switching"] == "wormhole"}
     assert worm == {(rt, spec) for spec, rt, _, _ in wormhole_points(quick=True)}
+    # (e): each dense lockstep point again on the engines runtime, the same packets moved
+    eng = {r["topology"]: r for r in doc["rows"] if r["runtime"] == "engines" and r["switching"] == SWITCHING}
+    assert set(eng) == {pt[0] for pt in dense}
+    for r in doc["rows"]:
+        if r["runtime"] == "in-process" and r["topology"] in eng and r["clock"] == "lockstep":
+            assert r["packet_hops"] == eng[r["topology"]]["packet_hops"]
+            assert r["steps"] == eng[r["topology"]]["steps"]

@@ -57,7 +57,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{r['packet_hops']:,}", f"{r['active_s']:.2f}", f"{r['run_s']:.2f}",
             _cell(r["run_packet_hops_per_s"]),
         )  # fmt: skip
-    con.print("(b) emulator, in-process runtime, VH, isolated contention, one-port (store-and-forward rows)")
+    con.print(
+        "(b) emulator, in-process runtime, VH, isolated contention, one-port (store-and-forward rows);"
+        " (e) engines rows: the same nodes' engines in one plain loop, no trio: their own work per hop"
+    )
     con.print("(c) wormhole rows: random XY unicasts, L = 16 flits, Ts = 0, shared contention, one-port")
     con.print(table)
     con.print(

@@ -11,6 +11,9 @@
     crossed links; ``ratio`` is flit-hops/s ÷ (a), since a flit is what a link frame carries.
 (d) with ``shards`` > 1, each dense lockstep point of (b) again on that many shard processes
     (``--shards``: one OS process per block of nodes, links between them over loopback TCP).
+(e) each dense lockstep point of (b) again on the engines runtime: the same engines and lockstep
+    driver in one plain loop, frames through msgpack, no trio task, link or control message —
+    the nodes' own work per hop, a ceiling no I/O shell around these engines can pass.
 Each point runs in a fresh process (so its peak RSS is its own; a sharded point's is the
 coordinator's only). Rates are over the active span
 (the first injection to the last delivery, from the nodes' own wall clocks); the whole run
@@ -131,20 +134,30 @@ def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:
     return max((max(walls) - min(starts)) / 1e9, 1e-9), steps
 
 
-def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: int = 1) -> dict[str, Any]:
-    """One in-process run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured."""
+def emulator_point(
+    spec: str, clock: str, multicasts: int, dests: int, shards: int = 1, runtime: str = "in-process"
+) -> dict[str, Any]:
+    """One run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured:
+    in-process, or (lockstep) on the engines runtime, whose rates are over its whole loop."""
     topo = Topology.parse(spec)
     plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
     settings = RunSettings(clock=clock, shards=shards)
     t0 = time.perf_counter()
-    raw = trio.run(emulate, plan, settings, None)
+    if runtime == "engines":
+        from coordinator.runtimes.engines import run_engines
+
+        raw = run_engines(plan, settings)
+    else:
+        raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
     hops = sum(raw.traffic.values())
-    active, span_steps = _active(raw, plan)
+    active, span_steps = (
+        (max(raw.wall_s, 1e-9), raw.last_step) if runtime == "engines" else _active(raw, plan)
+    )
     steps = raw.last_step if clock == "lockstep" else None
     return {
         "topology": spec,
-        "runtime": "in-process",
+        "runtime": runtime,
         "shards": shards,
         "clock": clock,
         "switching": SWITCHING,
@@ -156,7 +169,7 @@ def emulator_point(spec: str, clock: str, multicasts: int, dests: int, shards: i
         "span_steps": span_steps if steps is not None else None,
         "packet_hops": hops,
         "flit_hops": None,
-        "start_s": round(total - raw.wall_s, 3),
+        "start_s": round(max(total - raw.wall_s, 0.0), 3),
         "run_s": round(raw.wall_s, 3),
         "active_s": round(active, 3),
         "packet_hops_per_s": hops / active,
@@ -269,9 +282,11 @@ def run_bench(
     """
     chain = (16, 500) if quick else (64, 2000)
     points = bench_points(quick, large)
-    sharded = [(*p, shards) for p in points if shards > 1 and p[1] == "lockstep" and p[2] > 1]
+    dense = [p for p in points if p[1] == "lockstep" and p[2] > 1]
+    sharded = [(*p, shards) for p in dense if shards > 1]
+    engines = [(*p, 1, "engines") for p in dense]
     jobs: list[tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]] = [
-        *((emulator_point, p) for p in [*points, *sharded]),
+        *((emulator_point, p) for p in [*points, *sharded, *engines]),
         *((wormhole_point, p) for p in wormhole_points(quick)),
     ]
     rows = []
