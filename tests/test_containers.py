@@ -263,9 +263,10 @@ async def test_a_killed_node_container_is_named_and_partial_results_kept(
 @pytest.mark.slow
 async def test_broker_restart_mid_run_completes_or_says_why(engine: None, tmp_path: Path) -> None:
     topo = Topology.parse("mesh:3x3")
-    # long enough (about 8,000 steps) that the restart lands mid-run even on an idle machine
-    plan = long_plan(topo, every=20, count=400)
-    settings = RunSettings(wall_budget=120, runtime="containers")
+    # long enough (16,000 steps, 800 multicasts: the default barrier sync does only the ~3,200
+    # steps with work) that the restart lands mid-run even on an idle machine
+    plan = long_plan(topo, every=20, count=800)
+    settings = RunSettings(wall_budget=120, max_steps=20_000, runtime="containers")
     run = ContainerRun(plan, settings, tmp_path)
     raw, _ = await _run_with(run, "restart", "broker")
     expected = sum(len(m.destinations) for m in plan.multicasts)

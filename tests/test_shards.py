@@ -96,8 +96,9 @@ def test_bad_shard_counts_are_one_line_errors(
 
 def test_a_killed_shard_ends_the_run_naming_it_and_nothing_is_left() -> None:
     topo = Topology("torus", 6, 6)
-    # a multicast every 5 steps for 2,000 steps: the run is still going when a shard is killed
-    plan = Plan(topo, tuple(Multicast(i, "vh", (i % 6, 0), ((3, 3),), 5 * i) for i in range(400)))
+    # a multicast every 5 steps for 20,000 steps: the run is still going when a shard is killed
+    # (2,000 steps once ended before the first progress report on a fast machine)
+    plan = Plan(topo, tuple(Multicast(i, "vh", (i % 6, 0), ((3, 3),), 5 * i) for i in range(4000)))
     pids: dict[int, int] = {}
     killed: list[bool] = []
     every: list[int] = []
@@ -112,7 +113,7 @@ def test_a_killed_shard_ends_the_run_naming_it_and_nothing_is_left() -> None:
             killed.append(True)
 
     async def go() -> RawRun:
-        return await run_shards(plan, RunSettings(shards=3, max_steps=5000), progress, started=started)
+        return await run_shards(plan, RunSettings(shards=3, max_steps=25_000), progress, started=started)
 
     with pytest.raises(
         RunFailed, match=r"shard 1 \(nodes \(0,2\)\.\.\(5,3\), pid \d+\) was killed by signal 9"
@@ -126,7 +127,8 @@ def test_a_killed_shard_ends_the_run_naming_it_and_nothing_is_left() -> None:
 
 async def test_a_signal_ends_a_sharded_run_and_reaps_every_shard() -> None:
     topo = Topology("torus", 6, 6)
-    plan = Plan(topo, tuple(Multicast(i, "vh", (i % 6, 0), ((3, 3),), 5 * i) for i in range(400)))
+    # 20,000 steps: far longer than the signal's 1 s grace (see the test above)
+    plan = Plan(topo, tuple(Multicast(i, "vh", (i % 6, 0), ((3, 3),), 5 * i) for i in range(4000)))
     pids: list[int] = []
     signalled: list[bool] = []
 
@@ -138,7 +140,10 @@ async def test_a_signal_ends_a_sharded_run_and_reaps_every_shard() -> None:
     with pytest.raises(Interrupted) as info:
         with trio.fail_after(60):
             await run_shards(
-                plan, RunSettings(shards=2, max_steps=5000), progress, started=lambda i, pid: pids.append(pid)
+                plan,
+                RunSettings(shards=2, max_steps=25_000),
+                progress,
+                started=lambda i, pid: pids.append(pid),
             )
     assert info.value.signum == signal.SIGTERM
     assert "interrupted by SIGTERM" in info.value.partial.incomplete  # type: ignore[attr-defined]
