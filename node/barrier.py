@@ -48,6 +48,7 @@ class RemoteBarrier:
         """The run's last step, once it is over."""
         self.expect: tuple[str, ...] | None = ()
         """The ports whose frame of the step before the node must read before its next step."""
+        self._last: protocol.StepDone | None = None
 
     async def done(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
@@ -61,7 +62,8 @@ class RemoteBarrier:
         step = clock.step - 1 if self._joined else None
         self._joined = True
         ports = tuple(str(p) for p in sent)
-        await self._send(protocol.StepDone(here, step, clock.busy, clock.next_work, ports))
+        self._last = protocol.StepDone(here, step, clock.busy, clock.next_work, ports)
+        await self._send(self._last)
         with trio.move_on_after(self.timeout):
             while True:
                 go = await self._gos.receive()
@@ -72,6 +74,11 @@ class RemoteBarrier:
                         return None
                     self.expect = go.expect
                     return go.step
+                if go.step == step or (go.step is None and go.end is None):
+                    # the go of the step just done again, or a go of no step (while nodes join):
+                    # the coordinator lost our step-done (a broker restart); say it again, wait on
+                    await self._send(self._last)
+                    continue
                 self._report(problem)
         after = "joining" if step is None else f"step {step}"
         raise NoGo(f"no go from the coordinator within {self.timeout:g} s after {after}")
@@ -79,7 +86,9 @@ class RemoteBarrier:
     def _problem(self, go: protocol.Go, clock: Lockstep) -> str | None:
         """Why ``go`` cannot be obeyed at this clock (None: it can)."""
         if go.step is None:
-            if go.end is None or go.end < clock.step - 1:
+            if go.end is None:
+                return "go without a step or an end"  # (taken as: say the step-done again)
+            if go.end < clock.step - 1:
                 return f"go without a step must end the run at step {clock.step - 1} or later, got {go.end}"
             return None
         if go.step < clock.step:

@@ -9,7 +9,8 @@ gets a :class:`node.links.Control` (:func:`open_node_control`), the coordinator 
 * ``down/<x>-<y>``    coordinator → one node (assign)
 * ``down/all``        coordinator → every node (plan, start, probe, stop)
 * ``status/<x>-<y>``  ``online`` on every (re)connection; the broker publishes the node's
-  will, ``offline``, when its connection dies without a goodbye (process or container killed)
+  will, ``offline``, when its connection dies without a goodbye (process or container killed);
+  both retained, so a coordinator that subscribes again after a broker restart sees the latest
 * ``coordinator``     retained presence: nodes publish nothing before they see it, so no
   hello is lost when nodes start before the coordinator (as in ``docker compose up``)
 
@@ -461,14 +462,17 @@ class MqttControl(_Endpoint):
             broker,
             f"meshcast-{run_id}-{name}",
             [f"{root}/down/{name}", f"{root}/down/all", self.presence_topic],
-            will=aiomqtt.Will(self.status_topic, b"offline", qos=1),
+            will=aiomqtt.Will(self.status_topic, b"offline", qos=1, retain=True),
             log=log,
         )
         self._in_tx, self._in_rx = trio.open_memory_channel[bytes](math.inf)
         self._gone = trio.Event()
 
     def on_connected(self) -> list[tuple[str, bytes, bool]]:
-        return [(self.status_topic, b"online", False)]
+        # retained, as the will: a coordinator that (re)subscribes after this (its own reconnection
+        # after a broker restart) still learns the node is back, and the will it may have got
+        # while the old broker shut down is superseded
+        return [(self.status_topic, b"online", True)]
 
     def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         if topic == self.presence_topic:
@@ -566,6 +570,9 @@ class CoordinatorBus(_Endpoint):
         data = self._unwrap(payload)
         if data is None:
             return
+        # a node that speaks after its will is back, whatever the order its status messages took
+        # (a will can follow the reconnection, when the broker hands a session over)
+        self._offline_since.pop(node, None)
         if node not in self.done and _is_done(data):
             self._mark_done(node)
             self._offline_since.pop(node, None)

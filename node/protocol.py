@@ -456,7 +456,9 @@ class Stop(_Event):
 @dataclass(frozen=True, slots=True)
 class Go(_Event):
     """Barrier sync: do ``step``, reading first the frames of ``step - 1`` on the ports ``expect``;
-    ``step`` None: the run is over, its last step is ``end`` (count the idle steps up to it)."""
+    ``step`` None: the run is over, its last step is ``end`` (count the idle steps up to it).
+    A go for the step the node just did, or with neither step nor end, asks it for its last
+    step-done again (the coordinator lost it: a broker restart)."""
 
     TYPE: ClassVar[str] = "go"
     step: int | None = field(metadata={"check": _opt_nat}, default=None)

@@ -66,17 +66,63 @@ async def test_the_node_end_reports_a_bad_go_and_gives_up_without_one() -> None:
     tx, rx = trio.open_memory_channel[protocol.Go](10)
     barrier = RemoteBarrier(send, rx, ports=clock.ports, timeout=0.2, report=bad.append)
     tx.send_nowait(protocol.Go(0, ("+x",)))  # no frames before step 0
-    tx.send_nowait(protocol.Go(None, (), None))  # an end without its step
+    tx.send_nowait(protocol.Go(None, (), None))  # no step, no end: say the step-done again
     tx.send_nowait(protocol.Go(0, ()))
     assert await barrier.done((0, 0), clock) == 0
-    assert sent == [protocol.StepDone((0, 0), None, False, 0, ())] and len(bad) == 2
+    join = protocol.StepDone((0, 0), None, False, 0, ())
+    assert sent == [join, join] and len(bad) == 1
     clock.work(0, {})
-    tx.send_nowait(protocol.Go(0, ()))  # already done
+    tx.send_nowait(protocol.Go(1, ()))
+    assert await barrier.done((0, 0), clock, {"+x": (1, 0)}) == 1
+    clock.work(1, {})
+    tx.send_nowait(protocol.Go(0, ()))  # already done, and not the step just done
     tx.send_nowait(protocol.Go(None, (), 7))
-    assert await barrier.done((0, 0), clock, {"+x": (1, 0)}) is None and barrier.end == 7
-    assert sent[-1] == protocol.StepDone((0, 0), 0, True, None, ("+x",)) and "already done" in bad[-1]
-    with pytest.raises(NoGo, match=r"no go from the coordinator within 0\.2 s after step 0"):
+    assert await barrier.done((0, 0), clock) is None and barrier.end == 7
+    assert sent[-1] == protocol.StepDone((0, 0), 1, False, None, ()) and "already done" in bad[-1]
+    with pytest.raises(NoGo, match=r"no go from the coordinator within 0\.2 s after step 1"):
         await barrier.done((0, 0), clock)
+
+
+async def test_a_go_again_for_the_step_just_done_sends_its_step_done_again() -> None:
+    """After a broker restart the leader sends a step's goes again to the nodes it did not hear
+    from: a node that did the step (its step-done was lost) says it again, and is not in error."""
+    topo = Topology("torus", 3, 3)
+    clock = Lockstep(Engine(topo, (0, 0), registry), topo.ports((0, 0)), diameter=topo.diameter,
+                     max_steps=50, injections=[Injection(0, "unicast", [(1, 1)], {}, 0)])  # fmt: skip
+    sent: list[protocol.Event] = []
+    bad: list[str] = []
+
+    async def send(event: protocol.Event) -> None:
+        sent.append(event)
+
+    tx, rx = trio.open_memory_channel[protocol.Go](10)
+    barrier = RemoteBarrier(send, rx, ports=clock.ports, timeout=1, report=bad.append)
+    tx.send_nowait(protocol.Go(0, ()))
+    assert await barrier.done((0, 0), clock) == 0
+    clock.work(0, {})
+    tx.send_nowait(protocol.Go(0, ()))  # the go of step 0 again
+    tx.send_nowait(protocol.Go(3, ()))
+    assert await barrier.done((0, 0), clock, {"+x": (1, 0)}) == 3
+    done0 = protocol.StepDone((0, 0), 0, True, None, ("+x",))
+    assert sent[1:] == [done0, done0] and not bad
+
+
+def test_the_leader_takes_a_step_done_sent_again_once() -> None:
+    topo = Topology("mesh", 3, 1)
+    leader = Leader(topo, max_steps=100, last_injection=0)
+    assert leader.pending() == {n: protocol.Go(None, (), None) for n in topo.nodes()}  # joining: again
+    for n in topo.nodes():
+        assert leader.step_done(protocol.StepDone(n, None, False, 0 if n == (0, 0) else None)) is None
+    assert leader.release() == {(0, 0): protocol.Go(0, ())}
+    assert leader.pending() == {(0, 0): protocol.Go(0, ())}  # what a broker restart may have lost
+    done = protocol.StepDone((0, 0), 0, True, None, ("+x",))
+    assert leader.step_done(done) is None and leader.pending() == {}
+    assert leader.step_done(done) is None  # again: taken once, no error
+    assert leader.release() == {(1, 0): protocol.Go(1, ("-x",))}
+    assert leader.step_done(done) is None  # a late repeat, while the next step is done: still none
+    assert "being done" in str(leader.step_done(protocol.StepDone((1, 0), 0, True, None, ())))
+    assert leader.step_done(protocol.StepDone((1, 0), 1, False, None, ())) is None
+    assert leader.release() == protocol.Go(None, (), 0 + topo.diameter + 1)  # busy last at step 0
 
 
 async def test_the_session_leads_records_a_bad_step_done_and_ends_when_a_node_is_silent(

@@ -152,15 +152,19 @@ def _pid_of(node: tuple[int, int]) -> int:
 
 
 async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
-    """Restart mosquitto mid-run: the run completes (clients reconnect) or says why not."""
+    """Restart mosquitto mid-run: the run completes (clients reconnect; under the default barrier
+    sync the leader sends the goes a restart lost again) or says why not."""
     exe = need_broker()
     topo = Topology.parse("mesh:3x3")
-    plan = long_plan(topo, every=10, count=60)
+    plan = long_plan(topo, every=10, count=300)  # under the barrier only steps with work are done
     port = free_ports(1)[0]
     conf = tmp_path / "m.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
-    settings = RunSettings(
-        wall_budget=60, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
+    # as the runtime's own broker: without set_tcp_nodelay each barrier step waits ~40 ms (Nagle)
+    conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\nmax_queued_messages 100000\n"
+    )
+    settings = RunSettings(  # a complete run takes ~13 s here, one that stalls its budget
+        wall_budget=40, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
     )
     result: list[object] = []
     with trio.fail_after(90):
@@ -184,7 +188,7 @@ async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
     raw = result[0]
     assert isinstance(raw, RawRun)
     expected = sum(len(m.destinations) for m in plan.multicasts)
-    if raw.incomplete:  # allowed, but it must say why
+    if raw.incomplete:  # allowed (a node's reconnection sometimes never completes), but it must say why
         causes = ("budget", "stopped early", "no final report", "lost in transit")
         assert any(k in s for s in raw.incomplete for k in causes), raw.incomplete
     else:

@@ -31,6 +31,10 @@ class Leader:
         self.waiting: set[Coord] = set(topology.nodes())
         """The nodes whose step-done for :attr:`step` has not come yet."""
         self._expect: dict[Coord, list[str]] = {}
+        self._last: dict[Coord, int | None] = {}
+        """The step each node last reported (a step-done sent again repeats it)."""
+        self.goes: dict[Coord, protocol.Go] = {}
+        """The goes of the step being done, by node (to send again after a broker restart)."""
         self.steps_done = 0
         """Steps at which some node worked (the others were skipped)."""
 
@@ -39,6 +43,8 @@ class Leader:
         node = msg.node
         where = f"({node[0]},{node[1]})"
         if node not in self.waiting:
+            if msg.step is not None and self._last.get(node) == msg.step:
+                return None  # sent again (its go was sent again after a broker restart): taken once
             return f"step-done for step {msg.step} from {where}, which is not due at step {self.step}"
         if msg.step != self.step:
             return f"step-done for step {msg.step} from {where} while step {self.step} is being done"
@@ -54,6 +60,7 @@ class Leader:
         if msg.sent and msg.step is None:
             return f"step-done from {where}: frames sent before its first step"
         self.waiting.discard(node)
+        self._last[node] = msg.step
         schedule = self.schedule
         if msg.busy and msg.step is not None:
             schedule.busy(msg.step)
@@ -71,10 +78,20 @@ class Leader:
         expect, self._expect = self._expect, {}
         if due is None:
             assert self.schedule.end is not None
+            self.goes = {}
             return protocol.Go(None, (), self.schedule.end)
         step, nodes = due
         self.step = step
         self.waiting = set(nodes)
         self.steps_done += 1
         # a frame sent at step s is read at step s + 1, and the schedule woke its receiver there
-        return {n: protocol.Go(step, tuple(sorted(expect.get(n, ())))) for n in nodes}
+        self.goes = {n: protocol.Go(step, tuple(sorted(expect.get(n, ())))) for n in nodes}
+        return self.goes
+
+    def pending(self) -> dict[Coord, protocol.Go]:
+        """What to send the nodes still waited for when a broker restart may have lost messages:
+        their go again (the go or the step-done was lost), or while they join a go of no step
+        and no end, which asks a node for its last step-done again."""
+        if self.step is None:
+            return {n: protocol.Go(None, (), None) for n in self.waiting}
+        return {n: go for n, go in self.goes.items() if n in self.waiting}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 import trio
@@ -50,6 +51,9 @@ fifth of the time while packets move."""
 STOP_GRACE = 5.0
 BARRIER_WAIT = 60.0
 """Seconds the barrier's leader waits for the step-dones of one step (the nodes are up by then)."""
+RESEND_EVERY = 2.0
+"""Barrier sync, once the broker was lost during the run: seconds without progress after which the
+leader sends the waited-for nodes their go again (a broker restart loses messages in flight)."""
 
 _RANK = {p: i for i, p in enumerate(Phase)}
 
@@ -104,6 +108,8 @@ class Session:
         self._algorithms = {m.algorithm for m in plan.multicasts}
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
+        self._broker_losses = 0
+        self._end_go: protocol.Go | None = None
         self._watch_lost = False
         self._leader: Leader | None = None
         self._stalled = ""
@@ -178,6 +184,7 @@ class Session:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
             return None
         if isinstance(msg, protocol.BrokerLost):
+            self._broker_losses += 1
             self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
             if self._broker_down not in self._broker_lost:
                 self._broker_lost.append(self._broker_down)
@@ -248,9 +255,18 @@ class Session:
         """Wait until every node in ``nodes`` has reached ``phase`` (or is done)."""
         pending = {n for n in nodes if not self._reached(n, phase)}
         while pending:
-            moved = await self._next()
-            if moved in pending and self._reached(moved, phase):
-                pending.discard(moved)
+            with trio.move_on_after(RESEND_EVERY) if self._end_go is not None else nullcontext():
+                while pending:
+                    moved = await self._next()
+                    if moved in pending and self._reached(moved, phase):
+                        pending.discard(moved)
+            if pending and self._end_go is not None and self._may_resend():
+                for n in sorted(pending):  # barrier sync: the go that ends the run, again
+                    await self._to(n, self._end_go)
+
+    def _may_resend(self) -> bool:
+        """Barrier sync: whether goes may have been lost (the broker was lost, and is back)."""
+        return self._broker_losses > 0 and self._broker_down is None
 
     async def run(self, nodes: set[Coord]) -> RawRun:
         """Drive the whole protocol; always returns, marking the run incomplete when it must."""
@@ -339,16 +355,21 @@ class Session:
         leader.waiting &= nodes
         wait = BARRIER_WAIT
         while True:
-            with trio.move_on_after(wait) as waited:
-                while leader.waiting:
-                    moved = await self._next()
-                    if moved is not None and self.phases.get(moved) == Phase.DONE:
-                        self._stalled = (
-                            f"step barrier: node ({moved[0]},{moved[1]}) ended at step {leader.step}"
-                            " while the run went on"
-                        )
-                        raise _BarrierStalled
-            if waited.cancelled_caught:
+            deadline = trio.current_time() + wait
+            while leader.waiting and trio.current_time() < deadline:
+                with trio.move_on_at(min(deadline, trio.current_time() + RESEND_EVERY)):
+                    while leader.waiting:
+                        moved = await self._next()
+                        if moved is not None and self.phases.get(moved) == Phase.DONE:
+                            self._stalled = (
+                                f"step barrier: node ({moved[0]},{moved[1]}) ended at step {leader.step}"
+                                " while the run went on"
+                            )
+                            raise _BarrierStalled
+                if leader.waiting and self._may_resend():
+                    for n, go in sorted(leader.pending().items()):  # a node acts on a go once
+                        await self._to(n, go)
+            if leader.waiting:
                 silent = sorted(leader.waiting)
                 self._stalled = (
                     f"step barrier: no step-done for step {leader.step} within {wait:g} s from "
@@ -358,6 +379,7 @@ class Session:
                 raise _BarrierStalled
             goes = leader.release()
             if isinstance(goes, protocol.Go):
+                self._end_go = goes
                 await self._to_all(goes)
                 return
             for n, go in goes.items():
