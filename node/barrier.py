@@ -74,7 +74,7 @@ class RemoteBarrier:
                         return None
                     self.expect = go.expect
                     return go.step
-                if go.step == step or (go.step is None and go.end is None):
+                if (go.step is not None and go.step == step) or (go.step is None and go.end is None):
                     # the go of the step just done again, or a go of no step (while nodes join):
                     # the coordinator lost our step-done (a broker restart); say it again, wait on
                     await self._send(self._last)
