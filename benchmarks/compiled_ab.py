@@ -1,0 +1,26 @@
+"""Bench points with the node's hot modules as found on ``PYTHONPATH``: an A/B of a mypyc-compiled
+copy against the plain code (README, "A lead: the node's hot modules compiled"). From the checkout:
+
+    d=$(mktemp -d) && git archive HEAD node coordinator | tar -x -C "$d"
+    (cd "$d" && "$OLDPWD"/.venv/bin/mypyc node/engine.py node/lockstep.py node/wire.py \
+        node/routing/tree.py node/routing/malani.py node/routing/base.py)
+    for i in 1 2 3; do PYTHONPATH="$d" .venv/bin/python benchmarks/compiled_ab.py
+                       PYTHONPATH=. .venv/bin/python benchmarks/compiled_ab.py; done
+
+Prints where ``node.engine`` came from (``.so``: compiled), then packet-hops/s of the 20×20 and
+32×32 lockstep points (engines runtime, in-process), of the sparse 64×64 point, and the relay chain.
+"""
+
+import node.engine
+import node.wire
+from coordinator.experiments.bench import emulator_point, relay_chain
+
+print("engine from", node.engine.__file__.rsplit("/", 2)[-2:], end=" ")
+out = []
+for spec in ("torus:20x20", "torus:32x32"):
+    for rt in ("engines", "in-process"):
+        r = emulator_point(spec, "lockstep", 100, 50, 1, rt)
+        out.append(f"{spec[6:]} {rt[:3]} {r['packet_hops_per_s']:,.0f}")
+r = emulator_point("torus:64x64", "lockstep", 1, 10)
+out.append(f"64sparse {r['packet_hops_per_s']:,.0f}")
+print(" | ".join(out), "| relay", f"{relay_chain():,.0f}")
