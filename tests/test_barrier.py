@@ -53,7 +53,11 @@ def test_a_step_budget_ends_the_leaders_run() -> None:
     assert leader.release() == protocol.Go(None, (), 4)
 
 
-async def test_the_node_end_reports_a_bad_go_and_gives_up_without_one() -> None:
+def _node_end(
+    timeout: float,
+) -> tuple[Lockstep, RemoteBarrier, trio.MemorySendChannel[protocol.Go], list[protocol.Event], list[str]]:
+    """Node (0,0) of a 3×3 torus with one injection at step 0, at its end of the barrier: its clock,
+    the barrier, where gos go in, and what it sent and reported."""
     topo = Topology("torus", 3, 3)
     clock = Lockstep(Engine(topo, (0, 0), registry), topo.ports((0, 0)), diameter=topo.diameter,
                      max_steps=50, injections=[Injection(0, "unicast", [(1, 1)], {}, 0)])  # fmt: skip
@@ -64,7 +68,17 @@ async def test_the_node_end_reports_a_bad_go_and_gives_up_without_one() -> None:
         sent.append(event)
 
     tx, rx = trio.open_memory_channel[protocol.Go](10)
-    barrier = RemoteBarrier(send, rx, ports=clock.ports, timeout=0.2, report=bad.append)
+    return (
+        clock,
+        RemoteBarrier(send, rx, ports=clock.ports, timeout=timeout, report=bad.append),
+        tx,
+        sent,
+        bad,
+    )
+
+
+async def test_the_node_end_reports_a_bad_go_and_gives_up_without_one() -> None:
+    clock, barrier, tx, sent, bad = _node_end(0.2)
     tx.send_nowait(protocol.Go(0, ("+x",)))  # no frames before step 0
     tx.send_nowait(protocol.Go(None, (), None))  # no step, no end: say the step-done again
     tx.send_nowait(protocol.Go(0, ()))
@@ -86,17 +100,7 @@ async def test_the_node_end_reports_a_bad_go_and_gives_up_without_one() -> None:
 async def test_a_go_again_for_the_step_just_done_sends_its_step_done_again() -> None:
     """After a broker restart the leader sends a step's goes again to the nodes it did not hear
     from: a node that did the step (its step-done was lost) says it again, and is not in error."""
-    topo = Topology("torus", 3, 3)
-    clock = Lockstep(Engine(topo, (0, 0), registry), topo.ports((0, 0)), diameter=topo.diameter,
-                     max_steps=50, injections=[Injection(0, "unicast", [(1, 1)], {}, 0)])  # fmt: skip
-    sent: list[protocol.Event] = []
-    bad: list[str] = []
-
-    async def send(event: protocol.Event) -> None:
-        sent.append(event)
-
-    tx, rx = trio.open_memory_channel[protocol.Go](10)
-    barrier = RemoteBarrier(send, rx, ports=clock.ports, timeout=1, report=bad.append)
+    clock, barrier, tx, sent, bad = _node_end(1)
     tx.send_nowait(protocol.Go(0, ()))
     assert await barrier.done((0, 0), clock) == 0
     clock.work(0, {})
