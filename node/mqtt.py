@@ -575,7 +575,6 @@ class CoordinatorBus(_Endpoint):
         self._offline_since.pop(node, None)
         if node not in self.done and _is_done(data):
             self._mark_done(node)
-            self._offline_since.pop(node, None)
         self._in_tx.send_nowait(data)
 
     async def _watch_lost(self) -> None:

@@ -134,14 +134,10 @@ def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:
     return max((max(walls) - min(starts)) / 1e9, 1e-9), steps
 
 
-def emulator_point(
-    spec: str, clock: str, multicasts: int, dests: int, shards: int = 1, runtime: str = "in-process"
-) -> dict[str, Any]:
-    """One run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured:
-    in-process, or (lockstep) on the engines runtime, whose rates are over its whole loop."""
-    topo = Topology.parse(spec)
-    plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
-    settings = RunSettings(clock=clock, shards=shards)
+def _timed_run(plan: Plan, settings: RunSettings, runtime: str) -> tuple[RawRun, float, float, int]:
+    """Run ``plan`` in-process, or on the engines runtime: the raw run, the whole time, and the
+    seconds and steps the rates divide by (the active span; the engines runtime, which has no
+    node wall clocks, its whole loop)."""
     t0 = time.perf_counter()
     if runtime == "engines":
         from coordinator.runtimes.engines import run_engines
@@ -150,10 +146,21 @@ def emulator_point(
     else:
         raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
+    raw.wall_s = raw.wall_s or total
+    if runtime == "engines":
+        return raw, total, max(raw.wall_s, 1e-9), raw.last_step
+    return (raw, total, *_active(raw, plan))
+
+
+def emulator_point(
+    spec: str, clock: str, multicasts: int, dests: int, shards: int = 1, runtime: str = "in-process"
+) -> dict[str, Any]:
+    """One run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured:
+    in-process, or (lockstep) on the engines runtime, whose rates are over its whole loop."""
+    topo = Topology.parse(spec)
+    plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
+    raw, total, active, span_steps = _timed_run(plan, RunSettings(clock=clock, shards=shards), runtime)
     hops = sum(raw.traffic.values())
-    active, span_steps = (
-        (max(raw.wall_s, 1e-9), raw.last_step) if runtime == "engines" else _active(raw, plan)
-    )
     steps = raw.last_step if clock == "lockstep" else None
     return {
         "topology": spec,
@@ -197,17 +204,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         max_steps=100_000,
         runtime="in-process" if runtime == "engines" else runtime,
     )
-    t0 = time.perf_counter()
-    if runtime == "engines":
-        from coordinator.runtimes.engines import run_engines
-
-        raw = run_engines(plan, settings)
-    else:
-        raw = trio.run(emulate, plan, settings, None)
-    total = time.perf_counter() - t0
-    raw.wall_s = raw.wall_s or total
-    # the engines runtime's rates are over its whole loop (see the docstring), the others' over the span
-    active, steps = (max(raw.wall_s, 1e-9), raw.last_step) if runtime == "engines" else _active(raw, plan)
+    raw, total, active, steps = _timed_run(plan, settings, runtime)
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
     return {

@@ -108,7 +108,6 @@ class Session:
         self._algorithms = {m.algorithm for m in plan.multicasts}
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
-        self._broker_losses = 0
         self._end_go: protocol.Go | None = None
         self._watch_lost = False
         self._leader: Leader | None = None
@@ -184,7 +183,6 @@ class Session:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
             return None
         if isinstance(msg, protocol.BrokerLost):
-            self._broker_losses += 1
             self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
             if self._broker_down not in self._broker_lost:
                 self._broker_lost.append(self._broker_down)
@@ -266,7 +264,7 @@ class Session:
 
     def _may_resend(self) -> bool:
         """Barrier sync: whether goes may have been lost (the broker was lost, and is back)."""
-        return self._broker_losses > 0 and self._broker_down is None
+        return bool(self._broker_lost) and self._broker_down is None
 
     async def run(self, nodes: set[Coord]) -> RawRun:
         """Drive the whole protocol; always returns, marking the run incomplete when it must."""
