@@ -51,6 +51,10 @@ class NodeError:
     cause: str
     mc: int | None = None
 
+    def __reduce__(self) -> tuple[type[NodeError], tuple[str, str, int | None]]:
+        """Pickle by its fields: a compiled (mypyc) frozen class cannot be restored field by field."""
+        return (NodeError, (self.kind, self.cause, self.mc))
+
 
 _Queued = tuple[str, int, str, Any, int, int]
 """A send waiting for its output port: (port, mc, algorithm, header, hops, start-ups).

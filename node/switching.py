@@ -21,7 +21,7 @@ and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from node.engine import Engine, Injection, NodeError
 from node.routing import Registry
@@ -109,10 +109,11 @@ def prep_table(prep: int | None, registry: Registry) -> Mapping[str, int]:
 class LockstepWormhole(WormholeEngine):
     """The wormhole engine under the lockstep driver: busy only while progressing; reports deadlock."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._done = -1  # the last step done
-        self._progress = 0  # the last step with progress (a flit moved, a timer ran, an injection)
+    # Defaults, not an __init__ passing *args on: a compiled (mypyc) subclass cannot forward them.
+    _done: int = -1
+    """The last step done."""
+    _progress: int = 0
+    """The last step with progress (a flit moved, a timer ran, an injection)."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""

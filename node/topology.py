@@ -8,7 +8,7 @@ reference model can share it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,6 +42,10 @@ class Topology:
     kind: str
     cols: int
     rows: int
+
+    def __reduce__(self) -> tuple[type[Topology], tuple[str, int, int]]:
+        """Pickle by its fields: a compiled (mypyc) frozen class cannot be restored field by field."""
+        return (Topology, (self.kind, self.cols, self.rows))
 
     def __post_init__(self) -> None:
         if self.kind not in ("mesh", "torus"):
@@ -95,13 +99,19 @@ class Topology:
             and 0 <= c[1] < self.rows
         )
 
-    def check(self, c: Coord, what: str = "node") -> Coord:
-        """Return ``c`` as a coordinate tuple or raise naming why it is not in this topology."""
-        try:
-            t = (int(c[0]), int(c[1])) if len(c) == 2 else None
-        except (TypeError, ValueError, IndexError):
-            t = None
-        if t is None or any(type(v) is bool for v in c):
+    def check(self, c: object, what: str = "node") -> Coord:
+        """Return ``c`` as a coordinate tuple or raise naming why it is not in this topology.
+
+        ``c`` is typed ``object``: it is outside input (compiled code would refuse a non-tuple
+        with a TypeError at the call instead of this method's message).
+        """
+        t: Coord | None = None
+        if isinstance(c, Sequence) and len(c) == 2 and not any(type(v) is bool for v in c):
+            try:
+                t = (int(c[0]), int(c[1]))
+            except (TypeError, ValueError):
+                t = None
+        if t is None:
             raise TopologyError(f"{what} {c!r} is not an (x, y) pair of integers")
         if not self.contains(t):
             raise TopologyError(

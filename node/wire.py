@@ -280,7 +280,7 @@ def _packb(obj: Any) -> bytes:
     return packer.pack(obj)
 
 
-def _unpack(data: bytes) -> Any:
+def _unpack(data: object) -> Any:
     if type(data) is not bytes and not isinstance(data, (bytes, bytearray, memoryview)):  # bytes first: cheap
         raise _Invalid(f"frame must be bytes, got {type(data).__name__}")
     if len(data) > MAX_FRAME:
@@ -319,8 +319,12 @@ def _decode_link(obj: Any) -> LinkFrame:
     raise _Invalid(f"unknown link frame tag {tag!r:.20} with {len(obj)} fields")
 
 
-def decode_link(data: bytes) -> LinkFrame | WireError:
-    """Decode one link frame, or say why it is not one."""
+def decode_link(data: object) -> LinkFrame | WireError:
+    """Decode one link frame, or say why it is not one.
+
+    ``data`` is ``object``, not ``bytes``: compiled (mypyc) code checks an annotation at the call,
+    and outside input must get a :class:`WireError`, not a TypeError.
+    """
     try:
         return _decode_link(_unpack(data))
     except _Invalid as exc:
@@ -331,7 +335,7 @@ def encode_control(msg: dict[str, Any]) -> bytes:
     return _packb(msg)
 
 
-def decode_control(data: bytes) -> dict[str, Any] | WireError:
+def decode_control(data: object) -> dict[str, Any] | WireError:
     """Decode a control message: a map with a string ``type``."""
     try:
         obj = _unpack(data)

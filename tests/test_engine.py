@@ -1,6 +1,8 @@
 """The port discipline without any I/O."""
 
-from node.engine import Engine, Injection
+import pickle
+
+from node.engine import Engine, Injection, NodeError
 from node.routing import registry
 from node.topology import Topology
 from node.wire import Packet
@@ -75,3 +77,8 @@ def test_credits_are_returned_only_under_credit_flow() -> None:
         e.receive(Packet(0, "unicast", [2, 0], 1, 1, 0), "-x")
         assert [p for p, _ in e.step(1)] == ["+x"]
         assert e.take_freed() == credits
+
+
+def test_a_node_error_pickles_as_itself() -> None:
+    for err in (NodeError("bad-header", "vh: KeyError", 3), NodeError("hop-limit", "exceeded")):
+        assert pickle.loads(pickle.dumps(err)) == err

@@ -4,7 +4,6 @@ modules a module loads by name (importlib), and no argparse/rich outside the CLI
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import grimp
@@ -13,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _source(module: str) -> str:
-    spec = importlib.util.find_spec(module)
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).read_text()
+    """A module's Python source, found by its name (an extension from ``make compiled`` may shadow it)."""
+    base = ROOT.joinpath(*module.split("."))
+    return (base / "__init__.py" if base.is_dir() else base.with_suffix(".py")).read_text()
 
 
 def _graph() -> dict[str, set[str]]:

@@ -103,17 +103,11 @@ def test_worked_example(spec: str, dests: list[Coord], name: str, traffic: int, 
     assert w.time == completion_times((0, 0), children)[(0, 0)]
 
 
-def test_pair_intermediates_example_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[Coord] = []
-    original = malani._pair_step
-
-    def spy(tree: malani._Tree, a: Coord, b: Coord) -> None:
-        seen.append((a[0], b[1]))
-        original(tree, a, b)
-
-    monkeypatch.setattr(malani, "_pair_step", spy)
-    malani.pair_edges(10, 9, EX2)
-    assert seen == [(2, 2), (4, 3), (5, 5), (7, 7), (9, 8)]
+def test_pair_intermediates_example_2() -> None:
+    edges, joined = malani.pair_construction(10, 9, EX2)
+    assert joined == [(2, 2), (4, 3), (5, 5), (7, 7), (9, 8)]
+    assert edges == malani.pair_edges(10, 9, EX2)
+    assert set(joined) <= {b for _, b in edges}  # each I is a node of the tree
 
 
 def test_diag_trunk_and_branches_example_1() -> None:

@@ -238,7 +238,7 @@ def test_bad_plans_raise_plan_error() -> None:
         MP.prepare(MESH6, (1, 1), [(2, 2), (2, 2)], {})
     with pytest.raises(PlanError, match="not a node"):
         CP.prepare(MESH6, (1, 1), [(6, 0)], {})
-    assert check_destinations(MESH6, (0, 0), [[1, 2]]) == [(1, 2)]  # type: ignore[list-item]
+    assert check_destinations(MESH6, (0, 0), [[1, 2]]) == [(1, 2)]
 
 
 def test_kinds() -> None:

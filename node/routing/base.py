@@ -192,15 +192,19 @@ def as_coords(value: object, topology: Topology, what: str = "destination list")
     return [as_coord(v, topology, what) for v in value]
 
 
-def check_destinations(topology: Topology, source: Coord, destinations: Sequence[Coord]) -> list[Coord]:
-    """Validate a multicast set (in the topology, no duplicates, source excluded) as PlanError."""
+def check_destinations(topology: Topology, source: Coord, destinations: Sequence[object]) -> list[Coord]:
+    """Validate a multicast set (in the topology, no duplicates, source excluded) as PlanError.
+
+    The destinations are ``object``: outside input, checked here (not at the call, as compiled
+    code would check a ``Coord`` annotation).
+    """
     if not topology.contains(tuple(source)):
         raise PlanError(f"source {source!r} is not a node of {topology.spec}")
     out: list[Coord] = []
     seen: set[Coord] = set()
     for d in destinations:
-        t = tuple(d)
-        if not topology.contains(t):
+        t = tuple(d) if isinstance(d, (list, tuple)) else None
+        if t is None or not topology.contains(t):
             raise PlanError(f"destination {d!r} is not a node of {topology.spec}")
         c: Coord = (t[0], t[1])
         if c == tuple(source):

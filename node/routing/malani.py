@@ -39,6 +39,7 @@ __all__ = [
     "dist_prepare",
     "min_edges",
     "min_prepare",
+    "pair_construction",
     "pair_edges",
     "pair_prepare",
     "vh_edges",
@@ -327,13 +328,20 @@ def pair_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
     step is +x or +y, so every destination is reached by a shortest path. The source computes
     the tree and the headers carry it.
     """
+    return pair_construction(width, height, dests)[0]
+
+
+def pair_construction(width: int, height: int, dests: Sequence[Coord]) -> tuple[list[Edge], list[Coord]]:
+    """PAIR's tree edges (:func:`pair_edges`) and its intermediate nodes I, in the order it joins them."""
     tree = _Tree(width, height)
     rest = _Remaining(tree, dests)
+    joined: list[Coord] = []
     while (a := rest.min_x()) is not None:
         b = rest.min_y()
         assert b is not None
+        joined.append((a[0], b[1]))
         _pair_step(tree, a, b)
-    return tree.edges
+    return tree.edges, joined
 
 
 def min_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
