@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench image clean
+.PHONY: demo test test-compiled lint bench image compiled plain clean
 
 $(BIN)/meshcast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,8 +29,18 @@ lint: $(BIN)/meshcast
 image: $(BIN)/meshcast  # the container image, built offline (deploy/build-offline-image.sh)
 	PYTHON=$(BIN)/python deploy/build-offline-image.sh
 
+compiled: $(BIN)/meshcast  # opt-in: the node's hot modules compiled with mypyc, in place (needs gcc)
+	$(BIN)/python deploy/compile.py
+
+test-compiled: compiled  # the fast tests again, against the compiled build (CI runs it after `make test`)
+	$(BIN)/pytest -m "not slow" -p no:cacheprovider -q
+
+plain:  # back to the sources: remove what `make compiled` built
+	$(BIN)/python deploy/compile.py --remove
+
 bench: $(BIN)/meshcast
 	$(BIN)/meshcast bench
 
 clean:
+	find node -name '*.so' -delete
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

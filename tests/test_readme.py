@@ -27,6 +27,8 @@ COVERED_ELSEWHERE = {
     "make demo": "runs `meshcast demo` (run below as test_demo_runs)",
     "make test": "CI (.ci/run)",
     "make image": "CI (.ci/run)",
+    "make compiled": "CI (.ci/run: make test-compiled builds it, then runs the fast tests on it)",
+    "make plain": "tests/test_compile.py (deploy/compile.py --remove, on a scratch package)",
     "pip install --no-deps -e examples/meshcast-example-plugin": "tests/test_plugins.py (and below)",
 }
 PLUGIN_INSTALL = "pip install --no-deps -e examples/meshcast-example-plugin"

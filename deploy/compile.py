@@ -1,0 +1,104 @@
+"""Compile the node's hot modules with mypyc, in place (``make compiled``; ``make plain`` undoes it).
+
+The compiled modules are C extensions next to their sources (``node/engine.cpython-*.so`` beside
+``node/engine.py``); Python imports an extension before a source of the same name, so every
+runtime that imports ``node`` from this checkout runs them. ``node/__init__.py`` refuses to
+import once a source is newer than its compiled module, so an edit is never silently ignored.
+
+The build runs in a scratch copy (``build/compiled``): mypyc's setuptools step reads the
+``pyproject.toml`` of the directory it runs in, and the scratch copy keeps a failed build from
+leaving half the modules compiled. Needs a C compiler and the Python headers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = ROOT / "build" / "compiled"
+
+MODULES = [
+    "node/engine.py",
+    "node/lockstep.py",
+    "node/wire.py",
+    "node/topology.py",
+    "node/switching.py",
+    "node/wormhole.py",
+    "node/links.py",
+    "node/shardstep.py",  # ShardBarrier extends links.StepBarrier: only compiled classes may
+    *sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "node" / "routing").glob("*.py")
+        if p.name != "__init__.py"  # the registry: an exception subclass of KeyError, not worth it
+    ),
+]
+"""What runs per packet-hop or per node-step: the engines, the clocks, the in-process links and
+step barrier, the wire and the rules (not the trio actor, the control protocol or MQTT)."""
+
+GROUP = "node._mypyc"
+"""The compiled modules share one runtime library; inside ``node`` it is importable wherever
+``node`` is (a top-level library would need the checkout's root on ``sys.path``)."""
+
+SETUP = f"""
+from setuptools import setup
+from mypyc.build import mypycify
+setup(name="meshcast-compiled", ext_modules=mypycify({MODULES!r}, group_name={GROUP!r}, opt_level="3"),
+      script_args=["build_ext", "--inplace"])
+"""
+
+
+def compiled_files(root: Path) -> list[Path]:
+    """The extension modules under ``root/node``."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return sorted((root / "node").rglob(f"*{suffix}"))
+
+
+def remove(root: Path = ROOT) -> list[Path]:
+    """Remove the compiled modules from the checkout (back to the plain build)."""
+    gone = compiled_files(root)
+    for f in gone:
+        f.unlink()
+    return gone
+
+
+def build() -> int:
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+    SCRATCH.mkdir(parents=True)
+    shutil.copytree(ROOT / "node", SCRATCH / "node", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    env = dict(os.environ, MYPYC_OPT_LEVEL="3")
+    print(f"compile: mypyc on {len(MODULES)} modules in {SCRATCH.relative_to(ROOT)} (about a minute)")
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP], cwd=SCRATCH, env=env, check=False, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+        print("compile: mypyc failed (above); the checkout is unchanged (plain build)", file=sys.stderr)
+        return done.returncode
+    remove()
+    built = compiled_files(SCRATCH)
+    for f in built:
+        target = ROOT / f.relative_to(SCRATCH)
+        shutil.copy2(f, target)
+        target.touch()  # newer than its source: the staleness check in node/__init__.py
+    print(f"compile: {len(built)} extension modules in node/ (make plain removes them)")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--remove"]:
+        gone = remove()
+        print(f"compile: removed {len(gone)} extension modules (plain build)")
+        return 0
+    if argv:
+        print("usage: compile.py [--remove]", file=sys.stderr)
+        return 2
+    return build()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
