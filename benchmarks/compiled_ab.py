@@ -1,14 +1,11 @@
-"""Bench points with the node's hot modules as found on ``PYTHONPATH``: an A/B of a mypyc-compiled
-copy against the plain code (README, "A lead: the node's hot modules compiled"). From the checkout:
+"""Bench points on whichever build of the node this checkout has: an A/B of ``make compiled``
+(mypyc) against ``make plain`` (README, "the compiled build"). From the checkout:
 
-    d=$(mktemp -d) && git archive HEAD node coordinator | tar -x -C "$d"
-    (cd "$d" && "$OLDPWD"/.venv/bin/mypyc node/engine.py node/lockstep.py node/wire.py \
-        node/routing/tree.py node/routing/malani.py node/routing/base.py)
-    for i in 1 2 3; do PYTHONPATH="$d" .venv/bin/python benchmarks/compiled_ab.py
-                       PYTHONPATH=. .venv/bin/python benchmarks/compiled_ab.py; done
+    for i in 1 2 3; do make -s compiled && .venv/bin/python benchmarks/compiled_ab.py
+                       make -s plain && .venv/bin/python benchmarks/compiled_ab.py; done
 
-Prints where ``node.engine`` came from (``.so``: compiled), then packet-hops/s of the 20×20 and
-32×32 lockstep points (engines runtime, in-process), of the sparse 64×64 point, and the relay chain.
+Prints the build (``.so``: compiled), then packet-hops/s of the 20×20 and 32×32 lockstep points
+(engines runtime, in-process), of the sparse 64×64 point, and the relay chain.
 """
 
 import node.engine

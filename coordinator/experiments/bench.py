@@ -20,7 +20,9 @@ coordinator's only). Rates are over the active span
 (start → every node done, which adds a fan-out to and from every node) is reported beside them.
 Figures, not assertions: speed targets live here, never in timed tests.
 
-JSON row fields (``meshcast bench --json``: ``{"relay_hops_per_s": float, "rows": [row, ...]}``):
+``meshcast bench --json`` prints ``{"relay_hops_per_s": float, "build": "plain" | "compiled",
+"rows": [row, ...]}``; ``build`` says whether the node's hot modules ran compiled (``make compiled``,
+mypyc) or as Python sources. JSON row fields:
 topology, runtime ("in-process" | "engines"), shards (1 unless sharded), clock, switching
 ("store-and-forward" | "wormhole"), nodes, multicasts, destinations, complete, steps (None on the
 free clock), span_steps (those of them in the active span, below), packet_hops, flit_hops (None
@@ -54,7 +56,7 @@ from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
 __all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "beside_relay",
-           "relay_chain", "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
+           "node_build", "relay_chain", "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
 Point = tuple[str, str, int, int]
@@ -116,6 +118,13 @@ def relay_chain(
 def _peak_rss_mb() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes vs KiB
+
+
+def node_build() -> str:
+    """Which build of the node this checkout runs: ``"compiled"`` (``make compiled``) or ``"plain"``."""
+    from node import compiled_modules
+
+    return "compiled" if compiled_modules() else "plain"
 
 
 def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:
