@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-__all__ = ["StaleBuild", "check_build", "compiled_modules"]
+__all__ = ["StaleBuild", "build_name", "check_build", "compiled_modules"]
 
 _HERE = Path(__file__).parent
 
@@ -26,6 +26,11 @@ def compiled_modules(package: Path = _HERE) -> dict[str, Path]:
             if src.exists():
                 found[str(src.relative_to(package.parent))] = ext
     return found
+
+
+def build_name() -> str:
+    """Which build of the node this checkout runs: ``"compiled"`` (``make compiled``) or ``"plain"``."""
+    return "compiled" if compiled_modules() else "plain"
 
 
 def check_build(package: Path = _HERE) -> None:

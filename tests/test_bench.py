@@ -19,7 +19,7 @@ from coordinator.experiments.bench import (
     wormhole_point,
     wormhole_points,
 )
-from node import compiled_modules
+from node import build_name, compiled_modules
 
 FIELDS = {"topology", "runtime", "shards", "clock", "switching", "nodes", "packet_hops_per_s",
           "flit_hops_per_s", "steps_per_s", "ratio", "start_s", "peak_rss_mb", "packet_hops",
@@ -79,7 +79,7 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["bench", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"relay_hops_per_s", "build", "rows"}
-    assert doc["build"] == ("compiled" if compiled_modules() else "plain")
+    assert doc["build"] == build_name() == ("compiled" if compiled_modules() else "plain")
     limit = doc["relay_hops_per_s"]  # the median of the limits measured beside each point
     assert limit == statistics.median(r["relay_hops_per_s"] for r in doc["rows"]) > 0
     dense = [pt for pt in bench_points(quick=True) if pt[1] == "lockstep" and pt[2] > 1]

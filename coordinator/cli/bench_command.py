@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.cli.ui import console, progress
-from coordinator.experiments.bench import node_build, run_bench
+from coordinator.experiments.bench import run_bench
+from node import build_name
 
 __all__ = ["COMMANDS", "add_command"]
 
@@ -41,12 +42,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with progress("bench points") as update:
         limit, rows = run_bench(quick=args.quick, large=args.large, progress=update, shards=args.shards)
     if args.json:
-        print(json.dumps({"relay_hops_per_s": limit, "build": node_build(), "rows": rows}))
+        print(json.dumps({"relay_hops_per_s": limit, "build": build_name(), "rows": rows}))
         return 0
     from rich.table import Table
 
     con = console()
-    con.print(f"node build: [bold]{node_build()}[/] (make compiled: mypyc; make plain: the sources)")
+    con.print(f"node build: [bold]{build_name()}[/] (make compiled: mypyc; make plain: the sources)")
     con.print(
         "(a) relay chain (trio memory channels, msgpack decode+encode per hop), measured beside each point:"
         f" median [bold]{limit:,.0f}[/] hops/s (each row: relay_hops_per_s)"

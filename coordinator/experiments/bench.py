@@ -56,7 +56,7 @@ from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
 __all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "beside_relay",
-           "node_build", "relay_chain", "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
+           "relay_chain", "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
 Point = tuple[str, str, int, int]
@@ -118,13 +118,6 @@ def relay_chain(
 def _peak_rss_mb() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes vs KiB
-
-
-def node_build() -> str:
-    """Which build of the node this checkout runs: ``"compiled"`` (``make compiled``) or ``"plain"``."""
-    from node import compiled_modules
-
-    return "compiled" if compiled_modules() else "plain"
 
 
 def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:

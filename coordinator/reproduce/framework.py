@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from coordinator.errors import UsageError
 from coordinator.runtimes.records import RunSettings
+from node import build_name
 
 __all__ = [
     "COMMON",
@@ -205,7 +206,7 @@ def run_facts(command: str, watch: Stopwatch, **extra: Any) -> dict[str, Any]:
         "command": command,
         "date": time.strftime("%Y-%m-%d"),
         "cpus": _cpus(),
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, {build_name()} build",
         "wall_s": round(watch.wall(), 1),
         "cpu_s": round(watch.cpu(), 1),
         "versions": _versions(),
