@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import sysconfig
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +52,9 @@ setup(name="meshcast-compiled", ext_modules=mypycify({MODULES!r}, group_name={GR
 
 
 def compiled_files(root: Path) -> list[Path]:
-    """The extension modules under ``root/node``."""
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return sorted((root / "node").rglob(f"*{suffix}"))
+    """The extension modules under ``root/node`` (by the interpreter's own tag, as node.compiled_modules
+    looks them up; this script cannot import ``node``, whose stale-build check it must get past)."""
+    return sorted((root / "node").rglob(f"*{EXTENSION_SUFFIXES[0]}"))
 
 
 def remove(root: Path = ROOT) -> list[Path]:

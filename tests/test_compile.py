@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SUFFIX = EXTENSION_SUFFIXES[0]
 
 
+@cache
 def _compile_script() -> ModuleType:
+    """deploy/compile.py as a module (loaded once)."""
     spec = importlib.util.spec_from_file_location("meshcast_compile", ROOT / "deploy" / "compile.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
