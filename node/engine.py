@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from node.routing import Registry, UnknownAlgorithm
@@ -41,6 +41,14 @@ class Delivery:
     hops: int
     startups: int
     wall_ns: int
+
+    def __init__(self, mc: int, step: int, hops: int, startups: int, wall_ns: int) -> None:
+        # Written out, not generated: mypyc compiles this one (the dataclass's is interpreted).
+        self.mc = mc
+        self.step = step
+        self.hops = hops
+        self.startups = startups
+        self.wall_ns = wall_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +76,21 @@ cheapest allocation Python has.
 class _Domain:
     """Buffers of one contention domain (one multicast when isolated, all when shared)."""
 
-    inbox: deque[tuple[str | None, Packet]] = field(default_factory=deque)
-    out: dict[str, deque[_Queued]] = field(default_factory=dict)
-    n_out: int = 0
+    inbox: deque[tuple[str | None, Packet]]
+    out: dict[str, deque[_Queued]]
+    n_out: int
     """Sends waiting in ``out`` (kept up to date, so no step sums the queues)."""
     # free clock: next step at which the input / each output can be used
-    in_free: int = 0
-    out_free: dict[str, int] = field(default_factory=dict)
+    in_free: int
+    out_free: dict[str, int]
+
+    def __init__(self) -> None:
+        # Written out, not generated: mypyc compiles this one (one domain per multicast a node holds).
+        self.inbox = deque()
+        self.out = {}
+        self.n_out = 0
+        self.in_free = 0
+        self.out_free = {}
 
     def queued(self) -> int:
         return len(self.inbox) + self.n_out
