@@ -29,6 +29,7 @@ MODULES = [
     "node/switching.py",
     "node/wormhole.py",
     "node/links.py",
+    "node/polled.py",
     "node/shardstep.py",  # ShardBarrier extends links.StepBarrier: only compiled classes may
     *sorted(
         str(p.relative_to(ROOT))

@@ -29,6 +29,7 @@ from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
 from node.links import Control, DirectLink, Link, PolledLink, SparseBarrier, StepBarrier
 from node.lockstep import Lockstep, quiescent
+from node.polled import LinkDown, polled_step, usable
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
@@ -134,17 +135,6 @@ def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     arrivals = tuple((d.mc, d.step, d.hops, d.startups, d.wall_ns) for d in e.deliveries)
     e.deliveries.clear()
     return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
-
-
-def _usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> StepFrame | str:
-    """``frame`` if it is a step frame of step ``due`` (or, ``ahead``, of the next), else why not."""
-    if isinstance(frame, WireError):
-        return frame.cause
-    if not isinstance(frame, StepFrame):
-        return f"{type(frame).__name__} in a lockstep run"
-    if frame.step == due or (ahead and frame.step == due + 1):
-        return frame
-    return f"frame for step {frame.step} where step {due} was due"
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
@@ -416,23 +406,19 @@ class Node:
         # else thousands of them start inside the run's first steps, in the measured span.
         await trio.lowlevel.checkpoint()
         t = await barrier.done(self.here, clock)
+        polled: dict[str, PolledLink] = links  # type: ignore[assignment]  # in one process (expect is None)
         while t is not None:
             self._step = t
             expect = barrier.expect
-            if t == 0:
-                frames: dict[str, StepFrame] = {}
-            elif expect is None:
-                frames = self._polled_frames(t, clock.ports, links, early)  # type: ignore[arg-type]
+            if expect is None:  # in one process: the step's work has no await, and is compiled
+                try:
+                    out = polled_step(t, clock, polled, early, self._bad_frame)
+                except LinkDown as exc:
+                    raise NodeAborted(str(exc)) from None
             else:
-                frames = await self._expected_frames(t, expect, links)
-            out = clock.work(t, frames)
-            for p, frame in out.items():
-                if expect is None:
-                    try:
-                        links[p].send_nowait(encode_link(frame))  # type: ignore[attr-defined]
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
-                        raise NodeAborted(f"link {p} is down ({type(exc).__name__})") from None
-                else:
+                frames = await self._expected_frames(t, expect, links) if t > 0 else {}
+                out = clock.work(t, frames)
+                for p, frame in out.items():
                     await self._transmit(links, p, frame)
             if (engine.deliveries or engine.errors) and (  # the cheap test first: most steps have neither
                 len(engine.deliveries) >= REPORT_BATCH
@@ -444,28 +430,6 @@ class Node:
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step
-
-    def _polled_frames(
-        self, t: int, ports: tuple[str, ...], links: dict[str, PolledLink], early: dict[str, StepFrame]
-    ) -> dict[str, StepFrame]:
-        """In one process: the frames of step ``t - 1`` already waiting (a step-``t`` one kept for later)."""
-        frames: dict[str, StepFrame] = {}
-        for p in ports:
-            frame = early.pop(p, None) if early else None
-            if frame is None:
-                while (data := links[p].receive_nowait()) is not None:
-                    got = _usable(decode_link(data), t - 1, ahead=True)
-                    if not isinstance(got, str):
-                        frame = got
-                        break
-                    self._bad_frame(p, got)
-            if frame is None:
-                continue
-            if frame.step == t:  # sent this step by a neighbour that went first: next step's
-                early[p] = frame
-            else:
-                frames[p] = frame
-        return frames
 
     async def _expected_frames(
         self, t: int, expect: tuple[str, ...], links: dict[str, Link]
@@ -491,7 +455,7 @@ class Node:
             except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
                 raise NodeAborted(f"link {port} closed before step {step + 1}") from None
             frame = decode_link(data)
-            got = _usable(frame, step)
+            got = usable(frame, step)
             if not isinstance(got, str):
                 return got
             self._bad_frame(port, got)

@@ -1,0 +1,89 @@
+"""One sparse lockstep step of a node in one process: polled frames in, non-empty frames out.
+
+The trio actor (:mod:`node.actor`) awaits the step barrier between steps; everything it does
+within a step needs no await (in one process the barrier says when a neighbour's frame is
+there), so it lives here, apart from the actor: this module is compiled in the compiled build
+(``make compiled``), the actor, whose ``except*`` mypyc rejects, is not. Every node-step of an
+in-process lockstep run passes through :func:`polled_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import trio
+
+from node.links import PolledLink
+from node.lockstep import Lockstep
+from node.wire import LinkFrame, StepFrame, WireError, decode_link, encode_link
+
+__all__ = ["LinkDown", "polled_frames", "polled_step", "usable"]
+
+
+class LinkDown(Exception):
+    """A link this node sends on is closed or broken (the message names it)."""
+
+
+def usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> StepFrame | str:
+    """``frame`` if it is a step frame of step ``due`` (or, ``ahead``, of the next), else why not."""
+    if isinstance(frame, StepFrame):
+        if frame.step == due or (ahead and frame.step == due + 1):
+            return frame
+        return f"frame for step {frame.step} where step {due} was due"
+    if isinstance(frame, WireError):
+        return frame.cause
+    return f"{type(frame).__name__} in a lockstep run"
+
+
+def polled_frames(
+    t: int,
+    ports: tuple[str, ...],
+    links: Mapping[str, PolledLink],
+    early: dict[str, StepFrame],
+    bad: Callable[[str, str], None],
+) -> dict[str, StepFrame]:
+    """The frames of step ``t - 1`` already waiting, by port (a step-``t`` one kept in ``early``).
+
+    A frame that is not a usable step frame is passed to ``bad`` (port, cause) and skipped.
+    """
+    frames: dict[str, StepFrame] = {}
+    for p in ports:
+        frame = early.pop(p, None) if early else None
+        if frame is None:
+            link = links[p]
+            data = link.receive_nowait()
+            while data is not None:
+                got = usable(decode_link(data), t - 1, ahead=True)
+                if isinstance(got, StepFrame):
+                    frame = got
+                    break
+                bad(p, got)
+                data = link.receive_nowait()
+        if frame is None:
+            continue
+        if frame.step == t:  # sent this step by a neighbour that went first: next step's
+            early[p] = frame
+        else:
+            frames[p] = frame
+    return frames
+
+
+def polled_step(
+    t: int,
+    clock: Lockstep,
+    links: Mapping[str, PolledLink],
+    early: dict[str, StepFrame],
+    bad: Callable[[str, str], None],
+) -> dict[str, StepFrame]:
+    """Do step ``t`` of ``clock`` with the frames waiting on ``links``; send and return the non-empty ones.
+
+    :class:`LinkDown` if a link it sends on is down.
+    """
+    frames = polled_frames(t, clock.ports, links, early, bad) if t > 0 else {}
+    out = clock.work(t, frames)
+    for p, frame in out.items():
+        try:
+            links[p].send_nowait(encode_link(frame))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
+            raise LinkDown(f"link {p} is down ({type(exc).__name__})") from None
+    return out
