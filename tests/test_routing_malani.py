@@ -14,16 +14,18 @@ from dataclasses import dataclass
 
 import msgpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from node.routing import malani
 from node.routing.base import Algorithm
-from node.routing.tree import build_children, completion_times
+from node.routing.tree import build_children, completion_times, encode_tree
+from node.routing.zones import zoned_tree
 from node.topology import Coord, Topology
 
 RULES = {a.name: a for a in malani.ALGORITHMS}
 MESH_RULES = {
+    "vh": malani.vh_edges,  # on the torus only: a mesh's VH sends by destination lists (vh_mesh_sends)
     "diag": malani.diag_edges,
     "dist": malani.dist_edges,
     "pair": malani.pair_edges,
@@ -209,14 +211,17 @@ def _ref_nearest(tree: dict[Coord, Coord | None], t: Coord, below: bool = False)
 
 
 def _ref_rule(name: str, dests: list[Coord]) -> set[tuple[Coord, Coord]]:
-    """DIST, PAIR, MIN read plainly: sets and full scans for the nearest tree node."""
+    """VH, DIST, PAIR, MIN read plainly: sets and full scans for the nearest tree node."""
     tree: dict[Coord, Coord | None] = {(0, 0): None}
     left = set(dests)
 
     def remaining() -> list[Coord]:
         return [d for d in left if d not in tree]
 
-    if name == "dist":
+    if name == "vh":  # the union of the XY paths from the root
+        for d in dests:
+            _ref_grow(tree, (0, 0), d)
+    elif name == "dist":
         for d in sorted(left, key=lambda d: (d[0] + d[1], d)):
             if d not in tree:
                 _ref_grow(tree, _ref_nearest(tree, d), d)
@@ -239,7 +244,7 @@ def _ref_rule(name: str, dests: list[Coord]) -> set[tuple[Coord, Coord]]:
     return {(p, c) for c, p in tree.items() if p is not None}
 
 
-@pytest.mark.parametrize("name", ["dist", "pair", "min"])
+@pytest.mark.parametrize("name", ["vh", "dist", "pair", "min"])
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_matches_plain_reading(name: str, data: st.DataObject) -> None:
@@ -250,3 +255,16 @@ def test_matches_plain_reading(name: str, data: st.DataObject) -> None:
     k = data.draw(st.integers(1, len(cells)))
     dests = data.draw(st.permutations(cells))[:k]
     assert set(MESH_RULES[name](w, h, dests)) == _ref_rule(name, dests)
+
+
+@pytest.mark.parametrize("name", sorted(MESH_RULES))
+@settings(max_examples=100, deadline=None)
+@given(case=multicasts())
+def test_source_headers_are_the_zoned_tree_encoded(
+    name: str, case: tuple[Topology, Coord, list[Coord]]
+) -> None:
+    """The source's fast path (node ids, `zoned_ids`) sends what the coordinate tree encodes."""
+    topo, source, dests = case
+    assume(name != "vh" or topo.is_torus)
+    tree = zoned_tree(topo, source, dests, MESH_RULES[name])
+    assert RULES[name].prepare(topo, source, dests, {}) == encode_tree(topo, source, tree, dests)

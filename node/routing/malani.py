@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from node.routing.base import Algorithm, Forward, Header, Params, Send, as_coords
-from node.routing.tree import encode_tree, tree_forward
-from node.routing.zones import MeshRule, zoned_tree
+from node.routing.tree import encode_ids, tree_forward
+from node.routing.zones import MeshRule, zoned_ids
 from node.topology import PORTS, Coord, Topology
 
 __all__ = [
@@ -115,20 +115,21 @@ def vh_mesh_sends(here: Coord, dests: Sequence[Coord]) -> list[Send]:
 
 def vh_edges(width: int, height: int, dests: Sequence[Coord]) -> list[tuple[Coord, Coord]]:
     """VH in a sub-mesh rooted at (0, 0): the union of XY paths, as tree edges."""
-    seen: set[Coord] = set()
+    seen = bytearray(width * height)  # index x * height + y
     edges: list[tuple[Coord, Coord]] = []
     for d in dests:
+        dx, dy = d[0], d[1]
         prev = (0, 0)
-        for x in range(1, d[0] + 1):
+        for x in range(1, dx + 1):
             cur = (x, 0)
-            if cur not in seen:
-                seen.add(cur)
+            if not seen[x * height]:
+                seen[x * height] = 1
                 edges.append((prev, cur))
             prev = cur
-        for y in range(1, d[1] + 1):
-            cur = (d[0], y)
-            if cur not in seen:
-                seen.add(cur)
+        for y in range(1, dy + 1):
+            cur = (dx, y)
+            if not seen[dx * height + y]:
+                seen[dx * height + y] = 1
                 edges.append((prev, cur))
             prev = cur
     return edges
@@ -138,9 +139,7 @@ def vh_prepare(
     topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
 ) -> list[Send]:
     if topology.is_torus:
-        return encode_tree(
-            topology, source, zoned_tree(topology, source, destinations, vh_edges), destinations
-        )
+        return _zoned_prepare(topology, source, destinations, vh_edges)
     return vh_mesh_sends(source, destinations)
 
 
@@ -371,8 +370,10 @@ def min_edges(width: int, height: int, dests: Sequence[Coord]) -> list[Edge]:
 def _zoned_prepare(
     topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule
 ) -> list[Send]:
-    tree = zoned_tree(topology, source, destinations, rule)
-    return encode_tree(topology, source, tree, destinations)
+    rows = topology.rows
+    kids = zoned_ids(topology, source, destinations, rule)
+    marked = {d[0] * rows + d[1] for d in destinations}
+    return encode_ids(topology, source[0] * rows + source[1], kids, marked)
 
 
 def diag_prepare(

@@ -23,6 +23,7 @@ __all__ = [
     "Children",
     "build_children",
     "completion_times",
+    "encode_ids",
     "encode_tree",
     "order_children",
     "tree_forward",
@@ -72,63 +73,88 @@ def order_children(
     return ordered, t
 
 
-_STEP_PORT = {(1, 0): "+x", (-1, 0): "-x", (0, 1): "+y", (0, -1): "-y"}
-
-
-def _port_to(topology: Topology, a: Coord, b: Coord) -> str:
-    dx, dy = b[0] - a[0], b[1] - a[1]
-    if topology.is_torus:  # wrap-around steps: offsets of ±(side - 1)
-        dx = (dx + 1) % topology.cols - 1
-        dy = (dy + 1) % topology.rows - 1
-    port = _STEP_PORT.get((dx, dy))
-    if port is not None:
-        return port
-    raise ValueError(f"{a} and {b} are not neighbours in {topology.spec}")
-
-
 def encode_tree(
     topology: Topology, root: Coord, children: Mapping[Coord, Sequence[Coord]], dests: Iterable[Coord]
 ) -> list[Send]:
-    """The root's ordered sends, each header holding its branch's subtree.
+    """The root's ordered sends, each header holding its branch's subtree (see :func:`encode_ids`)."""
+    rows = topology.rows
+    kids: list[list[int] | None] = [None] * topology.size
+    for p, cs in children.items():
+        kids[p[0] * rows + p[1]] = [c[0] * rows + c[1] for c in cs]
+    return encode_ids(topology, root[0] * rows + root[1], kids, {d[0] * rows + d[1] for d in dests})
+
+
+def encode_ids(
+    topology: Topology, root: int, kids: Sequence[list[int] | None], marked: set[int]
+) -> list[Send]:
+    """:func:`encode_tree` on node ids (``x * rows + y``; ``kids[id]``: that node's children, or
+    None): every multicast's source runs this.
 
     One bottom-up pass (no recursion: trees can be hundreds deep) computes each node's
     completion time, orders its children as :func:`order_children` does (non-increasing time,
-    ties smaller coordinate) and builds its header; every multicast's source runs this.
+    ties smaller coordinate: an id's order is its coordinate's) and builds its header. Ids and
+    lists, not coordinate tuples and dicts: an int indexes a list at a fraction of the cost of
+    hashing a tuple.
     """
-    dset = set(dests)
     # Breadth-first order: reversed, every child comes before its parent.
-    order: list[Coord] = [root]
+    order: list[int] = [root]
     i = 0
     while i < len(order):
-        kids = children.get(order[i])
-        if kids:
-            order.extend(kids)
+        ks = kids[order[i]]
+        if ks:
+            order.extend(ks)
         i += 1
-    t: dict[Coord, int] = {}
-    headers: dict[Coord, Header] = {}
-    for v in reversed(order):
-        kids = children.get(v)
-        mark = 1 if v in dset else 0
-        if not kids:
-            t[v] = 0
+    rows, cols, torus = topology.rows, topology.cols, topology.is_torus
+    t = [0] * len(kids)
+    headers: list[Header] = [None] * len(kids)
+    for j in range(len(order) - 1, -1, -1):
+        v = order[j]
+        ks = kids[v]
+        mark = 1 if v in marked else 0
+        if not ks:
             headers[v] = [mark, []]
-        elif len(kids) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
-            c = kids[0]
+        elif len(ks) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
+            c = ks[0]
             t[v] = t[c] + 1
-            port = _port_to(topology, v, c)
-            below = headers.pop(c)
+            port = _id_port(topology, v, c, rows, cols, torus)
+            below = headers[c]
             if below[0] == 0 and len(below) == 3:
                 headers[v] = [mark, port + below[1], below[2]]
             else:
                 headers[v] = [mark, port, below]
         else:
-            ordered = sorted(kids, key=lambda c: (-t[c], c))
-            t[v] = max(j + 1 + t[c] for j, c in enumerate(ordered))
-            headers[v] = [mark, [[_port_to(topology, v, c), headers.pop(c)] for c in ordered]]
+            ordered = sorted(ks, key=lambda c: (-t[c], c))
+            best = 0
+            for n, c in enumerate(ordered):
+                if n + 1 + t[c] > best:
+                    best = n + 1 + t[c]
+            t[v] = best
+            headers[v] = [mark, [[_id_port(topology, v, c, rows, cols, torus), headers[c]] for c in ordered]]
     top = headers[root]
     if len(top) == 3:
         return [_chain_send(top[1], top[2])]
     return [(p, h) for p, h in top[1]]
+
+
+def _id_port(topology: Topology, a: int, b: int, rows: int, cols: int, torus: bool) -> str:
+    """The port from node id ``a`` to its neighbour ``b`` (ids ``x * rows + y``)."""
+    ax, ay = divmod(a, rows)
+    bx, by = divmod(b, rows)
+    dx, dy = bx - ax, by - ay
+    if torus:  # wrap-around steps: offsets of ±(side - 1)
+        dx = (dx + 1) % cols - 1
+        dy = (dy + 1) % rows - 1
+    if dy == 0:
+        if dx == 1:
+            return "+x"
+        if dx == -1:
+            return "-x"
+    elif dx == 0:
+        if dy == 1:
+            return "+y"
+        if dy == -1:
+            return "-y"
+    raise ValueError(f"{(ax, ay)} and {(bx, by)} are not neighbours in {topology.spec}")
 
 
 def _chain_send(ports: str, tail: Header) -> Send:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from node.routing.tree import Children, build_children
+from node.routing.tree import Children
 from node.topology import Coord, Topology
 
-__all__ = ["Frame", "MeshRule", "Zone", "zone_of", "zoned_tree", "zones"]
+__all__ = ["Frame", "MeshRule", "Zone", "zone_of", "zoned_ids", "zoned_tree", "zones"]
 
 MeshRule = Callable[[int, int, Sequence[Coord]], Iterable[tuple[Coord, Coord]]]
 """(width, height, local destinations) -> tree edges (parent, child) rooted at local (0, 0)."""
@@ -82,6 +82,19 @@ def zone_of(topology: Topology, source: Coord, c: Coord) -> tuple[Zone, Coord]:
 
 def zoned_tree(topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule) -> Children:
     """Run ``rule`` in each zone with destinations and join the zone trees at their origins."""
+    rows = topology.rows
+    return {
+        divmod(p, rows): [divmod(c, rows) for c in kids]
+        for p, kids in enumerate(zoned_ids(topology, source, destinations, rule))
+        if kids is not None
+    }
+
+
+def zoned_ids(
+    topology: Topology, source: Coord, destinations: Sequence[Coord], rule: MeshRule
+) -> list[list[int] | None]:
+    """:func:`zoned_tree` as children lists by node id (``x * rows + y``; None: no children),
+    what :func:`node.routing.tree.encode_ids` takes: each multicast's source runs this."""
     zs = zones(topology, source)
     cols, rows = topology.cols, topology.rows
     local: dict[int, list[Coord]] = {z.number: [] for z in zs}
@@ -94,25 +107,29 @@ def zoned_tree(topology: Topology, source: Coord, destinations: Sequence[Coord],
             if u < w and v < h:
                 local[number].append((u, v))
                 break
-    edges: list[tuple[Coord, Coord]] = []
+    children: list[list[int] | None] = [None] * topology.size
+    seen = bytearray(topology.size)
     needed = {1: bool(local[1]), 2: bool(local[2] or local[4]), 3: bool(local[3]), 4: bool(local[4])}
     for z in zs:
         if not needed[z.number]:
             continue
         f = z.frame
+        ox, oy, sx, sy = f.origin[0], f.origin[1], f.sx, f.sy
+        edges: list[tuple[int, int]] = []
         if z.entry is not None:
-            edges.append((z.entry, f.origin))
+            edges.append((z.entry[0] * rows + z.entry[1], ox * rows + oy))
         dests = [d for d in local[z.number] if d != (0, 0)]
         if dests:
-            ox, oy, sx, sy = f.origin[0], f.origin[1], f.sx, f.sy
-            # Frame.to_global, inlined (and memoised: a node ends one edge and starts others)
-            glob: dict[Coord, Coord] = {}
-            for a, b in rule(f.width, f.height, dests):
-                ga = glob.get(a)
-                if ga is None:
-                    ga = glob[a] = ((ox + sx * a[0]) % cols, (oy + sy * a[1]) % rows)
-                gb = glob.get(b)
-                if gb is None:
-                    gb = glob[b] = ((ox + sx * b[0]) % cols, (oy + sy * b[1]) % rows)
-                edges.append((ga, gb))
-    return build_children(edges)
+            for a, b in rule(f.width, f.height, dests):  # Frame.to_global, inlined, as an id
+                edges.append((((ox + sx * a[0]) % cols) * rows + (oy + sy * a[1]) % rows,
+                              ((ox + sx * b[0]) % cols) * rows + (oy + sy * b[1]) % rows))  # fmt: skip
+        for parent, child in edges:
+            if seen[child]:
+                raise ValueError(f"node {divmod(child, rows)} has two parents: not a tree")
+            seen[child] = 1
+            kids = children[parent]
+            if kids is None:
+                children[parent] = [child]
+            else:
+                kids.append(child)
+    return children
