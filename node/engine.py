@@ -167,6 +167,8 @@ class Engine:
         self.peak_in = 0
         self.peak_out = 0
         self._domains: dict[int, _Domain] = {}
+        self._spare: list[_Domain] = []
+        """Emptied domains, for reuse (lockstep: a multicast's domain comes and goes with its packets)."""
         self.deliveries: list[Delivery] = []
         self.delivered = 0
         """Deliveries over the whole run (the final report says it, so lost reports show)."""
@@ -189,7 +191,7 @@ class Engine:
         key = mc if self.isolated else 0
         d = self._domains.get(key)
         if d is None:
-            d = self._domains[key] = _Domain()
+            d = self._domains[key] = self._spare.pop() if self._spare else _Domain()
         return d
 
     def busy(self) -> bool:
@@ -396,6 +398,7 @@ class Engine:
             occ_out += dom.n_out
             if not n_in and not dom.n_out:
                 del domains[key]
+                self._spare.append(dom)  # empty, and nothing of the free clock in it (lockstep)
         self.peak_queue = peak_queue
         self.steps += 1
         self.occupancy_sum += occ_in + occ_out

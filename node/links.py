@@ -88,11 +88,13 @@ class MemoryLink:
 class _Pipe:
     """One direction of a :class:`QueueLink`: frames in order, and who has closed which end."""
 
-    __slots__ = ("frames", "lot", "receiver_closed", "sender_closed")
+    __slots__ = ("frames", "lot", "parked", "receiver_closed", "sender_closed")
 
     def __init__(self) -> None:
         self.frames: deque[bytes] = deque()
         self.lot = trio.lowlevel.ParkingLot()
+        self.parked = 0
+        """Receivers parked in :attr:`lot` (read per send; a ParkingLot's own ``len`` is interpreted)."""
         self.sender_closed = False
         self.receiver_closed = False
 
@@ -120,7 +122,7 @@ class QueueLink:
         if tx.receiver_closed:
             raise trio.BrokenResourceError("the peer closed the link")
         tx.frames.append(data)
-        if tx.lot:
+        if tx.parked:
             tx.lot.unpark()
 
     async def send(self, data: bytes) -> None:
@@ -139,7 +141,11 @@ class QueueLink:
                 raise trio.ClosedResourceError("this link end is closed")
             if rx.sender_closed:
                 raise trio.EndOfChannel
-            await rx.lot.park()
+            rx.parked += 1
+            try:
+                await rx.lot.park()
+            finally:
+                rx.parked -= 1
         await trio.lowlevel.checkpoint()
         return rx.frames.popleft()
 

@@ -9,7 +9,7 @@ in-process lockstep run passes through :func:`polled_step`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import trio
 
@@ -38,7 +38,7 @@ def usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> St
 def polled_frames(
     t: int,
     ports: tuple[str, ...],
-    links: Mapping[str, PolledLink],
+    links: dict[str, PolledLink],
     early: dict[str, StepFrame],
     bad: Callable[[str, str], None],
 ) -> dict[str, StepFrame]:
@@ -71,7 +71,7 @@ def polled_frames(
 def polled_step(
     t: int,
     clock: Lockstep,
-    links: Mapping[str, PolledLink],
+    links: dict[str, PolledLink],
     early: dict[str, StepFrame],
     bad: Callable[[str, str], None],
 ) -> dict[str, StepFrame]:
