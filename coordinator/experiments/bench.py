@@ -50,7 +50,7 @@ from typing import Any, Final
 import msgpack
 import trio
 
-from coordinator.experiments.run import emulate
+from coordinator.experiments.run import emulate, paused_gc
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
@@ -144,7 +144,8 @@ def _timed_run(plan: Plan, settings: RunSettings, runtime: str) -> tuple[RawRun,
     if runtime == "engines":
         from coordinator.runtimes.engines import run_engines
 
-        raw = run_engines(plan, settings)
+        with paused_gc():  # as every emulation runs (emulate): the collector finds nothing to free
+            raw = run_engines(plan, settings)
     else:
         raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
