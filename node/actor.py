@@ -17,7 +17,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -400,19 +400,21 @@ class Node:
         engine = self.engine
         assert engine is not None
         topo = assign.topology
-        neighbours = {p: topo.neighbour(self.here, p) for p in clock.ports}
+        neighbours: dict[str, Hashable] = {p: topo.neighbour(self.here, p) for p in clock.ports}
         early: dict[str, StepFrame] = {}
         # Let this node's other tasks (the stop watcher) take their first step before joining:
         # else thousands of them start inside the run's first steps, in the measured span.
         await trio.lowlevel.checkpoint()
         t = await barrier.done(self.here, clock)
         polled: dict[str, PolledLink] = links  # type: ignore[assignment]  # in one process (expect is None)
+        bad = self._bad_frame
+        sent: list[Hashable] | dict[str, Hashable]
         while t is not None:
             self._step = t
             expect = barrier.expect
             if expect is None:  # in one process: the step's work has no await, and is compiled
                 try:
-                    out = polled_step(t, clock, polled, early, self._bad_frame)
+                    sent = polled_step(t, clock, polled, early, bad, neighbours)
                 except LinkDown as exc:
                     raise NodeAborted(str(exc)) from None
             else:
@@ -420,13 +422,14 @@ class Node:
                 out = clock.work(t, frames)
                 for p, frame in out.items():
                     await self._transmit(links, p, frame)
+                sent = {p: neighbours[p] for p in out}
             if (engine.deliveries or engine.errors) and (  # the cheap test first: most steps have neither
                 len(engine.deliveries) >= REPORT_BATCH
                 or len(engine.errors) > self._pending_errors
                 or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
             ):
                 await self._flush()
-            t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out} if out else ())
+            t = await barrier.done(self.here, clock, sent)
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step

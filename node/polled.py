@@ -9,7 +9,7 @@ in-process lockstep run passes through :func:`polled_step`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import trio
 
@@ -74,16 +74,19 @@ def polled_step(
     links: dict[str, PolledLink],
     early: dict[str, StepFrame],
     bad: Callable[[str, str], None],
-) -> dict[str, StepFrame]:
-    """Do step ``t`` of ``clock`` with the frames waiting on ``links``; send and return the non-empty ones.
+    neighbours: dict[str, Hashable],
+) -> list[Hashable]:
+    """Do step ``t`` of ``clock`` with the frames waiting on ``links`` and send the non-empty ones;
+    the neighbours sent one (``neighbours``: who is across each port), as the barrier wants them.
 
     :class:`LinkDown` if a link it sends on is down.
     """
     frames = polled_frames(t, clock.ports, links, early, bad) if t > 0 else {}
-    out = clock.work(t, frames)
-    for p, frame in out.items():
+    sent: list[Hashable] = []
+    for p, frame in clock.work(t, frames).items():
         try:
             links[p].send_nowait(encode_link(frame))
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
             raise LinkDown(f"link {p} is down ({type(exc).__name__})") from None
-    return out
+        sent.append(neighbours[p])
+    return sent
