@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 
 import trio
 
-from node.links import PolledLink
+from node.links import PolledLink, QueueLink
 from node.lockstep import Lockstep
 from node.wire import LinkFrame, StepFrame, WireError, decode_link, encode_link
 
@@ -35,6 +35,21 @@ def usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> St
     return f"{type(frame).__name__} in a lockstep run"
 
 
+def _take(link: PolledLink) -> bytes | None:
+    """The link's next frame if one waits; a QueueLink's (in-process) by a direct compiled call."""
+    if isinstance(link, QueueLink):
+        return link.receive_nowait()
+    return link.receive_nowait()
+
+
+def _put(link: PolledLink, data: bytes) -> None:
+    """Send ``data`` without waiting; to a QueueLink (in-process) by a direct compiled call."""
+    if isinstance(link, QueueLink):
+        link.send_nowait(data)
+    else:
+        link.send_nowait(data)
+
+
 def polled_frames(
     t: int,
     ports: tuple[str, ...],
@@ -51,14 +66,14 @@ def polled_frames(
         frame = early.pop(p, None) if early else None
         if frame is None:
             link = links[p]
-            data = link.receive_nowait()
+            data = _take(link)
             while data is not None:
                 got = usable(decode_link(data), t - 1, ahead=True)
                 if isinstance(got, StepFrame):
                     frame = got
                     break
                 bad(p, got)
-                data = link.receive_nowait()
+                data = _take(link)
         if frame is None:
             continue
         if frame.step == t:  # sent this step by a neighbour that went first: next step's
@@ -85,7 +100,7 @@ def polled_step(
     sent: list[Hashable] = []
     for p, frame in clock.work(t, frames).items():
         try:
-            links[p].send_nowait(encode_link(frame))
+            _put(links[p], encode_link(frame))
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
             raise LinkDown(f"link {p} is down ({type(exc).__name__})") from None
         sent.append(neighbours[p])

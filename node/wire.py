@@ -124,13 +124,13 @@ class Packet:
                 and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
                 and type(sent) is int and sent >= 0
             ):  # fmt: skip
-                return cls(mc, alg, header, hops, startups, sent)
+                return Packet(mc, alg, header, hops, startups, sent)  # not cls(): the native constructor
         if not isinstance(obj, list) or len(obj) != 6:
             raise _Invalid(f"packet must be a 6-element array, got {obj!r:.60}")
         mc, alg, header, hops, startups, sent = obj
         if not isinstance(alg, str) or not alg:
             raise _Invalid(f"packet algorithm must be a non-empty string, got {alg!r:.40}")
-        return cls(
+        return Packet(
             _int(mc, "packet multicast id"),
             alg,
             header,
