@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from node.routing import malani
 from node.routing.base import Algorithm
-from node.routing.tree import build_children, completion_times, encode_tree
+from node.routing.tree import build_children, completion_times, encode_tree, id_children
 from node.routing.zones import zoned_tree
 from node.topology import Coord, Topology
 
@@ -130,6 +130,17 @@ def test_diag_trunk_and_branches_example_1() -> None:
     assert parent[(0, 1)] == (0, 0) and parent[(4, 5)] == (4, 4)
     assert parent[(2, 0)] == (1, 0) and parent[(6, 4)] == (5, 4)
     assert len(edges) == 21 and (6, 6) not in children
+
+
+def test_children_builders_refuse_a_node_with_two_parents() -> None:
+    # By coordinate (the tests' front end) and by id (what every source runs), one check.
+    edges = [((0, 0), (1, 0)), ((1, 0), (1, 1)), ((0, 0), (0, 1))]
+    assert build_children(edges) == {(0, 0): [(1, 0), (0, 1)], (1, 0): [(1, 1)]}
+    with pytest.raises(ValueError, match=r"node \(1, 1\) has two parents"):
+        build_children([*edges, ((0, 1), (1, 1))])
+    assert id_children(4, [(0, 2), (2, 3), (0, 1)]) == [[2, 1], None, [3], None]
+    with pytest.raises(ValueError, match=r"node \(1, 1\) has two parents"):
+        id_children(4, [(0, 2), (2, 3), (1, 3)], lambda i: divmod(i, 2))
 
 
 def test_mesh_quadrants_and_torus_zones_share_the_rule() -> None:

@@ -14,7 +14,7 @@ t(v) = max_i(i + 1 + t(c_i)) (Slater–Cockayne–Hedetniemi): optimal under one
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from node.routing.base import Forward, Header, HeaderError, Send, check_port
 from node.topology import PORTS, Coord, Topology
@@ -25,6 +25,7 @@ __all__ = [
     "completion_times",
     "encode_ids",
     "encode_tree",
+    "id_children",
     "order_children",
     "tree_forward",
 ]
@@ -33,14 +34,39 @@ Children = dict[Coord, list[Coord]]
 
 
 def build_children(edges: Iterable[tuple[Coord, Coord]]) -> Children:
-    """Children lists from (parent, child) edges; each child must have one parent."""
-    children: Children = {}
-    seen: set[Coord] = set()
+    """Children lists from (parent, child) edges; each child must have one parent.
+
+    The coordinate front end of :func:`id_children`: nodes are numbered as they first appear.
+    """
+    ids: dict[Coord, int] = {}
+    names: list[Coord] = []
+    numbered: list[tuple[int, int]] = []
+    for edge in edges:
+        pair = []
+        for v in edge:
+            i = ids.get(v)
+            if i is None:
+                i = ids[v] = len(names)
+                names.append(v)
+            pair.append(i)
+        numbered.append((pair[0], pair[1]))
+    kids = id_children(len(names), numbered, names.__getitem__)
+    return {names[v]: [names[c] for c in cs] for v, cs in enumerate(kids) if cs is not None}
+
+
+def id_children(
+    size: int, edges: Iterable[tuple[int, int]], name: Callable[[int], object] = str
+) -> list[list[int] | None]:
+    """Children lists by node id (0 .. ``size - 1``; None: no children) from (parent, child)
+    edges, in edge order; each child must have one parent (else ValueError, naming the node
+    by ``name``)."""
+    children: list[list[int] | None] = [None] * size
+    seen = bytearray(size)
     for parent, child in edges:
-        if child in seen:
-            raise ValueError(f"node {child} has two parents: not a tree")
-        seen.add(child)
-        kids = children.get(parent)
+        if seen[child]:
+            raise ValueError(f"node {name(child)} has two parents: not a tree")
+        seen[child] = 1
+        kids = children[parent]
         if kids is None:
             children[parent] = [child]
         else:
@@ -104,7 +130,6 @@ def encode_ids(
         if ks:
             order.extend(ks)
         i += 1
-    rows, cols, torus = topology.rows, topology.cols, topology.is_torus
     t = [0] * len(kids)
     headers: list[Header] = [None] * len(kids)
     for j in range(len(order) - 1, -1, -1):
@@ -116,7 +141,7 @@ def encode_ids(
         elif len(ks) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
             c = ks[0]
             t[v] = t[c] + 1
-            port = _id_port(topology, v, c, rows, cols, torus)
+            port = _id_port(topology, v, c)
             below = headers[c]
             if below[0] == 0 and len(below) == 3:
                 headers[v] = [mark, port + below[1], below[2]]
@@ -129,20 +154,21 @@ def encode_ids(
                 if n + 1 + t[c] > best:
                     best = n + 1 + t[c]
             t[v] = best
-            headers[v] = [mark, [[_id_port(topology, v, c, rows, cols, torus), headers[c]] for c in ordered]]
+            headers[v] = [mark, [[_id_port(topology, v, c), headers[c]] for c in ordered]]
     top = headers[root]
     if len(top) == 3:
         return [_chain_send(top[1], top[2])]
     return [(p, h) for p, h in top[1]]
 
 
-def _id_port(topology: Topology, a: int, b: int, rows: int, cols: int, torus: bool) -> str:
+def _id_port(topology: Topology, a: int, b: int) -> str:
     """The port from node id ``a`` to its neighbour ``b`` (ids ``x * rows + y``)."""
+    rows = topology.rows
     ax, ay = divmod(a, rows)
     bx, by = divmod(b, rows)
     dx, dy = bx - ax, by - ay
-    if torus:  # wrap-around steps: offsets of ±(side - 1)
-        dx = (dx + 1) % cols - 1
+    if topology.is_torus:  # wrap-around steps: offsets of ±(side - 1)
+        dx = (dx + 1) % topology.cols - 1
         dy = (dy + 1) % rows - 1
     if dy == 0:
         if dx == 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from node.routing.tree import Children
+from node.routing.tree import Children, id_children
 from node.topology import Coord, Topology
 
 __all__ = ["Frame", "MeshRule", "Zone", "zone_of", "zoned_ids", "zoned_tree", "zones"]
@@ -107,15 +107,13 @@ def zoned_ids(
             if u < w and v < h:
                 local[number].append((u, v))
                 break
-    children: list[list[int] | None] = [None] * topology.size
-    seen = bytearray(topology.size)
+    edges: list[tuple[int, int]] = []
     needed = {1: bool(local[1]), 2: bool(local[2] or local[4]), 3: bool(local[3]), 4: bool(local[4])}
     for z in zs:
         if not needed[z.number]:
             continue
         f = z.frame
         ox, oy, sx, sy = f.origin[0], f.origin[1], f.sx, f.sy
-        edges: list[tuple[int, int]] = []
         if z.entry is not None:
             edges.append((z.entry[0] * rows + z.entry[1], ox * rows + oy))
         dests = [d for d in local[z.number] if d != (0, 0)]
@@ -123,13 +121,4 @@ def zoned_ids(
             for a, b in rule(f.width, f.height, dests):  # Frame.to_global, inlined, as an id
                 edges.append((((ox + sx * a[0]) % cols) * rows + (oy + sy * a[1]) % rows,
                               ((ox + sx * b[0]) % cols) * rows + (oy + sy * b[1]) % rows))  # fmt: skip
-        for parent, child in edges:
-            if seen[child]:
-                raise ValueError(f"node {divmod(child, rows)} has two parents: not a tree")
-            seen[child] = 1
-            kids = children[parent]
-            if kids is None:
-                children[parent] = [child]
-            else:
-                kids.append(child)
-    return children
+    return id_children(topology.size, edges, lambda i: divmod(i, rows))
