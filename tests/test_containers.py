@@ -22,12 +22,15 @@ import pytest
 import trio
 
 from coordinator.cli import main as cli_main
+from coordinator.errors import UsageError
 from coordinator.experiments.run import result_document
 from coordinator.runtimes.containers import (
     DEFAULT_BROKER_IMAGE,
     DEFAULT_IMAGE,
+    NETWORK_ENV,
     ContainerRun,
     compose_cli,
+    network_mode,
     plan_from_json,
     plan_to_json,
     raw_from_json,
@@ -93,6 +96,31 @@ def test_compose_may_start_every_node_at_once_and_wait_for_the_engine(tmp_path: 
     assert mine.env["COMPOSE_HTTP_TIMEOUT"] == "9"
 
 
+def test_host_networking_gives_each_node_its_own_loopback_port(tmp_path: Path) -> None:
+    """MESHCAST_CONTAINER_NETWORK=host: every service on the host's network, the broker and each
+    node on a port of their own on loopback, and the coordinator told where each node listens."""
+    plan = Plan(Topology("torus", 3, 4), ())
+    run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={NETWORK_ENV: "host"})
+    text = run.write().read_text()
+    assert text.count('network_mode: "host"') == 12 + 2
+    listens = {line.split('"')[1] for line in text.splitlines() if "MESHCAST_LISTEN:" in line}
+    ports = sorted(int(a.rsplit(":", 1)[1]) for a in listens)
+    assert len(listens) == 12 and all(a.startswith("127.0.0.1:") for a in listens)
+    assert ports == list(range(ports[0], ports[0] + 12))
+    broker = ports[0] - 1
+    assert f'MESHCAST_BROKER: "mqtt://127.0.0.1:{broker}"' in text and "broker:1883" not in text
+    assert f"listener {broker} 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
+    coordinator = text.split("  coordinator:")[1].split("  node-")[0]
+    assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator.replace("\n", "")
+    assert "network_mode" not in ContainerRun(plan, RunSettings(), tmp_path / "b", env={}).write().read_text()
+
+
+def test_container_network_setting_is_checked() -> None:
+    assert network_mode({}) == "bridge" and network_mode({NETWORK_ENV: "host"}) == "host"
+    with pytest.raises(UsageError, match=f"{NETWORK_ENV}='overlay'"):
+        network_mode({NETWORK_ENV: "overlay"})
+
+
 def test_plan_and_raw_round_trip_through_json() -> None:
     plan = same_plan()
     assert plan_from_json(plan_to_json(plan)) == plan
@@ -153,6 +181,21 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
     assert raw.traffic == ref.traffic
     project = "meshcast-" + (tmp_path / "compose.yaml").read_text().split("meshcast run ")[1].split()[0]
     assert _project_gone(project) is None, "torn down after the run"
+
+
+@pytest.mark.slow
+async def test_containers_on_the_host_network_match_in_process(
+    engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(NETWORK_ENV, "host")
+    plan = same_plan()
+    settings = RunSettings(wall_budget=120, runtime="containers", run_dir=str(tmp_path))
+    raw = await run_containers(plan, settings)
+    ref = await run_inprocess(plan, RunSettings())
+    assert not raw.incomplete, raw.incomplete
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert raw.traffic == ref.traffic
+    assert 'network_mode: "host"' in (tmp_path / "compose.yaml").read_text()
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:

@@ -75,6 +75,11 @@ def add_command(sub: Any) -> None:
     )
     coord.add_argument("--node-host", default="node-{x}-{y}", help="host name pattern of the nodes")
     coord.add_argument("--node-port", type=int, default=7000, help="TCP port every node listens on")
+    coord.add_argument(
+        "--port-per-node",
+        action="store_true",
+        help="node (x, y) listens on NODE_PORT + x*rows + y (nodes sharing one host's network)",
+    )
     dep = sub.add_parser(
         "deploy",
         help="bring up a long-lived deployment (broker and nodes) that serves run after run",
@@ -165,11 +170,13 @@ async def coordinate(
     *,
     node_host: str = "node-{x}-{y}",
     node_port: int = 7000,
+    port_per_node: bool = False,
     log: Callable[[str], None] | None = None,
     done: Callable[[RawRun], None] | None = None,
 ) -> RawRun:
     """Run ``plan`` over ``broker`` with nodes that announce themselves there.
 
+    ``port_per_node``: node (x, y) listens on ``node_port + x * rows + y`` (host networking).
     ``done`` (e.g. writing the results) runs before the coordinator leaves the broker: the
     nodes of a compose deployment wait for that, so nothing stops the coordinator first.
     """
@@ -181,7 +188,11 @@ async def coordinate(
 
     def peers(n: Coord) -> dict[str, Any]:
         return {
-            p: peer_entry(node_host.format(x=m[0], y=m[1]), node_port) for p, m in topo.neighbours(n).items()
+            p: peer_entry(
+                node_host.format(x=m[0], y=m[1]),
+                node_port + (m[0] * topo.rows + m[1] if port_per_node else 0),
+            )
+            for p, m in topo.neighbours(n).items()
         }
 
     last = [0.0]
@@ -240,7 +251,10 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
         docs.append(doc)
 
     try:
-        run = partial(coordinate, node_host=args.node_host, node_port=args.node_port, log=log, done=write)
+        run = partial(
+            coordinate, node_host=args.node_host, node_port=args.node_port, port_per_node=args.port_per_node,
+            log=log, done=write,
+        )  # fmt: skip
         raw = trio.run(run, plan, settings, args.broker, args.run_id)
     except ConnectionError as exc:
         log(str(exc))

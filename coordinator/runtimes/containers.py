@@ -4,7 +4,10 @@
 environment, so ``docker compose logs node-2-3`` and ``docker compose stop node-2-3`` mean
 something), the broker, and a ``coordinator`` service that runs the experiment
 (``meshcast coordinate``) and writes its results into ``./results``. Nodes reach each other by
-service name on the compose network, port 7000.
+service name on the compose network, port 7000; or, with :class:`HostPorts`, every container
+shares the host's network (``network_mode: host``) and each node listens on a port of its own on
+loopback: no network namespace, bridge port or DNS entry per container, which is most of what
+the engine does to start a container (docs/deploy.md, "Containers at scale").
 
 :func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
 file into a run directory, builds the image if it is not there, starts everything with its own
@@ -40,10 +43,14 @@ from node.topology import Coord, Topology
 __all__ = [
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_IMAGE",
+    "NETWORK_ENV",
     "NODE_PORT",
     "ContainerRun",
+    "HostPorts",
     "compose_cli",
     "compose_document",
+    "free_port_block",
+    "network_mode",
     "plan_from_json",
     "plan_to_json",
     "raw_from_json",
@@ -61,6 +68,57 @@ NODE_PORT: Final = 7000
 BROKER_URL: Final = "mqtt://broker:1883"
 START_MARGIN: Final = 300.0
 """Seconds allowed on top of the wall budget for images to start and the run to be collected."""
+NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
+"""``bridge`` (the default: a compose network, one address per container) or ``host``."""
+
+
+@dataclass(frozen=True)
+class HostPorts:
+    """Host networking: the broker on loopback port ``broker``; node (x, y) on ``node_base``
+    + x·rows + y (every container shares the host's addresses, so each needs its own port)."""
+
+    broker: int
+    node_base: int
+
+    @property
+    def broker_url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.broker}"
+
+    def node_port(self, topology: Topology, node: Coord) -> int:
+        return self.node_base + node[0] * topology.rows + node[1]
+
+
+def network_mode(env: dict[str, str]) -> str:
+    """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``bridge`` or ``host``."""
+    mode = env.get(NETWORK_ENV, "").strip() or "bridge"
+    if mode not in ("bridge", "host"):
+        from coordinator.errors import UsageError
+
+        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'bridge' (the default) or 'host'")
+    return mode
+
+
+def free_port_block(n: int, *, tries: int = 50) -> int:
+    """A base port such that ``base .. base + n - 1`` are all free on loopback now."""
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(20000, 60000 - n)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports on loopback in {tries} tries")
 
 
 def repo_root() -> Path:
@@ -94,8 +152,11 @@ def compose_document(
     results: str = "./results",
     extra_volumes: Sequence[str] = (),
     swarm: bool = False,
+    host: HostPorts | None = None,
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
+
+    ``host``: every service on the host's network, on those loopback ports (see :class:`HostPorts`).
 
     ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
     round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
@@ -114,6 +175,10 @@ def compose_document(
     if topology.size > 64:
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
+    broker_url = host.broker_url if host is not None else BROKER_URL
+    where = (
+        ["--node-host", "127.0.0.1", "--node-port", str(host.node_base), "--port-per-node"] if host else []
+    )
     services: dict[str, Any] = {
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
@@ -131,8 +196,9 @@ def compose_document(
                 "meshcast",
                 "coordinate",
                 *coordinator_args,
+                *where,
                 "--broker",
-                BROKER_URL,
+                broker_url,
                 "--run-id",
                 run_id,
                 "--out",
@@ -150,15 +216,20 @@ def compose_document(
             "command": ["python", "-m", "node"],
             "environment": {
                 "MESHCAST_NODE": f"{x},{y}",
-                "MESHCAST_BROKER": BROKER_URL,
+                "MESHCAST_BROKER": broker_url,
                 "MESHCAST_RUN_ID": run_id,
-                "MESHCAST_LISTEN": f"0.0.0.0:{NODE_PORT}",
+                "MESHCAST_LISTEN": f"127.0.0.1:{host.node_port(topology, (x, y))}"
+                if host is not None
+                else f"0.0.0.0:{NODE_PORT}",
                 "MESHCAST_LINGER": "60",
                 **scale,
                 **creds,
             },
             "depends_on": ["broker"],
         }
+    if host is not None:
+        for svc in services.values():
+            svc["network_mode"] = "host"
     if swarm:
         for svc in services.values():
             svc["deploy"] = {"endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"}}
@@ -353,7 +424,14 @@ class ContainerRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.results.mkdir(exist_ok=True)
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
-        shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", self.workdir / "mosquitto.conf")
+        conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
+        host: HostPorts | None = None
+        if network_mode(self.env) == "host":
+            base = free_port_block(self.plan.topology.size + 1)
+            host = HostPorts(broker=base, node_base=base + 1)
+            conf = conf.replace("listener 1883 0.0.0.0", f"listener {host.broker} 127.0.0.1")
+            self.say(f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}")
+        (self.workdir / "mosquitto.conf").write_text(conf)
         args = ["--plan", "/meshcast-run/plan.json", *settings_args(self.settings)]
         doc = compose_document(
             self.plan.topology,
@@ -363,6 +441,7 @@ class ContainerRun:
             mosquitto_conf="./mosquitto.conf",
             results="./results",
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
+            host=host,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
         return self.compose_file
