@@ -30,6 +30,7 @@ from coordinator.runtimes.containers import (
     NETWORK_ENV,
     ContainerRun,
     compose_cli,
+    ephemeral_ports,
     network_mode,
     plan_from_json,
     plan_to_json,
@@ -107,12 +108,21 @@ def test_host_networking_gives_each_node_its_own_loopback_port(tmp_path: Path) -
     ports = sorted(int(a.rsplit(":", 1)[1]) for a in listens)
     assert len(listens) == 12 and all(a.startswith("127.0.0.1:") for a in listens)
     assert ports == list(range(ports[0], ports[0] + 12))
+    # below the ephemeral range: else a node's own outgoing connection could take a node's port
+    # (seen: "cannot listen on 127.0.0.1:51317: Address already in use" with 64 containers)
+    assert ports[-1] < ephemeral_ports()[0]
     broker = ports[0] - 1
     assert f'MESHCAST_BROKER: "mqtt://127.0.0.1:{broker}"' in text and "broker:1883" not in text
     assert f"listener {broker} 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
     coordinator = text.split("  coordinator:")[1].split("  node-")[0]
     assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator.replace("\n", "")
     assert "network_mode" not in ContainerRun(plan, RunSettings(), tmp_path / "b", env={}).write().read_text()
+
+
+def test_ephemeral_range_is_read_or_defaulted(tmp_path: Path) -> None:
+    (tmp_path / "range").write_text("40000\t50000\n")
+    assert ephemeral_ports(str(tmp_path / "range")) == (40000, 50000)
+    assert ephemeral_ports(str(tmp_path / "missing")) == (32768, 60999)
 
 
 def test_container_network_setting_is_checked() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "HostPorts",
     "compose_cli",
     "compose_document",
+    "ephemeral_ports",
     "free_port_block",
     "network_mode",
     "plan_from_json",
@@ -98,14 +99,30 @@ def network_mode(env: dict[str, str]) -> str:
     return mode
 
 
+def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (Linux's default where unreadable)."""
+    try:
+        with open(path) as f:
+            lo, hi = (int(v) for v in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_block(n: int, *, tries: int = 50) -> int:
-    """A base port such that ``base .. base + n - 1`` are all free on loopback now."""
+    """A base port such that ``base .. base + n - 1`` are free on loopback now, below the
+    kernel's ephemeral range: an outgoing connection (a node's MQTT client, a link it dials)
+    takes its port from that range and could take a node's before the node listens on it."""
     import random
     import socket
 
+    top = ephemeral_ports()[0]
+    low = 10000 if top - n > 10000 else 1024
+    if top - n <= low:
+        raise RuntimeError(f"no room for {n} listening ports below the ephemeral range (from {top})")
     rng = random.Random()
     for _ in range(tries):
-        base = rng.randrange(20000, 60000 - n)
+        base = rng.randrange(low, top - n)
         socks: list[socket.socket] = []
         try:
             for port in range(base, base + n):
