@@ -22,15 +22,19 @@ import pytest
 import trio
 
 from coordinator.cli import main as cli_main
+from coordinator.cli.deploy_command import deployment_peers
 from coordinator.errors import UsageError
 from coordinator.experiments.run import result_document
+from coordinator.runtimes import processes
 from coordinator.runtimes.containers import (
     DEFAULT_BROKER_IMAGE,
     DEFAULT_IMAGE,
     NETWORK_ENV,
     ContainerRun,
+    HostPorts,
     compose_cli,
-    ephemeral_ports,
+    compose_document,
+    host_broker_conf,
     network_mode,
     plan_from_json,
     plan_to_json,
@@ -97,32 +101,62 @@ def test_compose_may_start_every_node_at_once_and_wait_for_the_engine(tmp_path: 
     assert mine.env["COMPOSE_HTTP_TIMEOUT"] == "9"
 
 
-def test_host_networking_gives_each_node_its_own_loopback_port(tmp_path: Path) -> None:
+def test_host_networking_gives_each_node_its_own_loopback_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """MESHCAST_CONTAINER_NETWORK=host: every service on the host's network, the broker and each
-    node on a port of their own on loopback, and the coordinator told where each node listens."""
-    plan = Plan(Topology("torus", 3, 4), ())
+    node on a port of their own on loopback, below the ephemeral range, and the coordinator told
+    where each node listens."""
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 10100)  # room for one block only
+    topo = Topology("torus", 3, 4)
+    plan = Plan(topo, ())
     run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={NETWORK_ENV: "host"})
     text = run.write().read_text()
     assert text.count('network_mode: "host"') == 12 + 2
     listens = {line.split('"')[1] for line in text.splitlines() if "MESHCAST_LISTEN:" in line}
     ports = sorted(int(a.rsplit(":", 1)[1]) for a in listens)
     assert len(listens) == 12 and all(a.startswith("127.0.0.1:") for a in listens)
-    assert ports == list(range(ports[0], ports[0] + 12))
-    # below the ephemeral range: else a node's own outgoing connection could take a node's port
-    # (seen: "cannot listen on 127.0.0.1:51317: Address already in use" with 64 containers)
-    assert ports[-1] < ephemeral_ports()[0]
+    assert ports == list(range(ports[0], ports[0] + 12)) and ports[-1] < 10100
     broker = ports[0] - 1
     assert f'MESHCAST_BROKER: "mqtt://127.0.0.1:{broker}"' in text and "broker:1883" not in text
     assert f"listener {broker} 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
     coordinator = text.split("  coordinator:")[1].split("  node-")[0]
-    assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator.replace("\n", "")
+    assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator
     assert "network_mode" not in ContainerRun(plan, RunSettings(), tmp_path / "b", env={}).write().read_text()
 
 
-def test_ephemeral_range_is_read_or_defaulted(tmp_path: Path) -> None:
-    (tmp_path / "range").write_text("40000\t50000\n")
-    assert ephemeral_ports(str(tmp_path / "range")) == (40000, 50000)
-    assert ephemeral_ports(str(tmp_path / "missing")) == (32768, 60999)
+def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
+    """The port the coordinator gives a node's neighbours is the one that node listens on."""
+    topo = Topology("torus", 3, 4)  # 3 columns, 4 rows: x·rows + y and y·cols + x differ
+    host = HostPorts(broker=20000, node_base=20001)
+    doc = compose_document(topo, [], host=host)
+    listen: dict[str, int] = {
+        svc["environment"]["MESHCAST_NODE"]: int(svc["environment"]["MESHCAST_LISTEN"].rsplit(":", 1)[1])
+        for name, svc in doc["services"].items()
+        if name.startswith("node-")
+    }
+    assert len(set(listen.values())) == topo.size
+    peers = deployment_peers(topo, "127.0.0.1", host.node_base, port_per_node=True)
+    for node in topo.nodes():
+        for port, (x, y) in topo.neighbours(node).items():
+            assert peers(node)[port] == {"host": "127.0.0.1", "port": listen[f"{x},{y}"]}
+    with pytest.raises(ValueError, match="swarm"):
+        compose_document(topo, [], host=host, swarm=True)
+
+
+def test_host_broker_conf_moves_the_one_listener() -> None:
+    conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
+    moved = host_broker_conf(conf, 12345)
+    assert "listener 12345 127.0.0.1" in moved and "listener 1883" not in moved
+    with pytest.raises(ValueError, match="exactly one"):
+        host_broker_conf(conf.replace("listener 1883 0.0.0.0", "listener 1884 0.0.0.0"), 1)
+
+
+def test_no_room_for_host_ports_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 1030)
+    run = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path, env={NETWORK_ENV: "host"})
+    with pytest.raises(UsageError, match="host networking: no room for 13 ports"):
+        run.write()
 
 
 def test_container_network_setting_is_checked() -> None:

@@ -27,9 +27,9 @@ from coordinator.cli.options import add_run_options, settings_from, topology_fro
 from coordinator.cli.run_command import plan_from
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
-from node.topology import Coord
+from node.topology import Coord, Topology
 
-__all__ = ["COMMANDS", "add_command", "coordinate"]
+__all__ = ["COMMANDS", "add_command", "coordinate", "deployment_peers"]
 
 
 def _experiment_options(p: argparse.ArgumentParser, *, topology_required: bool) -> None:
@@ -74,7 +74,12 @@ def add_command(sub: Any) -> None:
         help="write into OUT/RUN-ID/ (OUT/RUN-ID-2/, ... when that holds earlier results): never clobber",
     )
     coord.add_argument("--node-host", default="node-{x}-{y}", help="host name pattern of the nodes")
-    coord.add_argument("--node-port", type=int, default=7000, help="TCP port every node listens on")
+    coord.add_argument(
+        "--node-port",
+        type=int,
+        default=7000,
+        help="TCP port every node listens on (the first, with --port-per-node)",
+    )
     coord.add_argument(
         "--port-per-node",
         action="store_true",
@@ -162,6 +167,26 @@ def cmd_compose(args: argparse.Namespace) -> int:
     return 0
 
 
+def deployment_peers(
+    topo: Topology, node_host: str, node_port: int, *, port_per_node: bool = False
+) -> Callable[[Coord], dict[str, Any]]:
+    """Each node's ``peers`` (port → where its neighbour listens) in a deployment whose nodes are
+    named by ``node_host`` (``{x}``, ``{y}``) and listen on ``node_port`` (or, ``port_per_node``,
+    that plus their id: nodes sharing the host's network)."""
+    from coordinator.runtimes.containers import node_port as link_port
+    from node.tcp import peer_entry
+
+    def peers(n: Coord) -> dict[str, Any]:
+        return {
+            p: peer_entry(
+                node_host.format(x=m[0], y=m[1]), link_port(node_port, topo, m, per_node=port_per_node)
+            )
+            for p, m in topo.neighbours(n).items()
+        }
+
+    return peers
+
+
 async def coordinate(
     plan: Plan,
     settings: RunSettings,
@@ -182,18 +207,10 @@ async def coordinate(
     """
     from coordinator.runtimes.session import Session
     from node.mqtt import open_coordinator_bus
-    from node.tcp import peer_entry
 
     topo = plan.topology
 
-    def peers(n: Coord) -> dict[str, Any]:
-        return {
-            p: peer_entry(
-                node_host.format(x=m[0], y=m[1]),
-                node_port + (m[0] * topo.rows + m[1] if port_per_node else 0),
-            )
-            for p, m in topo.neighbours(n).items()
-        }
+    peers = deployment_peers(topo, node_host, node_port, port_per_node=port_per_node)
 
     last = [0.0]
 

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -49,9 +49,9 @@ __all__ = [
     "HostPorts",
     "compose_cli",
     "compose_document",
-    "ephemeral_ports",
-    "free_port_block",
+    "host_broker_conf",
     "network_mode",
+    "node_port",
     "plan_from_json",
     "plan_to_json",
     "raw_from_json",
@@ -83,13 +83,29 @@ class HostPorts:
 
     @property
     def broker_url(self) -> str:
+        """Where nodes and coordinator reach the broker."""
         return f"mqtt://127.0.0.1:{self.broker}"
 
     def node_port(self, topology: Topology, node: Coord) -> int:
-        return self.node_base + node[0] * topology.rows + node[1]
+        """Where ``node`` listens (``meshcast coordinate --port-per-node`` computes the same)."""
+        return node_port(self.node_base, topology, node, per_node=True)
 
 
-def network_mode(env: dict[str, str]) -> str:
+def node_port(base: int, topology: Topology, node: Coord, *, per_node: bool) -> int:
+    """A node's link port: ``base`` for all (a network of their own each), or, nodes sharing one
+    address, ``base`` + its id (x·rows + y)."""
+    return base + (node[0] * topology.rows + node[1] if per_node else 0)
+
+
+def host_broker_conf(conf: str, port: int) -> str:
+    """``deploy/mosquitto.conf`` with its one listener moved to loopback port ``port``."""
+    line = "listener 1883 0.0.0.0"
+    if conf.count(line) != 1:
+        raise ValueError(f"mosquitto.conf must have exactly one {line!r} line for host networking")
+    return conf.replace(line, f"listener {port} 127.0.0.1")
+
+
+def network_mode(env: Mapping[str, str]) -> str:
     """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``bridge`` or ``host``."""
     mode = env.get(NETWORK_ENV, "").strip() or "bridge"
     if mode not in ("bridge", "host"):
@@ -97,45 +113,6 @@ def network_mode(env: dict[str, str]) -> str:
 
         raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'bridge' (the default) or 'host'")
     return mode
-
-
-def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
-    """The kernel's range of ports for outgoing connections (Linux's default where unreadable)."""
-    try:
-        with open(path) as f:
-            lo, hi = (int(v) for v in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def free_port_block(n: int, *, tries: int = 50) -> int:
-    """A base port such that ``base .. base + n - 1`` are free on loopback now, below the
-    kernel's ephemeral range: an outgoing connection (a node's MQTT client, a link it dials)
-    takes its port from that range and could take a node's before the node listens on it."""
-    import random
-    import socket
-
-    top = ephemeral_ports()[0]
-    low = 10000 if top - n > 10000 else 1024
-    if top - n <= low:
-        raise RuntimeError(f"no room for {n} listening ports below the ephemeral range (from {top})")
-    rng = random.Random()
-    for _ in range(tries):
-        base = rng.randrange(low, top - n)
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} consecutive free ports on loopback in {tries} tries")
 
 
 def repo_root() -> Path:
@@ -173,7 +150,9 @@ def compose_document(
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
-    ``host``: every service on the host's network, on those loopback ports (see :class:`HostPorts`).
+    ``host``: every service on the host's network, on those loopback ports (see :class:`HostPorts`);
+    the broker's configuration must then listen on its port (:func:`host_broker_conf`). Not with
+    ``swarm``: a stack ignores ``network_mode``, and its tasks would not share loopback.
 
     ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
     round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
@@ -192,10 +171,12 @@ def compose_document(
     if topology.size > 64:
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
+    if host is not None and swarm:
+        raise ValueError("host networking and swarm do not mix: a stack ignores network_mode")
     broker_url = host.broker_url if host is not None else BROKER_URL
-    where = (
-        ["--node-host", "127.0.0.1", "--node-port", str(host.node_base), "--port-per-node"] if host else []
-    )
+    where: list[str] = []
+    if host is not None:
+        where = ["--node-host", "127.0.0.1", "--node-port", str(host.node_base), "--port-per-node"]
     services: dict[str, Any] = {
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
@@ -227,6 +208,7 @@ def compose_document(
         },
     }
     for x, y in topology.nodes():
+        listen = f"0.0.0.0:{NODE_PORT}" if host is None else f"127.0.0.1:{host.node_port(topology, (x, y))}"
         services[f"node-{x}-{y}"] = {
             "image": image,
             "pull_policy": "never",
@@ -235,9 +217,7 @@ def compose_document(
                 "MESHCAST_NODE": f"{x},{y}",
                 "MESHCAST_BROKER": broker_url,
                 "MESHCAST_RUN_ID": run_id,
-                "MESHCAST_LISTEN": f"127.0.0.1:{host.node_port(topology, (x, y))}"
-                if host is not None
-                else f"0.0.0.0:{NODE_PORT}",
+                "MESHCAST_LISTEN": listen,
                 "MESHCAST_LINGER": "60",
                 **scale,
                 **creds,
@@ -444,9 +424,15 @@ class ContainerRun:
         conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
         host: HostPorts | None = None
         if network_mode(self.env) == "host":
-            base = free_port_block(self.plan.topology.size + 1)
+            from coordinator.errors import UsageError
+            from coordinator.runtimes.processes import free_port_block
+
+            try:
+                base = free_port_block(self.plan.topology.size + 1)
+            except OSError as exc:
+                raise UsageError(f"host networking: {exc}") from None
             host = HostPorts(broker=base, node_base=base + 1)
-            conf = conf.replace("listener 1883 0.0.0.0", f"listener {host.broker} 127.0.0.1")
+            conf = host_broker_conf(conf, host.broker)
             self.say(f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}")
         (self.workdir / "mosquitto.conf").write_text(conf)
         args = ["--plan", "/meshcast-run/plan.json", *settings_args(self.settings)]
@@ -611,10 +597,16 @@ async def run_containers(
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
     if compose_cli() is None:
         raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
+    network_mode(os.environ)  # a bad setting is refused before anything is made
     temporary = settings.run_dir is None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
     run = ContainerRun(plan, settings, workdir.resolve(), log=log)
-    run.write()
+    try:
+        run.write()
+    except BaseException:
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
     rc_box: list[int] = []
 
     async def up() -> int:

@@ -12,6 +12,7 @@ the run directory (``settings.run_dir``, or a temporary one that is removed afte
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 import random
@@ -45,6 +46,7 @@ __all__ = [
     "BrokerNotFound",
     "LocalBroker",
     "broker_conf",
+    "free_port_block",
     "free_ports",
     "local_broker",
     "mosquitto_exe",
@@ -115,6 +117,30 @@ def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
                 pass
         candidate += 1
     return ports
+
+
+def free_port_block(n: int, host: str = LOOPBACK, *, tries: int = 50) -> int:
+    """A base port such that ``base .. base + n - 1`` are all free now, below the ephemeral range
+    (as :func:`free_ports`): for nodes that share one address and find each other's ports by
+    arithmetic (the containers runtime's host networking). OSError when none is found."""
+    hi = _ephemeral_low() - 1
+    lo = 10000 if hi - 10000 > 2 * n else 1024
+    if hi - lo < n:
+        raise OSError(f"no room for {n} ports on {host} below the ephemeral range (from {hi + 1})")
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(lo, hi - n + 2)
+        for port in range(base, base + n):
+            with socket.socket() as s:
+                try:
+                    s.bind((host, port))
+                except OSError as exc:
+                    if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                        break
+                    raise
+        else:
+            return base
+    raise OSError(f"no {n} consecutive free TCP ports on {host} in {tries} tries")
 
 
 _NO_BROKER: Final = (
