@@ -34,6 +34,7 @@ from typing import Any, Final
 import trio
 
 from coordinator.errors import Interrupted
+from coordinator.runtimes.codevolumes import CodeVolume, code_volume_setting, ensure_code_volumes
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Multicast, Plan
@@ -147,12 +148,16 @@ def compose_document(
     extra_volumes: Sequence[str] = (),
     swarm: bool = False,
     host: HostPorts | None = None,
+    code_volumes: Sequence[CodeVolume] = (),
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
     ``host``: every service on the host's network, on those loopback ports (see :class:`HostPorts`);
     the broker's configuration must then listen on its port (:func:`host_broker_conf`). Not with
     ``swarm``: a stack ignores ``network_mode``, and its tasks would not share loopback.
+
+    ``code_volumes``: named volumes (made beforehand, :mod:`coordinator.runtimes.codevolumes`)
+    mounted read-only into every node container, over the image's own Python code.
 
     ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
     round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
@@ -224,13 +229,18 @@ def compose_document(
             },
             "depends_on": ["broker"],
         }
+        if code_volumes:
+            services[f"node-{x}-{y}"]["volumes"] = [v.mount for v in code_volumes]
     if host is not None:
         for svc in services.values():
             svc["network_mode"] = "host"
     if swarm:
         for svc in services.values():
             svc["deploy"] = {"endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"}}
-    return {"version": "3.8", "services": services}
+    doc: dict[str, Any] = {"version": "3.8", "services": services}
+    if code_volumes:
+        doc["volumes"] = {v.name: {"external": True} for v in code_volumes}
+    return doc
 
 
 def _scalar(v: Any) -> str:
@@ -399,6 +409,8 @@ class ContainerRun:
     log: Callable[[str], None] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    code_volumes: list[CodeVolume] = field(default_factory=list)
+    _host: HostPorts | None = field(default=None, init=False)
 
     @property
     def project(self) -> str:
@@ -435,6 +447,11 @@ class ContainerRun:
             conf = host_broker_conf(conf, host.broker)
             self.say(f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}")
         (self.workdir / "mosquitto.conf").write_text(conf)
+        self._host = host
+        return self.render()
+
+    def render(self) -> Path:
+        """(Re)write compose.yaml from the run's plan, ports and code volumes."""
         args = ["--plan", "/meshcast-run/plan.json", *settings_args(self.settings)]
         doc = compose_document(
             self.plan.topology,
@@ -444,7 +461,8 @@ class ContainerRun:
             mosquitto_conf="./mosquitto.conf",
             results="./results",
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
-            host=host,
+            host=self._host,
+            code_volumes=self.code_volumes,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
         return self.compose_file
@@ -525,6 +543,10 @@ class ContainerRun:
         await self.choose_broker()
         self.parallel_env()
         t0 = time.perf_counter()
+        image = self.env.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+        self.code_volumes = await ensure_code_volumes(image, self.env, self.say)
+        if self.code_volumes:
+            self.render()
         try:
             if await self._run(self.cmd("up", "-d"), "compose.log", budget) != 0:
                 return -1
@@ -598,6 +620,7 @@ async def run_containers(
     if compose_cli() is None:
         raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
     network_mode(os.environ)  # a bad setting is refused before anything is made
+    code_volume_setting(os.environ)
     temporary = settings.run_dir is None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
     run = ContainerRun(plan, settings, workdir.resolve(), log=log)
