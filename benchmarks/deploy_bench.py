@@ -36,6 +36,7 @@ import time
 
 import trio
 
+from coordinator.errors import Interrupted
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Topology
@@ -188,6 +189,7 @@ def main() -> None:
         )
     else:
         from coordinator.runtimes.containers import ContainerRun
+        from coordinator.runtimes.signals import run_interruptible
 
         run = ContainerRun(plan, settings, __import__("pathlib").Path(settings.run_dir or "."))
 
@@ -217,7 +219,8 @@ def main() -> None:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(sample_containers)
-                    rc = await run.up()
+                    # SIGINT/SIGTERM: a short grace, then the containers go (the finally below)
+                    rc = await run_interruptible(run.up, lambda: run.collect(-1, interrupted=True))
                     nursery.cancel_scope.cancel()
             finally:
                 await run.down()
@@ -238,4 +241,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except* Interrupted as group:  # the runtime tore its nodes, broker and containers down first
+        sys.exit(f"deploy_bench: {group.exceptions[0]}; nothing of the run is left running")
