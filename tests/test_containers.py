@@ -71,6 +71,21 @@ def test_top_level_compose_file_is_the_generators_output() -> None:
     )
 
 
+def test_the_coordinator_writes_results_as_the_runs_user(tmp_path: Path) -> None:
+    """Results are not root-owned: a run passes its own uid:gid; a hand-run compose file root's."""
+    doc = compose_document(Topology("mesh", 2, 2), ["--plan", "p.json"])
+    assert doc["services"]["coordinator"]["user"] == "${MESHCAST_USER:-0:0}"
+    assert not any("user" in svc for name, svc in doc["services"].items() if name != "coordinator")
+    run = ContainerRun(Plan(Topology("mesh", 2, 2), ()), RunSettings(), tmp_path, env={})
+    run.write()
+    assert run.env["MESHCAST_USER"] == f"{os.getuid()}:{os.getgid()}"
+    given = ContainerRun(
+        Plan(Topology("mesh", 2, 2), ()), RunSettings(), tmp_path, env={"MESHCAST_USER": "7:8"}
+    )
+    given.write()
+    assert given.env["MESHCAST_USER"] == "7:8"
+
+
 def test_compose_has_one_named_service_per_node() -> None:
     text = generated_compose()
     for x in range(4):

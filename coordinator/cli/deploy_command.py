@@ -160,6 +160,8 @@ def cmd_compose(args: argparse.Namespace) -> int:
         "  docker compose up --abort-on-container-exit --exit-code-from coordinator\n"
         "Offline (no registry): deploy/build-offline-image.sh, then run with\n"
         "  MESHCAST_BROKER_IMAGE=meshcast-local/meshcast:latest (it has mosquitto)\n"
+        "Results owned by you rather than root: mkdir -p results, and run with\n"
+        "  MESHCAST_USER=$(id -u):$(id -g)\n"
         f"Results: ./results/{args.run_id}/ (run.json, multicasts.csv, arrivals.csv, raw.json;\n"
         f"  ./results/{args.run_id}-2/ and so on for later runs: earlier results are kept)"
     )

@@ -208,6 +208,8 @@ def compose_document(
                 "/results",
             ],
             "environment": {**keepalive, **creds},
+            # the results belong to whoever runs it (a run sets MESHCAST_USER to its own uid:gid)
+            "user": "${MESHCAST_USER:-0:0}",
             "volumes": [f"{results}:/results", *extra_volumes],
             "depends_on": ["broker"],
         },
@@ -430,6 +432,8 @@ class ContainerRun:
 
     def write(self) -> Path:
         """The run directory: compose.yaml, plan.json, mosquitto.conf, results/."""
+        # the coordinator container writes results/ as this user, not as root (see compose_document)
+        self.env.setdefault("MESHCAST_USER", f"{os.getuid()}:{os.getgid()}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.results.mkdir(exist_ok=True)
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
