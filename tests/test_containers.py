@@ -8,6 +8,7 @@ when present locally, else the project image (which has mosquitto).
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -25,13 +27,14 @@ from coordinator.cli import main as cli_main
 from coordinator.cli.deploy_command import deployment_peers
 from coordinator.errors import UsageError
 from coordinator.experiments.run import result_document
-from coordinator.runtimes import processes
+from coordinator.runtimes import containers, processes
 from coordinator.runtimes.containers import (
     DEFAULT_BROKER_IMAGE,
     DEFAULT_IMAGE,
     NETWORK_ENV,
     ContainerRun,
     HostPorts,
+    _failed_node,
     compose_cli,
     compose_document,
     host_broker_conf,
@@ -360,6 +363,55 @@ async def test_a_killed_node_container_is_named_and_partial_results_kept(
     missing = [e for e in doc["errors"] if e["kind"] == "undelivered"]
     assert missing and any([1, 1] in e["missing"] for e in missing)
     assert (tmp_path / "results" / "run.json").exists()
+
+
+def test_only_a_node_container_failing_by_itself_counts_as_failed() -> None:
+    def event(service: str, status: object) -> bytes:
+        return json.dumps({"com.docker.compose.service": service, "exitCode": status}).encode()
+
+    assert _failed_node(event("node-1-2", "2")) == ("node-1-2", 2)
+    assert _failed_node(event("node-1-2", "1")) == ("node-1-2", 1)
+    for ok in (event("node-1-2", "0"), event("node-1-2", "137"), event("node-1-2", "143")):
+        assert _failed_node(ok) is None  # finished, or killed/stopped: the coordinator hears its will
+    assert _failed_node(event("coordinator", "1")) is None and _failed_node(event("broker", "3")) is None
+    for junk in (b"", b"{", b"[]", b'{"exitCode": "2"}', event("node-0-0", "x")):
+        assert _failed_node(junk) is None
+
+
+@pytest.mark.slow
+async def test_a_node_failing_before_its_hello_ends_the_run_soon_and_is_named(
+    engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node container that fails before it reaches the broker leaves no will: the coordinator
+    would wait out its whole budget for the hello; the run stops it after a grace instead."""
+    real = containers.compose_document
+
+    def one_bad_node(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        doc = real(*args, **kwargs)
+        doc["services"]["node-1-1"]["environment"]["MESHCAST_NODE"] = "-1,1"  # refused: exit 2
+        return doc
+
+    monkeypatch.setattr(containers, "compose_document", one_bad_node)
+    monkeypatch.setattr(containers, "NODE_DEATH_GRACE", 5.0)
+    topo = Topology.parse("mesh:3x3")
+    settings = RunSettings(wall_budget=240, max_steps=2_000, runtime="containers")
+    run = ContainerRun(long_plan(topo, every=40, count=10), settings, tmp_path)
+    run.write()
+    await run.build()
+    t0 = trio.current_time()
+    try:
+        rc = await run.up()
+    finally:
+        await run.down()
+    took = trio.current_time() - t0
+    assert _project_gone(run.project) is None
+    assert took < 150, f"the run took {took:.0f} s: it waited out the budget for the failed node"
+    raw = run.collect(rc)
+    text = "; ".join(raw.incomplete)
+    assert "node-1-1's container exited with status 2" in text, text
+    # stopped, the coordinator (PID 1 of its container) wrote what it had rather than being killed
+    assert "interrupted by SIGTERM" in text, text
+    assert "must not be negative" in (tmp_path / "compose.log").read_text(errors="replace")
 
 
 @pytest.mark.slow

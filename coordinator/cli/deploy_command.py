@@ -25,6 +25,7 @@ import trio
 
 from coordinator.cli.options import add_run_options, settings_from, topology_from
 from coordinator.cli.run_command import plan_from
+from coordinator.errors import Interrupted
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node.topology import Coord, Topology
@@ -208,6 +209,7 @@ async def coordinate(
     nodes of a compose deployment wait for that, so nothing stops the coordinator first.
     """
     from coordinator.runtimes.session import Session
+    from coordinator.runtimes.signals import run_interruptible
     from node.mqtt import open_coordinator_bus
 
     topo = plan.topology
@@ -222,23 +224,32 @@ async def coordinate(
             last[0] = now
             log(f"{done}/{total} deliveries")
 
-    async with open_coordinator_bus(broker, run_id, connect_timeout=settings.wall_budget, log=log) as bus:
-        if log:
-            log(f"on the broker {broker}, run {run_id}: waiting for {topo.size} nodes")
-        session = Session(
-            plan,
-            settings,
-            bus.send_to,
-            bus.broadcast,
-            bus.inbox,
-            peers=peers,
-            progress=progress,
-            run_id=run_id,
-        )
-        raw = await session.run(set(topo.nodes()))
-        if done is not None:
-            done(raw)
-        return raw
+    sessions: list[Session] = []
+
+    async def body() -> RawRun:
+        async with open_coordinator_bus(broker, run_id, connect_timeout=settings.wall_budget, log=log) as bus:
+            if log:
+                log(f"on the broker {broker}, run {run_id}: waiting for {topo.size} nodes")
+            session = Session(
+                plan,
+                settings,
+                bus.send_to,
+                bus.broadcast,
+                bus.inbox,
+                peers=peers,
+                progress=progress,
+                run_id=run_id,
+            )
+            sessions.append(session)
+            raw = await session.run(set(topo.nodes()))
+            if done is not None:
+                done(raw)
+            return raw
+
+    # SIGTERM (`docker stop`) or SIGINT: what has arrived, marked interrupted, as Interrupted.partial.
+    # Needed in a container above all: there the coordinator is PID 1, which ignores a SIGTERM it
+    # has no handler for, and `docker stop` would kill it 10 s later with nothing written.
+    return await run_interruptible(body, lambda: sessions[0].collector.raw if sessions else RawRun())
 
 
 def cmd_coordinate(args: argparse.Namespace) -> int:
@@ -278,6 +289,11 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
     except ConnectionError as exc:
         log(str(exc))
         return 1
+    except Interrupted as exc:
+        if isinstance(exc.partial, RawRun):
+            write(exc.partial)
+        log(f"{exc}: what had arrived is in {out}")
+        return 128 + exc.signum
     doc = docs[0]
     info = doc["run"]
     status = "complete" if info["complete"] else "INCOMPLETE: " + "; ".join(info["incomplete"])

@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,6 +70,16 @@ NODE_PORT: Final = 7000
 BROKER_URL: Final = "mqtt://broker:1883"
 START_MARGIN: Final = 300.0
 """Seconds allowed on top of the wall budget for images to start and the run to be collected."""
+NODE_DEATH_GRACE: Final = 30.0
+"""Seconds the coordinator may take to end a run by itself after a node container failed.
+
+A node that reached the broker leaves a will, and the coordinator ends the run at once; one that
+failed before (a bad setting, a crash at import) leaves nothing, and the coordinator would wait
+out the whole wall budget for its hello. After this grace the run stops the coordinator instead.
+"""
+SIGNALLED: Final = frozenset({137, 143})
+"""Exit statuses of containers killed (SIGKILL) or stopped (SIGTERM): faults whose will the
+coordinator hears, not failures of the node itself."""
 NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
 """``bridge`` (the default: a compose network, one address per container) or ``host``."""
 
@@ -412,6 +422,10 @@ class ContainerRun:
     timings: dict[str, float] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     code_volumes: list[CodeVolume] = field(default_factory=list)
+    failed_nodes: list[tuple[str, int]] = field(default_factory=list)
+    """Node services whose container exited with an error status while the coordinator ran."""
+    stopped_for: str | None = None
+    """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
     _host: HostPorts | None = field(default=None, init=False)
 
     @property
@@ -551,6 +565,7 @@ class ContainerRun:
         self.code_volumes = await ensure_code_volumes(image, self.env, self.say)
         if self.code_volumes:
             self.render()
+        since = int(time.time()) - 1  # `docker events --since`: whole seconds
         try:
             if await self._run(self.cmd("up", "-d"), "compose.log", budget) != 0:
                 return -1
@@ -565,7 +580,10 @@ class ContainerRun:
             if not cid:
                 return -1
             with trio.fail_after(budget):
-                waited = await trio.run_process(["docker", "wait", cid], capture_stdout=True, check=False)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_node_failures, since)
+                    waited = await trio.run_process(["docker", "wait", cid], capture_stdout=True, check=False)
+                    nursery.cancel_scope.cancel()
             try:
                 return int(waited.stdout.decode().strip())
             except ValueError:
@@ -576,6 +594,50 @@ class ContainerRun:
             self.timings["up_s"] = time.perf_counter() - t0
             with trio.CancelScope(shield=True):
                 await self._run(self.cmd("logs", "--no-color"), "compose.log", 120)
+
+    async def _watch_node_failures(self, since: int) -> None:
+        """Stop the coordinator when a node container fails and the run does not end by itself.
+
+        Reads the project's container ``die`` events (``docker events``, no polling of the
+        engine while it is still creating containers). A node that exits with an error status
+        (not a kill: :data:`SIGNALLED`) is recorded; if the coordinator is still running
+        :data:`NODE_DEATH_GRACE` s later, it is stopped so that it writes what it has, and the
+        results say which node failed. Cancelled when the coordinator exits.
+        """
+        args = [
+            "docker", "events", "--since", str(since),
+            "--filter", f"label=com.docker.compose.project={self.project}",
+            "--filter", "type=container", "--filter", "event=die",
+            "--format", "{{json .Actor.Attributes}}",
+        ]  # fmt: skip
+        async with trio.open_nursery() as nursery:
+            proc = await nursery.start(
+                partial(
+                    trio.run_process, args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False
+                )
+            )
+            assert proc.stdout is not None
+            buffer = b""
+            async for chunk in proc.stdout:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    failed = _failed_node(line)
+                    if failed is not None and not self.failed_nodes:
+                        nursery.start_soon(self._stop_after_grace, failed)
+                    if failed is not None:
+                        self.failed_nodes.append(failed)
+
+    async def _stop_after_grace(self, failed: tuple[str, int]) -> None:
+        await trio.sleep(NODE_DEATH_GRACE)
+        service, status = failed
+        self.stopped_for = (
+            f"run stopped early: {service}'s container exited with status {status} and the"
+            f" coordinator had not ended the run {NODE_DEATH_GRACE:g} s later (the node's output is"
+            f" in {self.workdir}/compose.log)"
+        )
+        self.say(self.stopped_for)
+        await self.stop_coordinator()
 
     async def down(self) -> None:
         """Remove every container, network and volume of the project (also after Ctrl-C)."""
@@ -599,9 +661,24 @@ class ContainerRun:
             if interrupted:
                 return RawRun()
             why = f"the coordinator container wrote no results (exit status {rc})"
-            return RawRun(incomplete=[f"{why}; see {self.workdir}/compose.log"])
+            notes = [f"{why}; see {self.workdir}/compose.log"]
+            return RawRun(incomplete=notes if self.stopped_for is None else [self.stopped_for, *notes])
         raw = raw_from_json(raw_path.read_text())
+        if self.stopped_for is not None:
+            raw.incomplete.append(self.stopped_for)
         return raw
+
+
+def _failed_node(event: bytes) -> tuple[str, int] | None:
+    """A ``die`` event's (service, exit status) if a node container failed; None otherwise."""
+    try:
+        attrs = json.loads(event)
+        service, status = str(attrs["com.docker.compose.service"]), int(attrs["exitCode"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not service.startswith("node-") or status == 0 or status in SIGNALLED:
+        return None
+    return service, status
 
 
 async def run_containers(
