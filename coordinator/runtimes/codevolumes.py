@@ -18,7 +18,6 @@ are removed. ``MESHCAST_CODE_VOLUMES``: ``auto`` (the default: on for fuse-overl
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,10 +60,30 @@ def code_volume_setting(env: Mapping[str, str]) -> str:
     return value
 
 
+def short_id(image_id: str) -> str:
+    """An image id's first 12 hex digits (``sha256:`` dropped): what names and labels carry."""
+    return image_id.split(":")[-1][:12]
+
+
 def volume_name(image_id: str, path: str) -> str:
     """``meshcast-code-<image id, 12 hex>-<path hash, 8 hex>``: one image, one path, one name."""
-    short = image_id.split(":")[-1][:12]
-    return f"meshcast-code-{short}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+    return f"meshcast-code-{short_id(image_id)}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """A code volume as ``docker volume ls`` shows it: name, image label, path label, host path."""
+
+    name: str
+    image: str
+    path: str
+    mountpoint: str
+
+
+_LS_FORMAT: Final = (
+    '{{.Name}}\t{{.Label "org.meshcast.code"}}\t{{.Label "org.meshcast.path"}}\t{{.Mountpoint}}'
+)
+"""One :class:`_Listed` per line (the labels are :data:`LABEL` and :data:`PATH_LABEL`)."""
 
 
 async def _docker(*args: str, env: Mapping[str, str]) -> tuple[int, str]:
@@ -88,28 +107,30 @@ async def _ok(*args: str, env: Mapping[str, str]) -> str:
     return out
 
 
-async def _filled(volumes: Sequence[CodeVolume], image: str, env: Mapping[str, str]) -> bool:
+async def _listed(env: Mapping[str, str]) -> list[_Listed]:
+    """Every code volume on the engine, with its labels and host path, in one call."""
+    out = await _ok("volume", "ls", "--filter", f"label={LABEL}", "--format", _LS_FORMAT, env=env)
+    rows = [line.split("\t") for line in out.splitlines() if line.strip()]
+    return [_Listed(*row) for row in rows if len(row) == 4]
+
+
+async def _filled(volumes: Sequence[_Listed], image: str, env: Mapping[str, str]) -> bool:
     """Whether every volume has its marker: read from the host when the engine's files are
     readable here, else by a throwaway container."""
-    out = await _ok("volume", "inspect", *(v.name for v in volumes), env=env)
-    points = [d.get("Mountpoint", "") for d in json.loads(out)]
-    if all(p and os.access(p, os.R_OK) for p in points):
-        return all(os.path.exists(os.path.join(p, MARKER)) for p in points)
-    mounts = [a for v in volumes for a in ("-v", v.mount)]
+    if all(v.mountpoint and os.access(v.mountpoint, os.R_OK) for v in volumes):
+        return all(os.path.exists(os.path.join(v.mountpoint, MARKER)) for v in volumes)
+    mounts = [a for v in volumes for a in ("-v", f"{v.name}:{v.path}:ro")]
     test = " && ".join(f"test -e {v.path}/{MARKER}" for v in volumes)
     rc, _ = await _docker("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", test, env=env)
     return rc == 0
 
 
-async def _forget_old(current: str, env: Mapping[str, str]) -> None:
+async def _forget_old(current: str, listed: Sequence[_Listed], env: Mapping[str, str]) -> None:
     """Remove code volumes filled from images that are gone (a volume still in use stays)."""
-    out = await _ok("volume", "ls", "-q", "--filter", f"label={LABEL}", env=env)
-    names = out.split()
-    if not names:
+    if all(v.image == current for v in listed):
         return
-    images = {i.split(":")[-1][:12] for i in (await _ok("image", "ls", "-q", "--no-trunc", env=env)).split()}
-    labels = json.loads(await _ok("volume", "inspect", *names, env=env))
-    stale = [d["Name"] for d in labels if (d.get("Labels") or {}).get(LABEL) not in images | {current}]
+    images = {short_id(i) for i in (await _ok("image", "ls", "-q", "--no-trunc", env=env)).split()}
+    stale = [v.name for v in listed if v.image not in images | {current}]
     if stale:
         await _docker("volume", "rm", *stale, env=env)
 
@@ -130,16 +151,14 @@ async def ensure_code_volumes(
             if driver not in SLOW_DRIVERS:
                 return []
         image_id = (await _ok("image", "inspect", "--format", "{{.Id}}", image, env=env)).strip()
-        short = image_id.split(":")[-1][:12]
-        names = (await _ok("volume", "ls", "-q", "--filter", f"label={LABEL}={short}", env=env)).split()
-        volumes: list[CodeVolume] = []
-        if names:
-            found = json.loads(await _ok("volume", "inspect", *names, env=env))
-            volumes = [CodeVolume(d["Name"], (d.get("Labels") or {}).get(PATH_LABEL, "")) for d in found]
-            if all(v.path for v in volumes) and await _filled(volumes, image, env):
-                await _forget_old(short, env)
-                return sorted(volumes, key=lambda v: v.path)
-            await _docker("volume", "rm", "-f", *names, env=env)  # incomplete: fill them again
+        short = short_id(image_id)
+        listed = await _listed(env)
+        mine = [v for v in listed if v.image == short]
+        if mine:
+            if all(v.path for v in mine) and await _filled(mine, image, env):
+                await _forget_old(short, listed, env)
+                return sorted((CodeVolume(v.name, v.path) for v in mine), key=lambda v: v.path)
+            await _docker("volume", "rm", "-f", *(v.name for v in mine), env=env)  # incomplete: fill again
         say(f"copying {image}'s Python code into volumes (once per image)")
         out = await _ok("run", "--rm", "--network", "none", image, "python", "-c", _PATHS_SCRIPT, env=env)
         paths = [p for p in out.split() if p.startswith("/")][:2]
@@ -152,8 +171,8 @@ async def ensure_code_volumes(
         mounts = [a for v in volumes for a in ("-v", f"{v.name}:{v.path}")]
         touch = " && ".join(f"touch {v.path}/{MARKER}" for v in volumes)
         await _ok("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", touch, env=env)
-        await _forget_old(short, env)
+        await _forget_old(short, listed, env)
         return sorted(volumes, key=lambda v: v.path)
-    except (_Failed, OSError, ValueError, KeyError) as exc:
+    except (_Failed, OSError, ValueError) as exc:
         say(f"code volumes: {exc}; the nodes read their code from the image")
         return []

@@ -422,8 +422,6 @@ class ContainerRun:
     timings: dict[str, float] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     code_volumes: list[CodeVolume] = field(default_factory=list)
-    failed_nodes: list[tuple[str, int]] = field(default_factory=list)
-    """Node services whose container exited with an error status while the coordinator ran."""
     stopped_for: str | None = None
     """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
     _host: HostPorts | None = field(default=None, init=False)
@@ -600,9 +598,9 @@ class ContainerRun:
 
         Reads the project's container ``die`` events (``docker events``, no polling of the
         engine while it is still creating containers). A node that exits with an error status
-        (not a kill: :data:`SIGNALLED`) is recorded; if the coordinator is still running
+        (not a kill: :data:`SIGNALLED`) starts the grace; if the coordinator is still running
         :data:`NODE_DEATH_GRACE` s later, it is stopped so that it writes what it has, and the
-        results say which node failed. Cancelled when the coordinator exits.
+        results say which node failed (the first). Cancelled when the coordinator exits.
         """
         args = [
             "docker", "events", "--since", str(since),
@@ -619,14 +617,12 @@ class ContainerRun:
             assert proc.stdout is not None
             buffer = b""
             async for chunk in proc.stdout:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    failed = _failed_node(line)
-                    if failed is not None and not self.failed_nodes:
-                        nursery.start_soon(self._stop_after_grace, failed)
-                    if failed is not None:
-                        self.failed_nodes.append(failed)
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                failed = next(filter(None, map(_failed_node, lines)), None)
+                if failed is not None:  # the first failure is the one named
+                    await self._stop_after_grace(failed)
+                    nursery.cancel_scope.cancel()
+                    return
 
     async def _stop_after_grace(self, failed: tuple[str, int]) -> None:
         await trio.sleep(NODE_DEATH_GRACE)
@@ -661,9 +657,9 @@ class ContainerRun:
             if interrupted:
                 return RawRun()
             why = f"the coordinator container wrote no results (exit status {rc})"
-            notes = [f"{why}; see {self.workdir}/compose.log"]
-            return RawRun(incomplete=notes if self.stopped_for is None else [self.stopped_for, *notes])
-        raw = raw_from_json(raw_path.read_text())
+            raw = RawRun(incomplete=[f"{why}; see {self.workdir}/compose.log"])
+        else:
+            raw = raw_from_json(raw_path.read_text())
         if self.stopped_for is not None:
             raw.incomplete.append(self.stopped_for)
         return raw
