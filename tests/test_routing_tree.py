@@ -1,4 +1,4 @@
-"""Explicit-tree headers (node/routing/tree.py): chains fold into one port string, the sends stay the same."""
+"""Explicit-tree headers (node/routing/tree.py): one bytes record per subtree, read back exactly."""
 
 from __future__ import annotations
 
@@ -10,45 +10,59 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from node.routing.base import HeaderError
-from node.routing.tree import Children, encode_tree, order_children, tree_forward
+from node.routing.tree import Children, encode_tree, order_children, tree_forward, tree_lists
 from node.topology import Coord, Topology
 
 MESH = Topology.parse("mesh:6x6")
 TORUS = Topology.parse("torus:5x5")
 
 
-def test_a_straight_branch_is_one_chain_link() -> None:
+def test_a_record_reads_back_as_the_tree_it_encodes() -> None:
     line = {(0, y): [(0, y + 1)] for y in range(4)}
-    assert encode_tree(MESH, (0, 0), line, [(0, 4)]) == [("+y", [0, "+y+y+y", [1, []]])]
-    # a destination on the way ends the chain there: it must deliver
-    assert encode_tree(MESH, (0, 0), line, [(0, 2), (0, 4)]) == [("+y", [0, "+y", [1, "+y+y", [1, []]]])]
+    ((port, rec),) = encode_tree(MESH, (0, 0), line, [(0, 2), (0, 4)])
+    assert port == "+y" and type(rec) is bytes
+    assert tree_lists(rec) == [0, [["+y", [1, [["+y", [0, [["+y", [1, []]]]]]]]]]]
+    # head byte (deliver flag, branch count), then per branch its port index and 3-byte length
+    assert rec[:5] == bytes((0x01, 2, 0, 0, len(rec) - 5))
 
 
-def test_a_chain_link_sends_its_first_port_and_passes_the_rest() -> None:
-    fwd = tree_forward(MESH, (0, 1), [0, "+y+y+x", [1, []]])
-    assert (fwd.deliver, fwd.sends) == (False, [("+y", [0, "+y+x", [1, []]])])
-    last = tree_forward(MESH, (1, 3), [1, "+x", [1, []]])
-    assert (last.deliver, last.sends) == (True, [("+x", [1, []])])
+def test_a_node_sends_each_branch_on_its_port_in_the_record_order() -> None:
+    star = {(2, 2): [(3, 2), (2, 3), (1, 2)], (3, 2): [(4, 2)], (1, 2): [(1, 1)], (1, 1): [(1, 0)]}
+    sends = encode_tree(MESH, (2, 1), {(2, 1): [(2, 2)], **star}, [(4, 2), (2, 3), (1, 0), (2, 2)])
+    fwd = tree_forward(MESH, (2, 2), sends[0][1])
+    # completion times: (1, 2) has 2 below in a chain, (3, 2) 1, (2, 3) 0
+    assert fwd.deliver and [p for p, _ in fwd.sends] == ["-x", "+x", "+y"]
+    assert [tree_lists(h) for _, h in fwd.sends][2] == [1, []]
+    leaf = tree_forward(MESH, (2, 3), fwd.sends[2][1])
+    assert (leaf.deliver, leaf.sends) == (True, [])
 
 
 @pytest.mark.parametrize(
     ("header", "cause"),
     [
-        ([0, "+y+", [1, []]], "port names strung together"),
-        ([0, "", [1, []]], "port names strung together"),
-        ([0, 7, [1, []]], "port names strung together"),
-        ([0, "zz+y", [1, []]], "unknown port"),
-        ([2, "+y", [1, []]], "deliver flag"),
-        ([0, "-x", [1, []]], "an edge of mesh:6x6"),
+        (b"", "empty"),
+        (bytes((0x05,)), "0-4 branches"),
+        (bytes((0x41,)), "0-4 branches"),
+        (bytes((0x01, 2, 0, 0)), "shorter than its 1 branch"),
+        (bytes((0x01, 2, 0, 0, 2, 0x80)), "claims 2 bytes"),
+        (bytes((0x01, 2, 0, 0, 0)), "claims 0 bytes"),
+        (bytes((0x01, 2, 0, 0, 1, 0x80, 0x80)), "1 bytes after its branches"),
+        (bytes((0x01, 9, 0, 0, 1, 0x80)), "unknown port 'port #9'"),
+        (bytes((0x02, 2, 0, 0, 1, 2, 0, 0, 1, 0x80, 0x80)), "sends twice on port \\+y"),
+        (bytes((0x01, 1, 0, 0, 1, 0x80)), "an edge of mesh:6x6"),
+        ([2, []], "deliver flag"),
+        ([0, 7], "branches must be a list"),
+        ([0, [["zz", [1, []]]]], "unknown port"),
+        ("0+y", "must be a tree record"),
     ],
 )
-def test_a_bad_chain_link_is_a_header_error(header: Any, cause: str) -> None:
+def test_a_bad_header_is_a_header_error_naming_the_fault(header: Any, cause: str) -> None:
     with pytest.raises(HeaderError, match=cause):
         tree_forward(MESH, (0, 1), header)
 
 
 def _plain_header(topo: Topology, v: Coord, kids: Children, dests: set[Coord]) -> list[Any]:
-    """The unfolded form, ``[deliver, [[port, subheader], ...]]`` at every node, in the same order."""
+    """The readable form, ``[deliver, [[port, subheader], ...]]`` at every node, in the same order."""
     port = {topo.neighbour(v, p): p for p in topo.ports(v)}
     return [1 if v in dests else 0, [[port[c], _plain_header(topo, c, kids, dests)] for c in kids.get(v, [])]]
 
@@ -87,14 +101,15 @@ def _trees(draw: st.DrawFn) -> tuple[Topology, Coord, Children, list[Coord]]:
 
 
 @given(_trees())
-def test_folded_headers_send_exactly_as_unfolded_ones(
+def test_records_send_exactly_as_the_readable_form(
     case: tuple[Topology, Coord, Children, list[Coord]],
 ) -> None:
     topo, root, children, dests = case
-    folded = encode_tree(topo, root, children, dests)
+    records = encode_tree(topo, root, children, dests)
     ordered, _ = order_children(root, children)
     plain = _plain_header(topo, root, ordered, set(dests))[1]
-    assert [p for p, _ in folded] == [p for p, _ in plain]
-    walked = _walk(topo, root, folded)
+    assert [p for p, _ in records] == [p for p, _ in plain]
+    assert [tree_lists(h) for _, h in records] == [h for _, h in plain]
+    walked = _walk(topo, root, records)
     assert walked == _walk(topo, root, [(p, h) for p, h in plain])
     assert {n for n, (deliver, _) in walked.items() if deliver} == set(dests)

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 Header = Any
-"""Plain msgpack-able data: ints, strings, lists, dicts."""
+"""Plain msgpack-able data: ints, strings, bytes, lists, dicts."""
 Params = Mapping[str, Any]
 Send = tuple[str, Header]
 

@@ -1,12 +1,19 @@
 """Explicit trees carried in headers, and the optimal one-port send order.
 
 A tree algorithm may compute its whole tree at the source and let each branch carry its
-subtree: the header of a packet is ``[deliver, [[port, subheader], ...]]``. A node then just
-obeys it. A node with one branch is written ``[deliver, ports, subheader]`` instead, where
-``ports`` strings together the port of that branch and of each following node that delivers
-nothing and has one branch itself (``"+y+y-x"``): each node on such a chain sends on the first
-port and passes the rest on. The sends are the same; the header is a few msgpack objects per
-chain instead of five per hop, and msgpack's cost is per object (benchmarks/header_cost.py).
+subtree. The source writes a node's subtree as one ``bytes`` record (:func:`encode_ids`):
+
+* a head byte: bit 7 the deliver flag, bits 0–2 the number of branches n (0–4);
+* n branch entries in send order, 4 bytes each: the port's index in
+  :data:`node.topology.PORTS`, then the length of that branch's record (3 bytes, big-endian);
+* the n branch records, one after the other.
+
+A node reads its head and entries and passes each branch on as a slice: its work and the
+wire's are a few objects per hop whatever the subtree's size, where a subtree of nested lists
+costs msgpack and the allocator an object per node below, at every hop
+(benchmarks/header_cost.py). :func:`tree_forward` also accepts the readable form
+``[deliver, [[port, subheader], ...]]`` (a subheader in either form), and :func:`tree_lists`
+turns a record into it.
 
 Sends are ordered by non-increasing subtree completion time t(c), where t(leaf)=0 and
 t(v) = max_i(i + 1 + t(c_i)) (Slater–Cockayne–Hedetniemi): optimal under one-port.
@@ -15,6 +22,7 @@ t(v) = max_i(i + 1 + t(c_i)) (Slater–Cockayne–Hedetniemi): optimal under one
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from node.routing.base import Forward, Header, HeaderError, Send, check_port
 from node.topology import PORTS, Coord, Topology
@@ -28,6 +36,7 @@ __all__ = [
     "id_children",
     "order_children",
     "tree_forward",
+    "tree_lists",
 ]
 
 Children = dict[Coord, list[Coord]]
@@ -118,7 +127,7 @@ def encode_ids(
 
     One bottom-up pass (no recursion: trees can be hundreds deep) computes each node's
     completion time, orders its children as :func:`order_children` does (non-increasing time,
-    ties smaller coordinate: an id's order is its coordinate's) and builds its header. Ids and
+    ties smaller coordinate: an id's order is its coordinate's) and builds its record. Ids and
     lists, not coordinate tuples and dicts: an int indexes a list at a fraction of the cost of
     hashing a tuple.
     """
@@ -131,22 +140,17 @@ def encode_ids(
             order.extend(ks)
         i += 1
     t = [0] * len(kids)
-    headers: list[Header] = [None] * len(kids)
+    records: list[bytes] = [b""] * len(kids)
     for j in range(len(order) - 1, -1, -1):
         v = order[j]
         ks = kids[v]
-        mark = 1 if v in marked else 0
+        mark = 0x80 if v in marked else 0
         if not ks:
-            headers[v] = [mark, []]
-        elif len(ks) == 1:  # a chain link: [deliver, ports, tail], joined to a chain below
-            c = ks[0]
-            t[v] = t[c] + 1
-            port = _id_port(topology, v, c)
-            below = headers[c]
-            if below[0] == 0 and len(below) == 3:
-                headers[v] = [mark, port + below[1], below[2]]
-            else:
-                headers[v] = [mark, port, below]
+            records[v] = _LEAF[mark]
+            continue
+        if len(ks) == 1:
+            ordered = ks
+            t[v] = t[ks[0]] + 1
         else:
             ordered = sorted(ks, key=lambda c: (-t[c], c))
             best = 0
@@ -154,11 +158,16 @@ def encode_ids(
                 if n + 1 + t[c] > best:
                     best = n + 1 + t[c]
             t[v] = best
-            headers[v] = [mark, [[_id_port(topology, v, c), headers[c]] for c in ordered]]
-    top = headers[root]
-    if len(top) == 3:
-        return [_chain_send(top[1], top[2])]
-    return [(p, h) for p, h in top[1]]
+        head = bytearray((mark | len(ordered),))
+        for c in ordered:
+            n = len(records[c])
+            if n > _MAX_RECORD:
+                raise ValueError(f"a subtree record of {n} bytes exceeds the tree header's {_MAX_RECORD}")
+            head += bytes((_PORT_INDEX[_id_port(topology, v, c)], n >> 16, (n >> 8) & 0xFF, n & 0xFF))
+        if v == root:  # the source sends the branches; its own record is never sent
+            return [(_id_port(topology, v, c), records[c]) for c in ordered]
+        records[v] = bytes(head) + b"".join([records[c] for c in ordered])
+    return []
 
 
 def _id_port(topology: Topology, a: int, b: int) -> str:
@@ -183,72 +192,84 @@ def _id_port(topology: Topology, a: int, b: int) -> str:
     raise ValueError(f"{(ax, ay)} and {(bx, by)} are not neighbours in {topology.spec}")
 
 
-def _chain_send(ports: str, tail: Header) -> Send:
-    """The one send of a chain link: its first port, and the rest of the chain (or its tail)."""
-    return (ports[:2], tail if len(ports) == 2 else [0, ports[2:], tail])
-
-
-_PORT_SET = frozenset(PORTS)
+_PORT_INDEX = {p: i for i, p in enumerate(PORTS)}
+_LEAF = {0: b"\x00", 0x80: b"\x80"}
+_MAX_RECORD = (1 << 24) - 1
+"""A branch record's length has 3 bytes: 16 MiB, some 10^6 nodes below one branch."""
 
 
 def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     """Obey an explicit-tree header: deliver if marked, send each subtree on its port.
 
-    Every hop of every tree rule runs this, so a well-formed header (lists, as msgpack decodes
-    them) takes a fast path of exact type checks; anything else gets the strict reading below,
-    which accepts the same headers and says what is wrong with the others.
+    Every hop of every tree rule runs this, so a well-formed record takes a fast path of
+    exact checks; anything else gets the strict reading below, which accepts the same
+    headers (and the readable list form) and says what is wrong with the others.
     """
-    if type(header) is list and len(header) == 3:  # a chain link
-        deliver, ports, tail = header
-        if (
-            type(deliver) is int
-            and (deliver == 0 or deliver == 1)
-            and type(ports) is str
-            and len(ports) % 2 == 0
-        ):
-            port = ports[:2]
-            if port in _PORT_SET and (topology.is_torus or topology.neighbour(here, port) is not None):
-                return Forward(deliver == 1, [_chain_send(ports, tail)], False)
-    elif type(header) is list and len(header) == 2:
-        deliver, branches = header
-        if type(deliver) is int and (deliver == 0 or deliver == 1) and type(branches) is list:
-            sends: list[Send] = []
+    if type(header) is bytes and header:
+        head = header[0]
+        n = head & 0x07
+        size = len(header)
+        if head & 0x78 == 0 and n <= 4 and size >= 1 + 4 * n:
             mesh = not topology.is_torus
-            for b in branches:
-                if not (type(b) is list and len(b) == 2):
+            sends: list[Send] = []
+            used = 0
+            off = 1 + 4 * n
+            for i in range(n):
+                e = 1 + 4 * i
+                index = header[e]
+                if index > 3 or used & (1 << index):
                     break
-                port = b[0]
-                if (
-                    type(port) is not str
-                    or port not in _PORT_SET
-                    or (mesh and topology.neighbour(here, port) is None)
-                ):
+                used |= 1 << index
+                port = PORTS[index]
+                if mesh and topology.neighbour(here, port) is None:
                     break
-                sends.append((port, b[1]))
+                end = off + ((header[e + 1] << 16) | (header[e + 2] << 8) | header[e + 3])
+                if end > size or end == off:
+                    break
+                sends.append((port, header[off:end]))
+                off = end
             else:
-                if len(sends) < 2 or len({p for p, _ in sends}) == len(sends):
-                    return Forward(deliver == 1, sends, False)
+                if off == size:
+                    return Forward(head >= 0x80, sends, False)
     return _tree_forward_strict(topology, here, header)
+
+
+def tree_lists(header: Header) -> Header:
+    """A record as the readable form ``[deliver, [[port, subheader], ...]]``, all the way down
+    (anything else as it is); for reading and for tests, not for the wire."""
+    if type(header) is not bytes:
+        return header
+    out: list[Any] = [0, []]
+    stack: list[tuple[bytes, list[Any]]] = [(header, out)]
+    while stack:
+        rec, into = stack.pop()
+        head, n = rec[0], rec[0] & 0x07
+        into[0] = 1 if head & 0x80 else 0
+        off = 1 + 4 * n
+        for i in range(n):
+            e = 1 + 4 * i
+            end = off + int.from_bytes(rec[e + 1 : e + 4], "big")
+            sub: list[Any] = [0, []]
+            into[1].append([PORTS[rec[e]], sub])
+            stack.append((rec[off:end], sub))
+            off = end
+    return out
 
 
 def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> Forward:
     """:func:`tree_forward` for any header: the same sends, or a HeaderError naming the fault."""
-    if not (isinstance(header, (list, tuple)) and len(header) in (2, 3)):
+    if isinstance(header, bytes):
+        deliver, branches = _record_branches(header)
+    elif isinstance(header, (list, tuple)) and len(header) == 2:
+        deliver, branches = header[0], header[1]
+        if deliver not in (0, 1) or type(deliver) not in (int, bool):
+            raise HeaderError(f"tree header deliver flag must be 0 or 1, got {deliver!r}")
+        if not isinstance(branches, (list, tuple)):
+            raise HeaderError("tree header branches must be a list")
+    else:
         raise HeaderError(
-            f"tree header must be [deliver, branches] or [deliver, ports, subtree], got {header!r:.80}"
+            f"tree header must be a tree record (bytes) or [deliver, branches], got {header!r:.80}"
         )
-    deliver, branches = header[0], header[1]
-    if deliver not in (0, 1) or type(deliver) not in (int, bool):
-        raise HeaderError(f"tree header deliver flag must be 0 or 1, got {deliver!r}")
-    if len(header) == 3:
-        if not (isinstance(branches, str) and branches and len(branches) % 2 == 0):
-            raise HeaderError(f"tree chain ports must be port names strung together, got {branches!r:.80}")
-        port = check_port(branches[:2])
-        if topology.neighbour(here, port) is None:
-            raise HeaderError(f"tree header sends on {port} from {here}, an edge of {topology.spec}")
-        return Forward(bool(deliver), [_chain_send(branches, header[2])], False)
-    if not isinstance(branches, (list, tuple)):
-        raise HeaderError("tree header branches must be a list")
     sends: list[Send] = []
     used: set[str] = set()
     for b in branches:
@@ -262,3 +283,30 @@ def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> For
         used.add(port)
         sends.append((port, b[1]))
     return Forward(bool(deliver), sends, False)
+
+
+def _record_branches(rec: bytes) -> tuple[int, list[tuple[object, bytes]]]:
+    """A record's deliver flag and (port, branch record) pairs, or a HeaderError naming the fault."""
+    if not rec:
+        raise HeaderError("tree record is empty")
+    head = rec[0]
+    n = head & 0x07
+    if head & 0x78 or n > 4:
+        raise HeaderError(f"tree record head byte {head:#04x} is not a deliver flag and 0-4 branches")
+    off = 1 + 4 * n
+    if len(rec) < off:
+        raise HeaderError(f"tree record of {len(rec)} bytes is shorter than its {n} branch entries")
+    branches: list[tuple[object, bytes]] = []
+    for i in range(n):
+        e = 1 + 4 * i
+        index = rec[e]
+        end = off + int.from_bytes(rec[e + 1 : e + 4], "big")
+        if end == off or end > len(rec):
+            raise HeaderError(
+                f"tree record branch {i + 1} of {n} claims {end - off} bytes, not in the record"
+            )
+        branches.append((PORTS[index] if index < len(PORTS) else f"port #{index}", rec[off:end]))
+        off = end
+    if off != len(rec):
+        raise HeaderError(f"tree record has {len(rec) - off} bytes after its branches")
+    return 1 if head & 0x80 else 0, branches
