@@ -113,7 +113,7 @@ def done_report(
         status=status,
         host=host,
         last_step=last_step,
-        traffic=tuple((mc, n, tuple(sorted(e.links_used.get(mc, ())))) for mc, n in e.traffic.items()),
+        traffic=_traffic(e.traffic, e.links_used),
         trace=tuple(e.link_trace),
         injected=tuple(e.injected.items()),
         sent=e.sent,
@@ -128,6 +128,14 @@ def done_report(
         protocol_errors=protocol_errors,
         delivered=e.delivered,
     )
+
+
+def _traffic(traffic: dict[int, int], used: dict[int, int]) -> tuple[int, ...]:
+    """The ``done``'s traffic: (multicast, sends, port set) per multicast forwarded, flat."""
+    out: list[int] = []
+    for mc, n in traffic.items():
+        out += (mc, n, used.get(mc, 0))
+    return tuple(out)
 
 
 def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:

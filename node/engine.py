@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
-from node.topology import PORTS, Coord, Topology
+from node.topology import PORT_BITS, PORTS, Coord, Topology
 from node.wire import Packet
 
 __all__ = ["CONTENTIONS", "POLICIES", "PORT_MODELS", "Delivery", "Engine", "Injection", "NodeError"]
@@ -175,7 +175,8 @@ class Engine:
         self.errors: list[NodeError] = []
         self.injected: dict[int, int] = {}
         self.traffic: dict[int, int] = {}
-        self.links_used: dict[int, set[str]] = {}
+        self.links_used: dict[int, int] = {}
+        """The ports each multicast left this node on, by multicast: a set of :data:`PORT_BITS`."""
         self.link_trace: list[tuple[int, str, int]] = []
         self.sent = 0
         self.received = 0
@@ -335,10 +336,8 @@ class Engine:
             self._credit[port] -= 1
         traffic = self.traffic
         traffic[mc] = traffic.get(mc, 0) + 1
-        used = self.links_used.get(mc)
-        if used is None:
-            used = self.links_used[mc] = set()
-        used.add(port)
+        used = self.links_used
+        used[mc] = used.get(mc, 0) | PORT_BITS[port]
         if self.trace:
             self.link_trace.append((mc, port, step))
         return port, Packet(mc, alg, header, hops, startups, step)

@@ -179,20 +179,20 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
     return check
 
 
-def _traffic_row(v: Any) -> tuple[int, int, tuple[str, ...]]:
-    """A ``done``'s traffic row ``[mc, sends, [port, ...]]`` in one pass (a row per multicast a
-    node forwarded: hundreds of thousands in a large sweep chunk)."""
-    if len(_as_array(v)) != 3:
-        raise _fail("expected 3 elements", v)
-    mc, n, ports = v
-    if type(mc) is not int:
-        raise _fail("expected an integer", mc)
-    if type(n) is not int:
-        raise _fail("expected an integer", n)
-    for p in _as_array(ports):
-        if not isinstance(p, str):
-            raise _fail("expected a string", p)
-    return (mc, n, tuple(ports))
+def _traffic(v: Any) -> tuple[int, ...]:
+    """A ``done``'s traffic, flat: ``[mc, sends, ports, mc, sends, ports, ...]``, ``ports`` a port
+    set as an int (:data:`node.topology.PORT_BITS`). A node of a large sweep chunk forwards
+    hundreds of thousands of multicasts: one array of ints, checked in one pass, not an array
+    (and an array of port names) per multicast."""
+    if len(_as_array(v)) % 3:
+        raise _fail("expected a multiple of 3 elements (multicast, sends, ports)", len(v))
+    for x in v:
+        if type(x) is not int or x < 0:
+            raise _fail("expected an integer >= 0", x)
+    for i in range(2, len(v), 3):
+        if v[i] > 15:
+            raise _fail("expected a port set (0-15)", v[i])
+    return tuple(v)
 
 
 def _seq(item: Check) -> Check:
@@ -339,9 +339,8 @@ class Done(_Event):
     status: str = field(metadata={"check": _str}, default="ok")
     host: str = field(metadata={"check": _str}, default="")
     last_step: int = field(metadata={"check": _int}, default=0)
-    traffic: tuple[tuple[int, int, tuple[str, ...]], ...] = field(
-        metadata={"check": _seq(_traffic_row)}, default=()
-    )
+    traffic: tuple[int, ...] = field(metadata={"check": _traffic}, default=())
+    """(multicast, sends, port set) per multicast the node forwarded, flat (see :func:`_traffic`)."""
     trace: tuple[tuple[int, str, int], ...] = field(
         metadata={"check": _seq(_tuple_of(_int, _str, _int))}, default=()
     )

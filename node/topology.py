@@ -14,17 +14,28 @@ from typing import Final
 
 __all__ = [
     "PORTS",
+    "PORT_BITS",
     "Coord",
     "Topology",
     "TopologyError",
     "parse_coord",
     "parse_coords",
+    "port_names",
 ]
 
 Coord = tuple[int, int]
 
 #: The four ports in their canonical order (also the order simultaneous arrivals are taken in).
 PORTS: Final = ("+x", "-x", "+y", "-y")
+#: Each port's bit in a port set written as an int (bit i: ``PORTS[i]``), as reports carry them.
+PORT_BITS: Final = {p: 1 << i for i, p in enumerate(PORTS)}
+
+
+def port_names(mask: int) -> tuple[str, ...]:
+    """The ports of a port set written as an int (:data:`PORT_BITS`), in canonical order."""
+    return tuple(p for i, p in enumerate(PORTS) if mask >> i & 1)
+
+
 _STEP: Final = {"+x": (1, 0), "-x": (-1, 0), "+y": (0, 1), "-y": (0, -1)}
 _OPPOSITE: Final = {"+x": "-x", "-x": "+x", "+y": "-y", "-y": "+y"}
 _SPEC = re.compile(r"^\s*(mesh|torus)\s*:\s*(\d+)\s*[xX×]\s*(\d+)\s*$")

@@ -69,7 +69,7 @@ from typing import Any, Final
 from node.engine import PORT_MODELS, Delivery, Injection, NodeError
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
-from node.topology import PORTS, Coord, Topology
+from node.topology import PORT_BITS, PORTS, Coord, Topology
 from node.wire import Flit, Worm, decode_flit
 
 __all__ = [
@@ -187,7 +187,8 @@ class WormholeEngine:
         self.errors: list[NodeError] = []
         self.injected: dict[int, int] = {}
         self.traffic: dict[int, int] = {}
-        self.links_used: dict[int, set[str]] = {}
+        self.links_used: dict[int, int] = {}
+        """The ports each multicast left this node on, by multicast: a set of :data:`PORT_BITS`."""
         self.link_sends: dict[str, int] = {}
         self.sent = 0
         self.received = 0
@@ -430,7 +431,7 @@ class WormholeEngine:
                 self.link_sends[o] = self.link_sends.get(o, 0) + 1
                 if flit.head:
                     self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
-                    self.links_used.setdefault(b.mc, set()).add(o)
+                    self.links_used[b.mc] = self.links_used.get(b.mc, 0) | PORT_BITS[o]
                     if self.trace:
                         self.link_trace.append((b.mc, o, t))
             if flit.tail:

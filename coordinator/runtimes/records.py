@@ -11,7 +11,7 @@ from typing import Any
 
 from coordinator.workloads.plan import Plan
 from node import protocol
-from node.topology import Coord
+from node.topology import Coord, port_names
 
 __all__ = ["Arrival", "Collector", "RawRun", "RunSettings"]
 
@@ -155,14 +155,16 @@ class Collector:
             raw.dropped += msg.dropped
             for port, n in msg.link_sends.items():
                 raw.link_sends[(node, port)] = n
-            traffic, links = raw.traffic, raw.links
-            for mc, n, ports in msg.traffic:  # a row per multicast this node forwarded
-                traffic[mc] = traffic.get(mc, 0) + n
+            traffic, links, flat = raw.traffic, raw.links, msg.traffic
+            pairs = [tuple((node, p) for p in port_names(mask)) for mask in range(16)]
+            for i in range(0, len(flat), 3):  # (multicast, sends, port set) per multicast it forwarded
+                mc = flat[i]
+                traffic[mc] = traffic.get(mc, 0) + flat[i + 1]
                 used = links.get(mc)
                 if used is None:
-                    used = links[mc] = set()
-                for p in ports:
-                    used.add((node, p))
+                    links[mc] = set(pairs[flat[i + 2]])
+                else:
+                    used.update(pairs[flat[i + 2]])
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
             for mc, ns in msg.injected:
