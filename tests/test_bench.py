@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import Any
 
 import pytest
 
 from coordinator.cli import main
+from coordinator.experiments import bench
 from coordinator.experiments.bench import (
     SWITCHING,
     WORM_FLITS,
@@ -46,6 +48,21 @@ def test_emulator_point_measures_a_complete_run(clock: str) -> None:
         rate = row["steps_per_s"]  # active_s is rounded to the millisecond
         assert abs(rate * row["active_s"] - row["span_steps"]) <= rate * 0.0005 + 1e-9
     assert row["flit_hops"] is None and row["flit_hops_per_s"] is None
+
+
+def test_a_sparse_point_reports_the_median_of_its_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert emulator_point("torus:6x6", "lockstep", 2, 4)["runs"] == 1
+    spans = iter([0.5, 0.1, 0.3, 0.9, 0.2])
+    real = bench._timed_run
+
+    def timed(*args: Any) -> tuple[Any, ...]:
+        raw, total, _, steps = real(*args)
+        return raw, total, next(spans), steps
+
+    monkeypatch.setattr(bench, "_timed_run", timed)
+    row = emulator_point("torus:6x6", "lockstep", 1, 4)
+    assert row["runs"] == bench.SPARSE_RUNS == 5 and row["active_s"] == 0.3
+    assert row["packet_hops_per_s"] == row["packet_hops"] / 0.3
 
 
 def test_a_sharded_point_does_the_same_work() -> None:
