@@ -156,15 +156,18 @@ class Collector:
             for port, n in msg.link_sends.items():
                 raw.link_sends[(node, port)] = n
             traffic, links, flat = raw.traffic, raw.links, msg.traffic
-            pairs = [tuple((node, p) for p in port_names(mask)) for mask in range(16)]
+            pairs: dict[int, tuple[tuple[Coord, str], ...]] = {}  # port set -> its (node, port) links
             for i in range(0, len(flat), 3):  # (multicast, sends, port set) per multicast it forwarded
-                mc = flat[i]
+                mc, mask = flat[i], flat[i + 2]
                 traffic[mc] = traffic.get(mc, 0) + flat[i + 1]
+                ends = pairs.get(mask)
+                if ends is None:
+                    ends = pairs[mask] = tuple((node, p) for p in port_names(mask))
                 used = links.get(mc)
                 if used is None:
-                    links[mc] = set(pairs[flat[i + 2]])
+                    links[mc] = set(ends)
                 else:
-                    used.update(pairs[flat[i + 2]])
+                    used.update(ends)
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
             for mc, ns in msg.injected:
