@@ -47,7 +47,7 @@ def test_a_node_sends_each_branch_on_its_port_in_the_record_order() -> None:
         (bytes((0x01, 2, 0, 0, 2, 0x80)), "claims 2 bytes"),
         (bytes((0x01, 2, 0, 0, 0)), "claims 0 bytes"),
         (bytes((0x01, 2, 0, 0, 1, 0x80, 0x80)), "1 bytes after its branches"),
-        (bytes((0x01, 9, 0, 0, 1, 0x80)), "unknown port 'port #9'"),
+        (bytes((0x01, 9, 0, 0, 1, 0x80)), "port index 9, not 0-3"),
         (bytes((0x02, 2, 0, 0, 1, 2, 0, 0, 1, 0x80, 0x80)), "sends twice on port \\+y"),
         (bytes((0x01, 1, 0, 0, 1, 0x80)), "an edge of mesh:6x6"),
         ([2, []], "deliver flag"),
@@ -59,6 +59,16 @@ def test_a_node_sends_each_branch_on_its_port_in_the_record_order() -> None:
 def test_a_bad_header_is_a_header_error_naming_the_fault(header: Any, cause: str) -> None:
     with pytest.raises(HeaderError, match=cause):
         tree_forward(MESH, (0, 1), header)
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [b"", bytes((0x09,)), bytes((0x01, 9, 0, 0, 1, 0x80)), bytes((0x01, 2, 0, 0, 1, 0x05))],
+    ids=["empty", "bad head", "bad port", "bad branch below"],
+)
+def test_reading_a_malformed_record_is_a_header_error(rec: bytes) -> None:
+    with pytest.raises(HeaderError):
+        tree_lists(rec)
 
 
 def _plain_header(topo: Topology, v: Coord, kids: Children, dests: set[Coord]) -> list[Any]:

@@ -158,6 +158,10 @@ def encode_ids(
                 if n + 1 + t[c] > best:
                     best = n + 1 + t[c]
             t[v] = best
+        if len(ordered) > 4:
+            raise ValueError(
+                f"node {divmod(v, topology.rows)} has {len(ordered)} children: not a tree of a 2D network"
+            )
         head = bytearray((mark | len(ordered),))
         for c in ordered:
             n = len(records[c])
@@ -236,28 +240,29 @@ def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
 
 def tree_lists(header: Header) -> Header:
     """A record as the readable form ``[deliver, [[port, subheader], ...]]``, all the way down
-    (anything else as it is); for reading and for tests, not for the wire."""
+    (anything else as it is); for reading and for tests, not for the wire. A malformed record
+    is a HeaderError naming the fault."""
     if type(header) is not bytes:
         return header
     out: list[Any] = [0, []]
     stack: list[tuple[bytes, list[Any]]] = [(header, out)]
     while stack:
         rec, into = stack.pop()
-        head, n = rec[0], rec[0] & 0x07
-        into[0] = 1 if head & 0x80 else 0
-        off = 1 + 4 * n
-        for i in range(n):
-            e = 1 + 4 * i
-            end = off + int.from_bytes(rec[e + 1 : e + 4], "big")
+        deliver, branches = _record_branches(rec)
+        into[0] = deliver
+        for port, sub_rec in branches:
             sub: list[Any] = [0, []]
-            into[1].append([PORTS[rec[e]], sub])
-            stack.append((rec[off:end], sub))
-            off = end
+            into[1].append([port, sub])
+            stack.append((sub_rec, sub))
     return out
 
 
 def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> Forward:
     """:func:`tree_forward` for any header: the same sends, or a HeaderError naming the fault."""
+    # Any, not the record's types: the compiled build checks a variable's declared type on
+    # every assignment, and a list-form header's parts are lists
+    deliver: Any
+    branches: Any
     if isinstance(header, bytes):
         deliver, branches = _record_branches(header)
     elif isinstance(header, (list, tuple)) and len(header) == 2:
@@ -272,6 +277,7 @@ def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> For
         )
     sends: list[Send] = []
     used: set[str] = set()
+    b: Any
     for b in branches:
         if not (isinstance(b, (list, tuple)) and len(b) == 2):
             raise HeaderError(f"tree branch must be [port, subtree], got {b!r:.80}")
@@ -285,7 +291,7 @@ def _tree_forward_strict(topology: Topology, here: Coord, header: Header) -> For
     return Forward(bool(deliver), sends, False)
 
 
-def _record_branches(rec: bytes) -> tuple[int, list[tuple[object, bytes]]]:
+def _record_branches(rec: bytes) -> tuple[int, list[tuple[str, bytes]]]:
     """A record's deliver flag and (port, branch record) pairs, or a HeaderError naming the fault."""
     if not rec:
         raise HeaderError("tree record is empty")
@@ -296,7 +302,7 @@ def _record_branches(rec: bytes) -> tuple[int, list[tuple[object, bytes]]]:
     off = 1 + 4 * n
     if len(rec) < off:
         raise HeaderError(f"tree record of {len(rec)} bytes is shorter than its {n} branch entries")
-    branches: list[tuple[object, bytes]] = []
+    branches: list[tuple[str, bytes]] = []
     for i in range(n):
         e = 1 + 4 * i
         index = rec[e]
@@ -305,7 +311,9 @@ def _record_branches(rec: bytes) -> tuple[int, list[tuple[object, bytes]]]:
             raise HeaderError(
                 f"tree record branch {i + 1} of {n} claims {end - off} bytes, not in the record"
             )
-        branches.append((PORTS[index] if index < len(PORTS) else f"port #{index}", rec[off:end]))
+        if index >= len(PORTS):
+            raise HeaderError(f"tree record branch {i + 1} of {n} has port index {index}, not 0-3")
+        branches.append((PORTS[index], rec[off:end]))
         off = end
     if off != len(rec):
         raise HeaderError(f"tree record has {len(rec) - off} bytes after its branches")
