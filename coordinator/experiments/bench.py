@@ -157,7 +157,8 @@ def _timed_run(plan: Plan, settings: RunSettings, runtime: str) -> tuple[RawRun,
 
 SPARSE_RUNS = 5
 """Runs of a sparse point (one multicast), the median one reported: its active span is ~10 ms,
-so a single run measures as much the machine's scheduling as the emulator."""
+so a single run measures as much the machine's scheduling as the emulator. The row's
+``peak_rss_mb`` is the process's peak over all of them, its relay chain measured around all."""
 
 
 def emulator_point(
