@@ -182,8 +182,8 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
 def _traffic(v: Any) -> tuple[int, ...]:
     """A ``done``'s traffic, flat: ``[mc, sends, ports, mc, sends, ports, ...]``, ``ports`` a port
     set as an int (:data:`node.topology.PORT_BITS`). A node of a large sweep chunk forwards
-    hundreds of thousands of multicasts: one array of ints, checked in one pass, not an array
-    (and an array of port names) per multicast."""
+    hundreds of thousands of multicasts: one array of ints, checked without a call per element,
+    not an array (and an array of port names) per multicast."""
     if len(_as_array(v)) % 3:
         raise _fail("expected a multiple of 3 elements (multicast, sends, ports)", len(v))
     for x in v:

@@ -162,14 +162,14 @@ def encode_ids(
             raise ValueError(
                 f"node {divmod(v, topology.rows)} has {len(ordered)} children: not a tree of a 2D network"
             )
+        if v == root:  # the source sends the branches; its own record is never written
+            return [(_id_port(topology, v, c), records[c]) for c in ordered]
         head = bytearray((mark | len(ordered),))
         for c in ordered:
             n = len(records[c])
             if n > _MAX_RECORD:
                 raise ValueError(f"a subtree record of {n} bytes exceeds the tree header's {_MAX_RECORD}")
             head += bytes((_PORT_INDEX[_id_port(topology, v, c)], n >> 16, (n >> 8) & 0xFF, n & 0xFF))
-        if v == root:  # the source sends the branches; its own record is never sent
-            return [(_id_port(topology, v, c), records[c]) for c in ordered]
         records[v] = bytes(head) + b"".join([records[c] for c in ordered])
     return []
 
