@@ -27,7 +27,7 @@ import trio
 from node import protocol
 from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
-from node.links import Control, DirectLink, Link, PolledLink, SparseBarrier, StepBarrier
+from node.links import Control, DirectLink, Link, PolledLink, SparseBarrier, StepBarrier, Stepper
 from node.lockstep import Lockstep, quiescent
 from node.polled import LinkDown, polled_step, usable
 from node.protocol import Phase, ProtocolError
@@ -394,11 +394,7 @@ class Node:
                 return  # every node stops at this same step: nobody needs our frame for it
             for p in ports:
                 await self._transmit(links, p, out[p])
-            if (
-                len(engine.deliveries) >= REPORT_BATCH
-                or len(engine.errors) > self._pending_errors
-                or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
-            ):
+            if self._report_due(engine):
                 await self._flush()
 
     async def _sparse(
@@ -413,34 +409,62 @@ class Node:
         # Let this node's other tasks (the stop watcher) take their first step before joining:
         # else thousands of them start inside the run's first steps, in the measured span.
         await trio.lowlevel.checkpoint()
-        t = await barrier.done(self.here, clock)
-        polled: dict[str, PolledLink] = links  # type: ignore[assignment]  # in one process (expect is None)
-        bad = self._bad_frame
-        sent: list[Hashable] | dict[str, Hashable]
-        while t is not None:
-            self._step = t
-            expect = barrier.expect
-            if expect is None:  # in one process: the step's work has no await, and is compiled
-                try:
-                    sent = polled_step(t, clock, polled, early, bad, neighbours)
-                except LinkDown as exc:
-                    raise NodeAborted(str(exc)) from None
-            else:
+        if isinstance(barrier, StepBarrier):  # in one process: the barrier calls our steps
+            await barrier.drive(self.here, clock, self._polled_stepper(clock, links, early, neighbours))
+        else:
+            t = await barrier.done(self.here, clock)
+            while t is not None:
+                self._step = t
+                expect = barrier.expect or ()
                 frames = await self._expected_frames(t, expect, links) if t > 0 else {}
                 out = clock.work(t, frames)
                 for p, frame in out.items():
                     await self._transmit(links, p, frame)
-                sent = {p: neighbours[p] for p in out}
-            if (engine.deliveries or engine.errors) and (  # the cheap test first: most steps have neither
-                len(engine.deliveries) >= REPORT_BATCH
-                or len(engine.errors) > self._pending_errors
-                or (engine.deliveries and time.monotonic() - self._last_report > REPORT_INTERVAL)
-            ):
-                await self._flush()
-            t = await barrier.done(self.here, clock, sent)
+                if self._report_due(engine):
+                    await self._flush()
+                t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out})
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step
+
+    def _polled_stepper(
+        self,
+        clock: Lockstep,
+        links: dict[str, Link],
+        early: dict[str, StepFrame],
+        neighbours: dict[str, Hashable],
+    ) -> Stepper:
+        """This node's step as the in-process barrier calls it: no await, reports sent without waiting."""
+        engine = self.engine
+        assert engine is not None
+        polled: dict[str, PolledLink] = links  # type: ignore[assignment]  # in one process
+        send_nowait: Callable[[bytes], None] | None = getattr(self.control, "send_nowait", None)
+        if send_nowait is None:
+            raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
+        bad = self._bad_frame
+
+        def step(t: int) -> list[Hashable]:
+            self._step = t
+            try:
+                sent = polled_step(t, clock, polled, early, bad, neighbours)
+            except LinkDown as exc:
+                raise NodeAborted(str(exc)) from None
+            if (engine.deliveries or engine.errors) and self._report_due(engine):  # the cheap test first
+                report = self._take_report()
+                if report is not None:
+                    self.phase = protocol.advance(self.phase, report)
+                    send_nowait(protocol.encode(report))
+            return sent
+
+        return step
+
+    def _report_due(self, engine: AnyEngine) -> bool:
+        """Whether the deliveries and errors gathered so far are to be reported now."""
+        return (
+            len(engine.deliveries) >= REPORT_BATCH
+            or len(engine.errors) > self._pending_errors
+            or (bool(engine.deliveries) and time.monotonic() - self._last_report > REPORT_INTERVAL)
+        )
 
     async def _expected_frames(
         self, t: int, expect: tuple[str, ...], links: dict[str, Link]
@@ -513,14 +537,19 @@ class Node:
                     item = None
 
     # -- reports -----------------------------------------------------------------------
-    async def _flush(self) -> None:
-        """Send the deliveries and errors gathered since the last report."""
+    def _take_report(self) -> protocol.Report | None:
+        """The deliveries and errors gathered since the last report (None: there are none)."""
         e = self.engine
         assert e is not None
         report = take_report(e, self.here, self._pending_errors)
         self._pending_errors = len(e.errors)
         self._last_report = time.monotonic()
-        if report.arrivals or report.errors:
+        return report if report.arrivals or report.errors else None
+
+    async def _flush(self) -> None:
+        """Send the deliveries and errors gathered since the last report."""
+        report = self._take_report()
+        if report is not None:
             await self._send(report)
 
     async def _done(self, last_step: int, status: str) -> None:

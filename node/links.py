@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import outcome
 import trio
 
 from node.lockstep import Lockstep, Schedule
@@ -30,6 +31,7 @@ __all__ = [
     "QueueLink",
     "SparseBarrier",
     "StepBarrier",
+    "Stepper",
     "memory_link_pair",
     "queue_link_pair",
 ]
@@ -208,6 +210,10 @@ class MemoryControl:
     async def send(self, data: bytes) -> None:
         self.tx.send_nowait(data)
 
+    def send_nowait(self, data: bytes) -> None:
+        """Send without a checkpoint (a node's reports from within a step the barrier drives)."""
+        self.tx.send_nowait(data)
+
     async def receive(self) -> bytes:
         return await self.rx.receive()
 
@@ -226,15 +232,21 @@ class SparseBarrier(Protocol):
     ) -> int | None: ...
 
 
+Stepper = Callable[[int], list[Hashable]]
+"""A node's step, as the driving barrier calls it: do step ``t``; the neighbours sent a frame."""
+
+
 class StepBarrier:
     """The step barrier of in-process lockstep: wakes only the nodes with work at each step.
 
-    Every node calls :meth:`done` once to join (before its first step) and once after each
-    step it did, saying whom it sent a non-empty frame; the last of a step's nodes to report
-    picks the next step and wakes its nodes (no coordinator task, no null frames). :meth:`done`
-    returns the step the node must do next, or None when the run is over (:attr:`end`).
-    A waiting node's task is parked and rescheduled directly (no :class:`trio.Event` per node
-    and step: this is paid at every node-step).
+    Two ways to use it. :meth:`drive` (what the actor does): each node joins with its step as a
+    plain function and parks; the last to join drives the run, calling the due nodes' steps
+    one after the other, with one checkpoint per step and no task switch per node-step.
+    :meth:`done`: every node calls it once to join and once after each step it did itself,
+    saying whom it sent a non-empty frame, and is woken for its next step (one task switch per
+    node-step). Either way the sans-IO :class:`node.lockstep.Schedule` picks the steps and
+    nodes, so the records are the same. A waiting node's task is parked and rescheduled
+    directly (no :class:`trio.Event` per node and step).
     """
 
     expect: tuple[str, ...] | None = None
@@ -246,11 +258,73 @@ class StepBarrier:
         self._waiting: dict[Hashable, trio.lowlevel.Task | None] = {}
         """Nodes that reported, by their parked task (None: the one reporting, not parked yet)."""
         self._current: int | None = None
+        self._steppers: dict[Hashable, tuple[Stepper, Lockstep]] = {}
 
     @property
     def end(self) -> int | None:
         """The run's last step, once it is over."""
         return self.schedule.end if self.schedule is not None else None
+
+    async def drive(self, node: Hashable, clock: Lockstep, step: Stepper) -> None:
+        """Join with ``step`` (``node``'s step as a function of the step number); return once the run is over.
+
+        The barrier calls ``step(t)`` for every step ``t`` the node is due at, from whichever
+        task drives. An exception from it is raised here, in ``node``'s own task, and the run
+        then goes no further (as when a node leaves the :meth:`done` barrier: the others wait
+        until they are stopped).
+        """
+        self._steppers[node] = (step, clock)
+        self._report(node, clock, ())
+        if self._outstanding == 0:
+            assert self.schedule is not None
+            await self._drive(node, self.schedule)
+        else:
+            await self._park(node)
+
+    async def _drive(self, me: Hashable, schedule: Schedule[Hashable]) -> None:
+        """Run every due node's step, step after step, until the run is over (the driver's task)."""
+        steppers = self._steppers
+        report = self._report
+        while True:
+            nodes = await self._next(schedule)
+            t = self._current
+            if nodes is None or t is None:
+                self._wake_all()
+                return
+            # In node order, not the set's: nodes made one after the other lie near each other
+            # in memory. Nodes are coordinates here.
+            for n in sorted(nodes):  # type: ignore[type-var]
+                entry = steppers.get(n)
+                if entry is None:  # its task was cancelled while it waited: it takes no more steps
+                    continue
+                stepper, clock = entry
+                try:
+                    sent = stepper(t)
+                except Exception as exc:
+                    if n == me:
+                        raise
+                    self._fail(n, exc)
+                    await trio.sleep_forever()  # as the others: until the run is stopped
+                report(n, clock, sent)
+            await trio.lowlevel.checkpoint()  # once a step: the coordinator and the rest go on
+
+    async def _park(self, node: Hashable) -> None:
+        """Park ``node``'s task until the barrier wakes it (or fails it)."""
+        self._waiting[node] = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            del self._waiting[node]
+            self._steppers.pop(node, None)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _fail(self, node: Hashable, exc: Exception) -> None:
+        """Raise ``exc`` in ``node``'s parked task."""
+        self._steppers.pop(node, None)
+        task = self._waiting.pop(node, None)
+        if task is not None:
+            trio.lowlevel.reschedule(task, outcome.Error(exc))
 
     async def done(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
@@ -260,29 +334,36 @@ class StepBarrier:
         ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
         """
         self._report(node, clock, sent)
+        self._waiting[node] = None
         if self._outstanding == 0:
             assert self.schedule is not None
-            await self._advance(self.schedule)
+            nodes = await self._next(self.schedule)
+            if nodes is None:
+                self._wake_all()
+            else:
+                self._outstanding = len(nodes)
+                for n in sorted(nodes):  # type: ignore[type-var]  # in node order, as above
+                    self._wake(n)
         if node in self._waiting:  # not woken by its own report: park until it is
-            self._waiting[node] = trio.lowlevel.current_task()
-
-            def abort(_: object) -> trio.lowlevel.Abort:
-                del self._waiting[node]
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+            await self._park(node)
         else:
             await trio.lowlevel.checkpoint()
         return self._current
 
-    async def _advance(self, schedule: Schedule[Hashable]) -> None:
-        """Every node due has reported: pick the next step and wake its nodes."""
-        self._release(schedule)
+    async def _next(self, schedule: Schedule[Hashable]) -> set[Hashable] | None:
+        """Every node due has reported: the next step's nodes (:attr:`_current` is the step), or
+        None once the run is over."""
+        due = schedule.next()
+        if due is None:
+            self._current = None
+            return None
+        self._current, nodes = due
+        return nodes
 
     def _report(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable]
     ) -> None:
-        """Take in ``node``'s report into the schedule; it waits (in :attr:`_waiting`) from now on."""
+        """Take in ``node``'s report (its joining, or a step it did) into the schedule."""
         # a list (the in-process actor's) or a dict first: isinstance against the Mapping ABC is
         # slow, and this runs at every node-step
         sent_to: Iterable[Hashable]
@@ -302,7 +383,6 @@ class StepBarrier:
         schedule.wake(node, clock.next_work)
         for other in sent_to:
             self._wake_sent(other, clock.step)
-        self._waiting[node] = None
         self._outstanding -= 1
 
     def _wake_sent(self, node: Hashable, step: int) -> None:
@@ -320,16 +400,3 @@ class StepBarrier:
         """The run is over: let every waiting node go."""
         for node in list(self._waiting):
             self._wake(node)
-
-    def _release(self, schedule: Schedule[Hashable]) -> None:
-        due = schedule.next()
-        if due is None:
-            self._current = None
-            self._wake_all()
-            return
-        self._current, nodes = due
-        self._outstanding = len(nodes)
-        # In node order, not the set's: nodes made one after the other lie near each other in
-        # memory (5% off the 32x32 bench point's active span). Nodes are coordinates here.
-        for n in sorted(nodes):  # type: ignore[type-var]
-            self._wake(n)

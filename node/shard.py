@@ -159,6 +159,10 @@ class _NodeControl:
     async def send(self, data: bytes) -> None:
         self.writer.send_nowait(data)
 
+    def send_nowait(self, data: bytes) -> None:
+        """Send without a checkpoint (a node's reports from within a step the barrier drives)."""
+        self.writer.send_nowait(data)
+
     async def receive(self) -> bytes:
         return await self.rx.receive()
 

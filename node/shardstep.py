@@ -59,8 +59,9 @@ class ShardBarrier(StepBarrier):
         else:
             self._remote[j].append(node)
 
-    async def _advance(self, schedule: Schedule[Hashable]) -> None:
-        """Agree on the next step with the other shards (each of them idle steps in turn)."""
+    async def _next(self, schedule: Schedule[Hashable]) -> set[Hashable] | None:
+        """Agree on the next step with the other shards (each of them idle steps in turn): its
+        nodes here, or None once the run is over."""
         while True:
             t = self._step
             due = schedule.earliest()
@@ -85,12 +86,8 @@ class ShardBarrier(StepBarrier):
             if step is None or step > horizon:
                 schedule.end = horizon
                 self._current = None
-                self._wake_all()
-                return
+                return None
             self._step = self._current = step
             nodes = schedule.take(step)
             if nodes:
-                self._outstanding = len(nodes)
-                for n in nodes:
-                    self._wake(n)
-                return
+                return nodes
