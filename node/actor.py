@@ -27,7 +27,7 @@ import trio
 from node import protocol
 from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
-from node.links import Control, DirectLink, Link, PolledLink, SparseBarrier, StepBarrier, Stepper
+from node.links import Control, DirectLink, Link, PolledLink, StepBarrier, Stepper
 from node.lockstep import Lockstep, quiescent
 from node.polled import LinkDown, polled_step, usable
 from node.protocol import Phase, ProtocolError
@@ -398,25 +398,27 @@ class Node:
                 await self._flush()
 
     async def _sparse(
-        self, assign: Assignment, clock: Lockstep, barrier: SparseBarrier, links: dict[str, Link]
+        self,
+        assign: Assignment,
+        clock: Lockstep,
+        barrier: StepBarrier | RemoteBarrier,
+        links: dict[str, Link],
     ) -> None:
         """Lockstep at the barrier's pace: only the steps with work, only non-empty frames."""
         engine = self.engine
         assert engine is not None
         topo = assign.topology
         neighbours: dict[str, Hashable] = {p: topo.neighbour(self.here, p) for p in clock.ports}
-        early: dict[str, StepFrame] = {}
         # Let this node's other tasks (the stop watcher) take their first step before joining:
         # else thousands of them start inside the run's first steps, in the measured span.
         await trio.lowlevel.checkpoint()
         if isinstance(barrier, StepBarrier):  # in one process: the barrier calls our steps
-            await barrier.drive(self.here, clock, self._polled_stepper(clock, links, early, neighbours))
+            await barrier.drive(self.here, clock, self._polled_stepper(clock, links, neighbours))
         else:
             t = await barrier.done(self.here, clock)
             while t is not None:
                 self._step = t
-                expect = barrier.expect or ()
-                frames = await self._expected_frames(t, expect, links) if t > 0 else {}
+                frames = await self._expected_frames(t, barrier.expect, links) if t > 0 else {}
                 out = clock.work(t, frames)
                 for p, frame in out.items():
                     await self._transmit(links, p, frame)
@@ -431,7 +433,6 @@ class Node:
         self,
         clock: Lockstep,
         links: dict[str, Link],
-        early: dict[str, StepFrame],
         neighbours: dict[str, Hashable],
     ) -> Stepper:
         """This node's step as the in-process barrier calls it: no await, reports sent without waiting."""
@@ -442,6 +443,7 @@ class Node:
         if send_nowait is None:
             raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
         bad = self._bad_frame
+        early: dict[str, StepFrame] = {}  # frames of a step the node has yet to do
 
         def step(t: int) -> list[Hashable]:
             self._step = t

@@ -1,9 +1,10 @@
 """The distributed step barrier, node side: step-done to the coordinator, go back (barrier sync).
 
-The same shape as the in-process :class:`node.links.StepBarrier` (:meth:`RemoteBarrier.done`
-returns the next step to do, or None when the run is over and :attr:`RemoteBarrier.end` is its
-last step), but across processes: each call sends a :class:`node.protocol.StepDone` on the
-control channel and waits, within a deadline, for the coordinator's :class:`node.protocol.Go`.
+The across-processes counterpart of the in-process :class:`node.links.StepBarrier`: the node
+does its own steps, and :meth:`RemoteBarrier.done` returns the next one to do, or None when the
+run is over and :attr:`RemoteBarrier.end` is its last step. Each call sends a
+:class:`node.protocol.StepDone` on the control channel and waits, within a deadline, for the
+coordinator's :class:`node.protocol.Go`.
 A go also says on which ports (:attr:`RemoteBarrier.expect`) the node must read a frame of the
 step before: over TCP the node awaits exactly those, and no null frame is ever sent.
 """
@@ -46,7 +47,7 @@ class RemoteBarrier:
         self._joined = False
         self.end: int | None = None
         """The run's last step, once it is over."""
-        self.expect: tuple[str, ...] | None = ()
+        self.expect: tuple[str, ...] = ()
         """The ports whose frame of the step before the node must read before its next step."""
         self._last: protocol.StepDone | None = None
 

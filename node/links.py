@@ -12,7 +12,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,7 +29,6 @@ __all__ = [
     "MemoryLink",
     "PolledLink",
     "QueueLink",
-    "SparseBarrier",
     "StepBarrier",
     "Stepper",
     "memory_link_pair",
@@ -218,45 +217,26 @@ class MemoryControl:
         return await self.rx.receive()
 
 
-class SparseBarrier(Protocol):
-    """What the sparse lockstep driver needs of a barrier (in-process, or led by the coordinator)."""
-
-    @property
-    def end(self) -> int | None: ...
-    @property
-    def expect(self) -> tuple[str, ...] | None:
-        """The ports to await a frame of the step before on (None: poll every link, in-process)."""
-
-    async def done(
-        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
-    ) -> int | None: ...
-
-
 Stepper = Callable[[int], list[Hashable]]
 """A node's step, as the driving barrier calls it: do step ``t``; the neighbours sent a frame."""
 
 
 class StepBarrier:
-    """The step barrier of in-process lockstep: wakes only the nodes with work at each step.
+    """The step barrier of in-process lockstep: only the nodes with work at a step do it.
 
-    Two ways to use it. :meth:`drive` (what the actor does): each node joins with its step as a
-    plain function and parks; the last to join drives the run, calling the due nodes' steps
-    one after the other, with one checkpoint per step and no task switch per node-step.
-    :meth:`done`: every node calls it once to join and once after each step it did itself,
-    saying whom it sent a non-empty frame, and is woken for its next step (one task switch per
-    node-step). Either way the sans-IO :class:`node.lockstep.Schedule` picks the steps and
-    nodes, so the records are the same. A waiting node's task is parked and rescheduled
-    directly (no :class:`trio.Event` per node and step).
+    Each node joins (:meth:`drive`) with its step as a plain function and parks; the last to
+    join drives the run, calling the due nodes' steps one after the other, with one checkpoint
+    per step and no task switch per node-step. The sans-IO :class:`node.lockstep.Schedule`
+    picks the steps and their nodes from what each step reports (its busy step, its next work,
+    whom it sent a non-empty frame), and ends the run at the step the α-synchronizer would.
     """
 
-    expect: tuple[str, ...] | None = None
-    """In one process a node polls every link for frames (see :class:`SparseBarrier`)."""
-
     def __init__(self, nodes: Iterable[Hashable]) -> None:
-        self._outstanding = len(set(nodes))
+        self._joining = len(set(nodes))
+        """Nodes yet to join: the last one drives."""
         self.schedule: Schedule[Hashable] | None = None
-        self._waiting: dict[Hashable, trio.lowlevel.Task | None] = {}
-        """Nodes that reported, by their parked task (None: the one reporting, not parked yet)."""
+        self._waiting: dict[Hashable, trio.lowlevel.Task] = {}
+        """The parked nodes' tasks."""
         self._current: int | None = None
         self._steppers: dict[Hashable, tuple[Stepper, Lockstep]] = {}
 
@@ -270,12 +250,13 @@ class StepBarrier:
 
         The barrier calls ``step(t)`` for every step ``t`` the node is due at, from whichever
         task drives. An exception from it is raised here, in ``node``'s own task, and the run
-        then goes no further (as when a node leaves the :meth:`done` barrier: the others wait
-        until they are stopped).
+        then goes no further (the others wait until they are stopped, as they would for a node
+        that never reports its step).
         """
         self._steppers[node] = (step, clock)
         self._report(node, clock, ())
-        if self._outstanding == 0:
+        self._joining -= 1
+        if self._joining == 0:
             assert self.schedule is not None
             await self._drive(node, self.schedule)
         else:
@@ -326,33 +307,8 @@ class StepBarrier:
         if task is not None:
             trio.lowlevel.reschedule(task, outcome.Error(exc))
 
-    async def done(
-        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()
-    ) -> int | None:
-        """Report ``node``'s step (or its joining), then wait for its next step; None: run over.
-
-        ``sent``: the neighbours it sent a non-empty frame this step (or a mapping port → them).
-        """
-        self._report(node, clock, sent)
-        self._waiting[node] = None
-        if self._outstanding == 0:
-            assert self.schedule is not None
-            nodes = await self._next(self.schedule)
-            if nodes is None:
-                self._wake_all()
-            else:
-                self._outstanding = len(nodes)
-                for n in sorted(nodes):  # type: ignore[type-var]  # in node order, as above
-                    self._wake(n)
-        if node in self._waiting:  # not woken by its own report: park until it is
-            await self._park(node)
-        else:
-            await trio.lowlevel.checkpoint()
-        return self._current
-
     async def _next(self, schedule: Schedule[Hashable]) -> set[Hashable] | None:
-        """Every node due has reported: the next step's nodes (:attr:`_current` is the step), or
-        None once the run is over."""
+        """The next step's nodes (:attr:`_current` is the step), or None once the run is over."""
         due = schedule.next()
         if due is None:
             self._current = None
@@ -360,19 +316,8 @@ class StepBarrier:
         self._current, nodes = due
         return nodes
 
-    def _report(
-        self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable]
-    ) -> None:
-        """Take in ``node``'s report (its joining, or a step it did) into the schedule."""
-        # a list (the in-process actor's) or a dict first: isinstance against the Mapping ABC is
-        # slow, and this runs at every node-step
-        sent_to: Iterable[Hashable]
-        if type(sent) is list:
-            sent_to = sent
-        elif type(sent) is dict or isinstance(sent, Mapping):
-            sent_to = sent.values()
-        else:
-            sent_to = sent
+    def _report(self, node: Hashable, clock: Lockstep, sent: Iterable[Hashable]) -> None:
+        """Take ``node``'s joining, or a step it did and whom it sent a frame, into the schedule."""
         schedule = self.schedule
         if schedule is None:
             schedule = self.schedule = Schedule[Hashable](
@@ -381,22 +326,16 @@ class StepBarrier:
         if clock.busy:
             schedule.busy(clock.step - 1)
         schedule.wake(node, clock.next_work)
-        for other in sent_to:
+        for other in sent:
             self._wake_sent(other, clock.step)
-        self._outstanding -= 1
 
     def _wake_sent(self, node: Hashable, step: int) -> None:
         """``node`` was sent a frame at ``step - 1``: it works at ``step``."""
         assert self.schedule is not None
         self.schedule.wake(node, step)
 
-    def _wake(self, node: Hashable) -> None:
-        """Let ``node`` go on (to :attr:`_current`, or to the end)."""
-        task = self._waiting.pop(node, None)  # absent: cancelled while it waited
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
     def _wake_all(self) -> None:
         """The run is over: let every waiting node go."""
-        for node in list(self._waiting):
-            self._wake(node)
+        waiting, self._waiting = self._waiting, {}
+        for task in waiting.values():
+            trio.lowlevel.reschedule(task)

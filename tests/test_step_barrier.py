@@ -1,10 +1,9 @@
-"""The in-process step barrier: driving the nodes' steps gives the steps the per-step wake-up gives.
+"""The in-process step barrier: it calls the due nodes' steps, and ends where the α-synchronizer would.
 
-:meth:`node.links.StepBarrier.drive` (what the actor uses) calls each due node's step from one
-task; :meth:`~node.links.StepBarrier.done` wakes each node's task for its steps. Both follow the
-sans-IO :class:`node.lockstep.Schedule`, so the same nodes work at the same steps and the run
-ends at the same step. A step that fails is raised in its own node's task, and a node cancelled
-while it waits takes no more steps.
+:meth:`node.links.StepBarrier.drive` calls each due node's step from one task, as the sans-IO
+:class:`node.lockstep.Schedule` says. A step that fails is raised in its own node's task, and a
+node cancelled while it waits takes no more steps. (Record for record against the α-synchronizer
+and the other runtimes: tests/test_inprocess.py, test_emulation_vs_model.py, test_shards.py.)
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-import pytest
 import trio
 
 from node.engine import Injection
@@ -94,32 +92,12 @@ async def _driven(log: list[tuple[int, Coord]]) -> StepBarrier:
     return barrier
 
 
-async def _woken(log: list[tuple[int, Coord]]) -> StepBarrier:
-    barrier = StepBarrier([A, B, C])
-    clocks = _clocks()
-
-    async def node(n: Coord) -> None:
-        clock = clocks[n]
-        t = await barrier.done(n, clock)
-        while t is not None:
-            log.append((t, n))
-            sent = _do(clock, n, t)
-            t = await barrier.done(n, clock, sent)
-
-    async with trio.open_nursery() as nursery:
-        for n in (A, B, C):
-            nursery.start_soon(node, n)
-    return barrier
-
-
-async def test_driving_gives_the_steps_and_end_that_waking_gives() -> None:
+async def test_only_the_due_nodes_step_and_the_run_ends_as_the_alpha_synchronizer_would() -> None:
     driven: list[tuple[int, Coord]] = []
-    woken: list[tuple[int, Coord]] = []
     with trio.fail_after(5):
-        d = await _driven(driven)
-        w = await _woken(woken)
-    assert sorted(driven) == sorted(woken) == [(0, A), (1, B), (2, C), (5, A)]
-    assert d.end == w.end == 5 + 2 + 1  # the last busy step, the diameter, one more
+        barrier = await _driven(driven)
+    assert driven == [(0, A), (1, B), (2, C), (5, A)]
+    assert barrier.end == 5 + 2 + 1  # the last busy step, the diameter, one more
 
 
 async def test_a_failing_step_is_raised_in_its_own_nodes_task() -> None:
@@ -208,22 +186,15 @@ async def test_a_node_cancelled_while_it_waits_takes_no_more_steps() -> None:
     assert barrier.end == 8
 
 
-@pytest.mark.parametrize("mode", ["drive", "done"])
-async def test_one_node_alone_drives_itself_to_the_end(mode: str) -> None:
+async def test_one_node_alone_drives_itself_to_the_end() -> None:
     barrier = StepBarrier([C])
     clock = _clock(C, (0, 3))
     log: list[int] = []
+
+    def step(t: int) -> list[Hashable]:
+        log.append(t)
+        return _do(clock, C, t)
+
     with trio.fail_after(5):
-        if mode == "drive":
-
-            def step(t: int) -> list[Hashable]:
-                log.append(t)
-                return _do(clock, C, t)
-
-            await barrier.drive(C, clock, step)
-        else:
-            t = await barrier.done(C, clock)
-            while t is not None:
-                log.append(t)
-                t = await barrier.done(C, clock, _do(clock, C, t))
+        await barrier.drive(C, clock, step)
     assert log == [0, 3] and barrier.end == 3 + 2 + 1
