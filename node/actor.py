@@ -7,8 +7,9 @@ reported, never silently dropped. In lockstep it drives :class:`node.lockstep.Lo
 sans-IO α-synchronizer) with the frames it reads from its links; given a
 :class:`node.links.StepBarrier` (nodes in one process), or assigned ``sync: barrier`` (then a
 :class:`node.barrier.RemoteBarrier`: step-done to the coordinator, go back), it runs the same
-driver in its sparse mode instead: it wakes only at the steps where it has work and sends only
-non-empty frames.
+driver in its sparse mode instead: it works only at the steps where it has work and sends only
+non-empty frames. In one process the barrier calls the node's step (a plain function: nothing in
+it awaits) from the task that drives the run, so a node-step costs no task switch.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One sparse lockstep step of a node in one process: polled frames in, non-empty frames out.
 
-The trio actor (:mod:`node.actor`) awaits the step barrier between steps; everything it does
-within a step needs no await (in one process the barrier says when a neighbour's frame is
-there), so it lives here, apart from the actor: this module is compiled in the compiled build
+In one process the step barrier calls each due node's step (:meth:`node.links.StepBarrier.drive`);
+nothing a node does within a step awaits (the barrier says when a neighbour's frame is there),
+so it lives here, apart from the actor: this module is compiled in the compiled build
 (``make compiled``), the actor, whose ``except*`` mypyc rejects, is not. Every node-step of an
 in-process lockstep run passes through :func:`polled_step`.
 """
