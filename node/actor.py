@@ -168,6 +168,8 @@ class Node:
         barrier: StepBarrier | None = None,
     ) -> None:
         """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`)."""
+        if barrier is not None and not hasattr(control, "send_nowait"):
+            raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
         self.here = here
         self.barrier = barrier
         self.control = control
@@ -440,9 +442,7 @@ class Node:
         engine = self.engine
         assert engine is not None
         polled: dict[str, PolledLink] = links  # type: ignore[assignment]  # in one process
-        send_nowait: Callable[[bytes], None] | None = getattr(self.control, "send_nowait", None)
-        if send_nowait is None:
-            raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
+        send_nowait: Callable[[bytes], None] = self.control.send_nowait  # type: ignore[attr-defined]  # __init__
         bad = self._bad_frame
         early: dict[str, StepFrame] = {}  # frames of a step the node has yet to do
 

@@ -285,9 +285,12 @@ class StepBarrier:
                     if n == me:
                         raise
                     self._fail(n, exc)
-                    await trio.sleep_forever()  # as the others: until the run is stopped
+                    break
                 report(n, clock, sent)
-            await trio.lowlevel.checkpoint()  # once a step: the coordinator and the rest go on
+            else:
+                await trio.lowlevel.checkpoint()  # once a step: the coordinator and the rest go on
+                continue
+            await trio.sleep_forever()  # a node failed: wait, as the others, until the run is stopped
 
     async def _park(self, node: Hashable) -> None:
         """Park ``node``'s task until the barrier wakes it (or fails it)."""

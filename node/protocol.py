@@ -369,7 +369,7 @@ class Done(_Event):
 class StepDone(_Event):
     """Barrier sync: a node did ``step`` (None: it joins, before its first step).
 
-    What :meth:`node.links.StepBarrier.done` takes from a node's clock: whether the step was
+    What :meth:`node.barrier.RemoteBarrier.done` takes from a node's clock: whether the step was
     busy, the next step at which it has work of its own, and the ports it sent a non-empty
     frame on at this step (the coordinator wakes those neighbours at the next step).
     """

@@ -1,8 +1,9 @@
 """The sparse step barrier across shards: each shard wakes only its nodes with work, all agree.
 
-:class:`ShardBarrier` is a :class:`node.links.StepBarrier` for the nodes of one shard. When the
-last of its nodes due at step ``t`` has reported, the shard sends every other shard a marker
-for ``t`` (after the frames its nodes sent at ``t``, on the same connection): the nodes it
+:class:`ShardBarrier` is a :class:`node.links.StepBarrier` for the nodes of one shard. Once its
+nodes due at step ``t`` have done it (the barrier calls their steps), the shard sends every
+other shard a marker for ``t`` (after the frames its nodes sent at ``t``, on the same
+connection): the nodes it
 wakes there at ``t + 1``, its own earliest due step and latest busy step, and whether it woke
 anyone elsewhere. Once it has every shard's marker for ``t`` (so every frame of ``t`` is in),
 each shard computes the same next step from them (the rule of :class:`node.lockstep.Schedule`:
