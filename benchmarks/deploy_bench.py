@@ -233,6 +233,10 @@ def main() -> None:
     r: RawRun = raw
     status = "complete" if not r.incomplete else f"INCOMPLETE {r.incomplete[:2]}"
     rate = r.last_step / max(r.wall_s, 1e-9)
+    if runtime == "containers":
+        from coordinator.runtimes.containers import network_mode
+
+        spec += f" on the {network_mode(os.environ)} network"
     print(
         f"{runtime} {spec} ({topo.size} nodes, sync {sync or 'barrier (default)'}): "
         f"start-up {startup:.1f} s, {r.last_step} steps in"

@@ -31,9 +31,10 @@ from coordinator.runtimes import containers, processes
 from coordinator.runtimes.containers import (
     DEFAULT_BROKER_IMAGE,
     DEFAULT_IMAGE,
+    NETNS_SERVICE,
     NETWORK_ENV,
     ContainerRun,
-    HostPorts,
+    LoopbackPorts,
     _failed_node,
     compose_cli,
     compose_document,
@@ -41,6 +42,7 @@ from coordinator.runtimes.containers import (
     network_mode,
     plan_from_json,
     plan_to_json,
+    pod_ports,
     raw_from_json,
     raw_to_json,
     repo_root,
@@ -125,7 +127,7 @@ def test_host_networking_gives_each_node_its_own_loopback_port(
     """MESHCAST_CONTAINER_NETWORK=host: every service on the host's network, the broker and each
     node on a port of their own on loopback, below the ephemeral range, and the coordinator told
     where each node listens."""
-    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 10100)  # room for one block only
+    monkeypatch.setattr(processes, "ephemeral_low", lambda: 10100)  # room for one block only
     topo = Topology("torus", 3, 4)
     plan = Plan(topo, ())
     run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={NETWORK_ENV: "host"})
@@ -140,13 +142,47 @@ def test_host_networking_gives_each_node_its_own_loopback_port(
     assert f"listener {broker} 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
     coordinator = text.split("  coordinator:")[1].split("  node-")[0]
     assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator
-    assert "network_mode" not in ContainerRun(plan, RunSettings(), tmp_path / "b", env={}).write().read_text()
+    bridge = ContainerRun(plan, RunSettings(), tmp_path / "b", env={NETWORK_ENV: "bridge"})
+    assert "network_mode" not in bridge.write().read_text()
+
+
+def test_a_pod_puts_every_container_into_one_private_namespace(tmp_path: Path) -> None:
+    """The default network: a ``netns`` container holds the run's namespace, every other service
+    joins it, and broker and nodes listen on fixed loopback ports there (not the host's ports)."""
+    topo = Topology("torus", 3, 4)
+    plan = Plan(topo, ())
+    run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={})
+    text = run.write().read_text()
+    assert text.count('network_mode: "service:netns"') == 12 + 2
+    netns = text.split(f"  {NETNS_SERVICE}:")[1].split("  broker:")[0]
+    assert "network_mode" not in netns and "sigwait" in netns  # it holds the namespace, no more
+    listens = sorted(
+        int(line.split('"')[1].rsplit(":", 1)[1]) for line in text.splitlines() if "MESHCAST_LISTEN:" in line
+    )
+    assert listens == list(range(7000, 7012))
+    assert text.count('MESHCAST_BROKER: "mqtt://127.0.0.1:1883"') == 12
+    assert "listener 1883 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
+    coordinator = text.split("  coordinator:")[1].split("  node-")[0]
+    assert '"--node-host", "127.0.0.1", "--node-port", "7000", "--port-per-node"' in coordinator
+    assert coordinator.count('- "netns"') == 1  # joins after the namespace is there
+
+
+def test_a_pod_refuses_more_nodes_than_ports_below_the_ephemeral_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert pod_ports(Topology("torus", 5, 5), 7025).node_base == 7000
+    with pytest.raises(ValueError, match=r"7000-7025 in one namespace.*\(from 7025\).*=bridge"):
+        pod_ports(Topology("mesh", 2, 13), 7025)
+    monkeypatch.setattr(processes, "ephemeral_low", lambda: 7010)
+    run = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path, env={})
+    with pytest.raises(UsageError, match="pod networking: 12 nodes need ports 7000-7011"):
+        run.write()
 
 
 def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
     """The port the coordinator gives a node's neighbours is the one that node listens on."""
     topo = Topology("torus", 3, 4)  # 3 columns, 4 rows: x·rows + y and y·cols + x differ
-    host = HostPorts(broker=20000, node_base=20001)
+    host = LoopbackPorts(broker=20000, node_base=20001)
     doc = compose_document(topo, [], host=host)
     listen: dict[str, int] = {
         svc["environment"]["MESHCAST_NODE"]: int(svc["environment"]["MESHCAST_LISTEN"].rsplit(":", 1)[1])
@@ -171,14 +207,15 @@ def test_host_broker_conf_moves_the_one_listener() -> None:
 
 
 def test_no_room_for_host_ports_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 1030)
+    monkeypatch.setattr(processes, "ephemeral_low", lambda: 1030)
     run = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path, env={NETWORK_ENV: "host"})
     with pytest.raises(UsageError, match="host networking: no room for 13 ports"):
         run.write()
 
 
 def test_container_network_setting_is_checked() -> None:
-    assert network_mode({}) == "bridge" and network_mode({NETWORK_ENV: "host"}) == "host"
+    assert network_mode({}) == "pod" and network_mode({NETWORK_ENV: " host "}) == "host"
+    assert network_mode({NETWORK_ENV: "bridge"}) == "bridge"
     with pytest.raises(UsageError, match=f"{NETWORK_ENV}='overlay'"):
         network_mode({NETWORK_ENV: "overlay"})
 
@@ -201,6 +238,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if "MESHCAST_BROKER_IMAGE" not in os.environ:
         have = subprocess.run(["docker", "image", "inspect", DEFAULT_BROKER_IMAGE], capture_output=True)
         monkeypatch.setenv("MESHCAST_BROKER_IMAGE", DEFAULT_BROKER_IMAGE if have.returncode == 0 else image)
+    monkeypatch.delenv(NETWORK_ENV, raising=False)  # the runtime's default network unless a test sets one
     yield
 
 
@@ -241,15 +279,18 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.traffic == ref.traffic
-    project = "meshcast-" + (tmp_path / "compose.yaml").read_text().split("meshcast run ")[1].split()[0]
+    compose = (tmp_path / "compose.yaml").read_text()
+    assert 'network_mode: "service:netns"' in compose  # the default: a pod
+    project = "meshcast-" + compose.split("meshcast run ")[1].split()[0]
     assert _project_gone(project) is None, "torn down after the run"
 
 
 @pytest.mark.slow
-async def test_containers_on_the_host_network_match_in_process(
-    engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("network", ["host", "bridge"])
+async def test_containers_on_the_other_networks_match_in_process(
+    engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, network: str
 ) -> None:
-    monkeypatch.setenv(NETWORK_ENV, "host")
+    monkeypatch.setenv(NETWORK_ENV, network)
     plan = same_plan()
     settings = RunSettings(wall_budget=120, runtime="containers", run_dir=str(tmp_path))
     raw = await run_containers(plan, settings)
@@ -257,7 +298,8 @@ async def test_containers_on_the_host_network_match_in_process(
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.traffic == ref.traffic
-    assert 'network_mode: "host"' in (tmp_path / "compose.yaml").read_text()
+    compose = (tmp_path / "compose.yaml").read_text()
+    assert ('network_mode: "host"' in compose) == (network == "host") and "netns" not in compose
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:

@@ -4,10 +4,11 @@
 environment, so ``docker compose logs node-2-3`` and ``docker compose stop node-2-3`` mean
 something), the broker, and a ``coordinator`` service that runs the experiment
 (``meshcast coordinate``) and writes its results into ``./results``. Nodes reach each other by
-service name on the compose network, port 7000; or, with :class:`HostPorts`, every container
-shares the host's network (``network_mode: host``) and each node listens on a port of its own on
-loopback: no network namespace, bridge port or DNS entry per container, which is most of what
-the engine does to start a container (docs/deploy.md, "Containers at scale").
+service name on the compose network, port 7000; or, with :class:`LoopbackPorts`, every container
+shares one network namespace and each node listens on a port of its own on its loopback: the
+namespace of a ``netns`` container of the run's own (``pod``, the runtime's default) or the host's
+(``host``). Then the engine makes no network namespace, veth pair, bridge port or DNS entry per
+container, which is most of what it does to start one (docs/deploy.md, "Containers at scale").
 
 :func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
 file into a run directory, builds the image if it is not there, starts everything with its own
@@ -44,10 +45,11 @@ from node.topology import Coord, Topology
 __all__ = [
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_IMAGE",
+    "NETNS_SERVICE",
     "NETWORK_ENV",
     "NODE_PORT",
     "ContainerRun",
-    "HostPorts",
+    "LoopbackPorts",
     "compose_cli",
     "compose_document",
     "host_broker_conf",
@@ -55,6 +57,7 @@ __all__ = [
     "node_port",
     "plan_from_json",
     "plan_to_json",
+    "pod_ports",
     "raw_from_json",
     "raw_to_json",
     "render_yaml",
@@ -81,25 +84,59 @@ SIGNALLED: Final = frozenset({137, 143})
 """Exit statuses of containers killed (SIGKILL) or stopped (SIGTERM): faults whose will the
 coordinator hears, not failures of the node itself."""
 NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
-"""``bridge`` (the default: a compose network, one address per container) or ``host``."""
+"""``pod`` (the default: one private namespace for the run), ``bridge`` (a compose network, one
+address per container) or ``host``."""
+NETWORK_MODES: Final = ("pod", "bridge", "host")
+NETNS_SERVICE: Final = "netns"
+"""The service whose container holds a pod's network namespace (and does nothing else)."""
+NETNS_WAIT: Final = (
+    "import signal as s; t = {s.SIGTERM, s.SIGINT}; s.pthread_sigmask(s.SIG_BLOCK, t); s.sigwait(t)"
+)
+"""What the ``netns`` container runs: it waits for the signal ``down`` sends, then exits (the
+signals blocked first: as PID 1 it would never see a signal it has no handler for)."""
+POD_BROKER_PORT: Final = 1883
 
 
 @dataclass(frozen=True)
-class HostPorts:
-    """Host networking: the broker on loopback port ``broker``; node (x, y) on ``node_base``
-    + x·rows + y (every container shares the host's addresses, so each needs its own port)."""
+class LoopbackPorts:
+    """Every container in one network namespace: the broker on loopback port ``broker``; node
+    (x, y) on ``node_base`` + x·rows + y (the nodes share one address, so each needs its own port).
+
+    The namespace is the host's (``pod`` false: ``network_mode: host``) or the one that the run's
+    :data:`NETNS_SERVICE` container holds (``network_mode: service:netns``): private to the run,
+    like a Kubernetes pod's, so its ports need not be free on the host.
+    """
 
     broker: int
     node_base: int
+    pod: bool = False
 
     @property
     def broker_url(self) -> str:
         """Where nodes and coordinator reach the broker."""
         return f"mqtt://127.0.0.1:{self.broker}"
 
+    @property
+    def network_mode(self) -> str:
+        """Every service's ``network_mode``."""
+        return f"service:{NETNS_SERVICE}" if self.pod else "host"
+
     def node_port(self, topology: Topology, node: Coord) -> int:
         """Where ``node`` listens (``meshcast coordinate --port-per-node`` computes the same)."""
         return node_port(self.node_base, topology, node, per_node=True)
+
+
+def pod_ports(topology: Topology, ephemeral_from: int) -> LoopbackPorts:
+    """A pod's ports: the broker on 1883, the nodes from 7000 up, all below ``ephemeral_from``
+    (where the kernel's outgoing connections take their ports: a node listening there could find
+    its port taken). ValueError when the topology has more nodes than that leaves room for."""
+    if NODE_PORT + topology.size > ephemeral_from:
+        raise ValueError(
+            f"{topology.size} nodes need ports {NODE_PORT}-{NODE_PORT + topology.size - 1} in one"
+            f" namespace, which reach the kernel's ephemeral ports (from {ephemeral_from}); use"
+            f" {NETWORK_ENV}=bridge"
+        )
+    return LoopbackPorts(broker=POD_BROKER_PORT, node_base=NODE_PORT, pod=True)
 
 
 def node_port(base: int, topology: Topology, node: Coord, *, per_node: bool) -> int:
@@ -117,12 +154,13 @@ def host_broker_conf(conf: str, port: int) -> str:
 
 
 def network_mode(env: Mapping[str, str]) -> str:
-    """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``bridge`` or ``host``."""
-    mode = env.get(NETWORK_ENV, "").strip() or "bridge"
-    if mode not in ("bridge", "host"):
+    """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``pod`` (unset), ``bridge``
+    or ``host``; UsageError for anything else."""
+    mode = env.get(NETWORK_ENV, "").strip() or "pod"
+    if mode not in NETWORK_MODES:
         from coordinator.errors import UsageError
 
-        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'bridge' (the default) or 'host'")
+        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'pod' (the default), 'bridge' or 'host'")
     return mode
 
 
@@ -157,14 +195,15 @@ def compose_document(
     results: str = "./results",
     extra_volumes: Sequence[str] = (),
     swarm: bool = False,
-    host: HostPorts | None = None,
+    host: LoopbackPorts | None = None,
     code_volumes: Sequence[CodeVolume] = (),
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
-    ``host``: every service on the host's network, on those loopback ports (see :class:`HostPorts`);
-    the broker's configuration must then listen on its port (:func:`host_broker_conf`). Not with
-    ``swarm``: a stack ignores ``network_mode``, and its tasks would not share loopback.
+    ``host``: every service in one network namespace, the host's or a pod's, on those loopback
+    ports (see :class:`LoopbackPorts`); the broker's configuration must then listen on its port
+    (:func:`host_broker_conf`). Not with ``swarm``: a stack ignores ``network_mode``, and its tasks
+    would not share loopback.
 
     ``code_volumes``: named volumes (made beforehand, :mod:`coordinator.runtimes.codevolumes`)
     mounted read-only into every node container, over the image's own Python code.
@@ -187,7 +226,9 @@ def compose_document(
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
     if host is not None and swarm:
-        raise ValueError("host networking and swarm do not mix: a stack ignores network_mode")
+        raise ValueError(
+            "a shared network namespace (host or pod) and swarm do not mix: a stack ignores network_mode"
+        )
     broker_url = host.broker_url if host is not None else BROKER_URL
     where: list[str] = []
     if host is not None:
@@ -245,7 +286,12 @@ def compose_document(
             services[f"node-{x}-{y}"]["volumes"] = [v.mount for v in code_volumes]
     if host is not None:
         for svc in services.values():
-            svc["network_mode"] = "host"
+            svc["network_mode"] = host.network_mode
+    if host is not None and host.pod:
+        for svc in services.values():
+            svc["depends_on"] = [NETNS_SERVICE, *svc.get("depends_on", [])]
+        netns = {"image": image, "pull_policy": "never", "command": ["python", "-c", NETNS_WAIT]}
+        services = {NETNS_SERVICE: netns, **services}
     if swarm:
         for svc in services.values():
             svc["deploy"] = {"endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"}}
@@ -424,7 +470,7 @@ class ContainerRun:
     code_volumes: list[CodeVolume] = field(default_factory=list)
     stopped_for: str | None = None
     """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
-    _host: HostPorts | None = field(default=None, init=False)
+    _host: LoopbackPorts | None = field(default=None, init=False)
 
     @property
     def project(self) -> str:
@@ -450,18 +496,25 @@ class ContainerRun:
         self.results.mkdir(exist_ok=True)
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
         conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
-        host: HostPorts | None = None
-        if network_mode(self.env) == "host":
+        host: LoopbackPorts | None = None
+        mode = network_mode(self.env)
+        if mode != "bridge":
             from coordinator.errors import UsageError
-            from coordinator.runtimes.processes import free_port_block
+            from coordinator.runtimes.processes import ephemeral_low, free_port_block
 
             try:
-                base = free_port_block(self.plan.topology.size + 1)
-            except OSError as exc:
-                raise UsageError(f"host networking: {exc}") from None
-            host = HostPorts(broker=base, node_base=base + 1)
+                if mode == "pod":
+                    host = pod_ports(self.plan.topology, ephemeral_low())
+                else:
+                    base = free_port_block(self.plan.topology.size + 1)
+                    host = LoopbackPorts(broker=base, node_base=base + 1)
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"{mode} networking: {exc}") from None
             conf = host_broker_conf(conf, host.broker)
-            self.say(f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}")
+            if mode == "host":
+                self.say(
+                    f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}"
+                )
         (self.workdir / "mosquitto.conf").write_text(conf)
         self._host = host
         return self.render()

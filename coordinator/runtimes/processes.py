@@ -46,6 +46,7 @@ __all__ = [
     "BrokerNotFound",
     "LocalBroker",
     "broker_conf",
+    "ephemeral_low",
     "free_port_block",
     "free_ports",
     "local_broker",
@@ -85,7 +86,8 @@ class LocalBroker:
         }
 
 
-def _ephemeral_low() -> int:
+def ephemeral_low() -> int:
+    """The first port the kernel gives outgoing connections (32768 if it cannot be read)."""
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -94,7 +96,7 @@ def _ephemeral_low() -> int:
 
 def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     """``n`` ports that are free now, below the ephemeral range (so no outgoing connection takes one)."""
-    hi = _ephemeral_low() - 1
+    hi = ephemeral_low() - 1
     lo = 10000
     if hi - lo < 2 * n:
         lo, hi = 1024, hi
@@ -123,7 +125,7 @@ def free_port_block(n: int, host: str = LOOPBACK, *, tries: int = 50) -> int:
     """A base port such that ``base .. base + n - 1`` are all free now, below the ephemeral range
     (as :func:`free_ports`): for nodes that share one address and find each other's ports by
     arithmetic (the containers runtime's host networking). OSError when none is found."""
-    hi = _ephemeral_low() - 1
+    hi = ephemeral_low() - 1
     lo = 10000 if hi - 10000 > 2 * n else 1024
     if hi - lo < n:
         raise OSError(f"no room for {n} ports on {host} below the ephemeral range (from {hi + 1})")
