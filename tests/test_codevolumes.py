@@ -129,3 +129,14 @@ async def test_volumes_are_filled_once_and_serve_the_nodes_code() -> None:
     script = "ls -a /opt/meshcast && python -c 'import node.mqtt, node.tcp; print(node.__file__)'"
     where = _docker("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", script)
     assert MARKER in where.split() and "/opt/meshcast/lib/" in where
+
+
+def test_the_command_fills_an_images_volumes_or_says_how_to_call_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m coordinator.runtimes.codevolumes [IMAGE]`` (the offline image build runs it)."""
+    assert codevolumes.main(["a", "b"]) == 2 and codevolumes.main(["--now"]) == 2
+    assert "usage: python -m coordinator.runtimes.codevolumes [IMAGE]" in capsys.readouterr().err
+    monkeypatch.setenv(CODE_VOLUMES_ENV, "off")
+    assert codevolumes.main(["some/image"]) == 0
+    assert "code volumes of some/image: none (not used on this engine)" in capsys.readouterr().out

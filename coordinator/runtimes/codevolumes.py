@@ -13,6 +13,9 @@ and mounts them read-only into every node container. A volume is named and label
 image's id, so a rebuilt image gets fresh volumes, and volumes of images that no longer exist
 are removed. ``MESHCAST_CODE_VOLUMES``: ``auto`` (the default: on for fuse-overlayfs and vfs),
 ``on`` or ``off``. Anything that goes wrong here is said and the run goes on without volumes.
+
+``python -m coordinator.runtimes.codevolumes [IMAGE]`` fills them right away (the offline image
+build does, so that the first run after a build does not spend its start-up copying).
 """
 
 from __future__ import annotations
@@ -176,3 +179,24 @@ async def ensure_code_volumes(
     except (_Failed, OSError, ValueError) as exc:
         say(f"code volumes: {exc}; the nodes read their code from the image")
         return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Fill ``IMAGE``'s code volumes now (if this engine wants them); print what there is."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        print("usage: python -m coordinator.runtimes.codevolumes [IMAGE]", file=sys.stderr)
+        return 2
+    from coordinator.runtimes.containers import DEFAULT_IMAGE
+
+    image = args[0] if args else os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
+    volumes = trio.run(ensure_code_volumes, image, dict(os.environ), print)
+    names = ", ".join(v.name for v in volumes) or "none (not used on this engine)"
+    print(f"code volumes of {image}: {names}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
