@@ -23,11 +23,13 @@ step() {  # step NAME COMMAND...: run it, its output to OUTDIR/NAME.txt, its las
     local rc=$?
     log "end $name (rc $rc): $(tail -n 1 "$out/$name.txt")"
 }
-log "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- node coordinator || echo ' +uncommitted')," \
-    "build: $(find node -name '*.so' | grep -q . && echo compiled || echo plain)"
+changed=$(git diff --quiet HEAD -- node coordinator || echo ' +uncommitted')
+build=$(find node -name '*.so' | grep -q . && echo compiled || echo plain)
+log "commit $(git rev-parse --short HEAD)$changed, build: $build"
 log "relay chain: $($py benchmarks/relay_cost.py 2>&1 | tail -n 1)"
-step bench .venv/bin/meshcast bench --large --json
-cp "$out/bench.txt" "$out/bench.json"
+log "start bench: .venv/bin/meshcast bench --large --json"
+.venv/bin/meshcast bench --large --json >"$out/bench.json" 2>"$out/bench.err"
+log "end bench (rc $?): $out/bench.json"
 rm -rf "$out/malani"
 step malani /usr/bin/time -f '%e s wall, %U+%S CPU-s, %M KB max RSS' \
     .venv/bin/meshcast reproduce malani --algorithms diag,dist,pair,min --out "$out/malani"
@@ -35,12 +37,14 @@ step processes-1024 $py benchmarks/deploy_bench.py processes torus:32x32 300
 step processes-256 $py benchmarks/deploy_bench.py processes torus:16x16 300
 export MESHCAST_BROKER_IMAGE=${MESHCAST_BROKER_IMAGE:-meshcast-local/meshcast:latest}
 for i in 1 2 3 4 5; do  # the runtime's default network: a pod
-    MESHCAST_CONTAINER_NETWORK=pod step "containers-64-pod-$i" $py benchmarks/deploy_bench.py containers torus:8x8 300
+    MESHCAST_CONTAINER_NETWORK=pod step "containers-64-pod-$i" \
+        $py benchmarks/deploy_bench.py containers torus:8x8 300
 done
 n=0
 for net in host bridge host bridge; do
     n=$((n + 1))
-    MESHCAST_CONTAINER_NETWORK=$net step "containers-64-$net-$n" $py benchmarks/deploy_bench.py containers torus:8x8 300
+    MESHCAST_CONTAINER_NETWORK=$net step "containers-64-$net-$n" \
+        $py benchmarks/deploy_bench.py containers torus:8x8 300
 done
 step containers-256-pod $py benchmarks/deploy_bench.py containers torus:16x16 120
 log "done: $out"

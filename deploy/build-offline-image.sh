@@ -64,6 +64,7 @@ DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --pull=false \
     --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$IMAGE" -f "$here/Dockerfile" "$root"
 # The code volumes node containers read their Python from on fuse-overlayfs/vfs engines
 # (docs/deploy.md, "Code volumes"): filled now, not at the start of the first run.
-"$PYTHON" -m coordinator.runtimes.codevolumes "$IMAGE" >&2 \
-    || echo "note: code volumes not filled now; the first containers run fills them" >&2
+(cd "$root" && "$PYTHON" -m coordinator.runtimes.codevolumes "$IMAGE") >&2 \
+    || echo "note: code volumes not filled now (needs the project's venv: PYTHON=.venv/bin/python);" \
+            "the first containers run fills them" >&2
 echo "done: $IMAGE (broker: run it with MESHCAST_BROKER_IMAGE=$IMAGE, it has mosquitto)" >&2

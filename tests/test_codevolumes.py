@@ -131,12 +131,34 @@ async def test_volumes_are_filled_once_and_serve_the_nodes_code() -> None:
     assert MARKER in where.split() and "/opt/meshcast/lib/" in where
 
 
-def test_the_command_fills_an_images_volumes_or_says_how_to_call_it(
+def test_the_fill_command_says_what_it_did_in_its_exit_status(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``python -m coordinator.runtimes.codevolumes [IMAGE]`` (the offline image build runs it)."""
-    assert codevolumes.main(["a", "b"]) == 2 and codevolumes.main(["--now"]) == 2
-    assert "usage: python -m coordinator.runtimes.codevolumes [IMAGE]" in capsys.readouterr().err
+    """``python -m coordinator.runtimes.codevolumes IMAGE`` (the offline image build runs it):
+    0 with the volumes or none wanted, 1 when making them failed, 2 for a bad call or setting."""
+    for argv in ([], ["a", "b"], ["--now"]):
+        assert codevolumes.main(argv) == 2
+        assert "usage: python -m coordinator.runtimes.codevolumes IMAGE" in capsys.readouterr().err
     monkeypatch.setenv(CODE_VOLUMES_ENV, "off")
     assert codevolumes.main(["some/image"]) == 0
     assert "code volumes of some/image: none (not used on this engine)" in capsys.readouterr().out
+    monkeypatch.setenv(CODE_VOLUMES_ENV, "yes")
+    assert codevolumes.main(["some/image"]) == 2
+    assert f"{CODE_VOLUMES_ENV}='yes'" in capsys.readouterr().err
+    monkeypatch.setenv(CODE_VOLUMES_ENV, "on")
+
+    async def failing(*args: object, **kwargs: object) -> tuple[int, str]:
+        return 1, "Cannot connect to the Docker daemon"
+
+    monkeypatch.setattr(codevolumes, "_docker", failing)
+    assert codevolumes.main(["some/image"]) == 1
+    out = capsys.readouterr().out
+    assert "Cannot connect to the Docker daemon" in out and "code volumes of" not in out
+    names = [CodeVolume("v1", "/opt/meshcast"), CodeVolume("v2", "/usr/lib/python3.11")]
+
+    async def made(*args: object) -> list[CodeVolume]:
+        return names
+
+    monkeypatch.setattr(codevolumes, "ensure_code_volumes", made)
+    assert codevolumes.main(["some/image"]) == 0
+    assert "code volumes of some/image: v1, v2" in capsys.readouterr().out

@@ -127,7 +127,7 @@ def test_host_networking_gives_each_node_its_own_loopback_port(
     """MESHCAST_CONTAINER_NETWORK=host: every service on the host's network, the broker and each
     node on a port of their own on loopback, below the ephemeral range, and the coordinator told
     where each node listens."""
-    monkeypatch.setattr(processes, "ephemeral_low", lambda: 10100)  # room for one block only
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 10100)  # room for one block only
     topo = Topology("torus", 3, 4)
     plan = Plan(topo, ())
     run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={NETWORK_ENV: "host"})
@@ -155,7 +155,7 @@ def test_a_pod_puts_every_container_into_one_private_namespace(tmp_path: Path) -
     text = run.write().read_text()
     assert text.count('network_mode: "service:netns"') == 12 + 2
     netns = text.split(f"  {NETNS_SERVICE}:")[1].split("  broker:")[0]
-    assert "network_mode" not in netns and "sigwait" in netns  # it holds the namespace, no more
+    assert "sigwait" in netns  # it holds the namespace, no more
     listens = sorted(
         int(line.split('"')[1].rsplit(":", 1)[1]) for line in text.splitlines() if "MESHCAST_LISTEN:" in line
     )
@@ -165,25 +165,37 @@ def test_a_pod_puts_every_container_into_one_private_namespace(tmp_path: Path) -
     coordinator = text.split("  coordinator:")[1].split("  node-")[0]
     assert '"--node-host", "127.0.0.1", "--node-port", "7000", "--port-per-node"' in coordinator
     assert coordinator.count('- "netns"') == 1  # joins after the namespace is there
+    for service in ("broker", "node-2-3"):
+        part = text.split(f"  {service}:")[1].split("\n  node-")[0]
+        assert 'depends_on:\n      - "netns"' in part, service
+    assert 'network_mode: "none"' in netns and "depends_on" not in netns  # loopback only, first up
+    assert text.count("network_mode") == 12 + 3
+    with pytest.raises(ValueError, match="swarm"):
+        compose_document(topo, [], loopback=pod_ports(topo), swarm=True)
 
 
 def test_a_pod_refuses_more_nodes_than_ports_below_the_ephemeral_range(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A pod's namespace starts with the kernel's default ephemeral range (from 32768), whatever
+    the host's is: the host's setting neither refuses a small pod nor admits a big one."""
     assert pod_ports(Topology("torus", 5, 5), 7025).node_base == 7000
     with pytest.raises(ValueError, match=r"7000-7025 in one namespace.*\(from 7025\).*=bridge"):
         pod_ports(Topology("mesh", 2, 13), 7025)
-    monkeypatch.setattr(processes, "ephemeral_low", lambda: 7010)
-    run = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path, env={})
-    with pytest.raises(UsageError, match="pod networking: 12 nodes need ports 7000-7011"):
-        run.write()
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 7010)
+    small = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path / "small", env={})
+    assert "service:netns" in small.write().read_text()
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 60000)
+    big = ContainerRun(Plan(Topology("mesh", 161, 161), ()), RunSettings(), tmp_path / "big", env={})
+    with pytest.raises(UsageError, match=r"pod networking: 25921 nodes need ports 7000-32920 .*from 32768"):
+        big.write()
 
 
 def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
     """The port the coordinator gives a node's neighbours is the one that node listens on."""
     topo = Topology("torus", 3, 4)  # 3 columns, 4 rows: x·rows + y and y·cols + x differ
     host = LoopbackPorts(broker=20000, node_base=20001)
-    doc = compose_document(topo, [], host=host)
+    doc = compose_document(topo, [], loopback=host)
     listen: dict[str, int] = {
         svc["environment"]["MESHCAST_NODE"]: int(svc["environment"]["MESHCAST_LISTEN"].rsplit(":", 1)[1])
         for name, svc in doc["services"].items()
@@ -195,7 +207,7 @@ def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
         for port, (x, y) in topo.neighbours(node).items():
             assert peers(node)[port] == {"host": "127.0.0.1", "port": listen[f"{x},{y}"]}
     with pytest.raises(ValueError, match="swarm"):
-        compose_document(topo, [], host=host, swarm=True)
+        compose_document(topo, [], loopback=host, swarm=True)
 
 
 def test_host_broker_conf_moves_the_one_listener() -> None:
@@ -207,7 +219,7 @@ def test_host_broker_conf_moves_the_one_listener() -> None:
 
 
 def test_no_room_for_host_ports_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(processes, "ephemeral_low", lambda: 1030)
+    monkeypatch.setattr(processes, "_ephemeral_low", lambda: 1030)
     run = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path, env={NETWORK_ENV: "host"})
     with pytest.raises(UsageError, match="host networking: no room for 13 ports"):
         run.write()
@@ -215,7 +227,7 @@ def test_no_room_for_host_ports_is_a_usage_error(tmp_path: Path, monkeypatch: py
 
 def test_container_network_setting_is_checked() -> None:
     assert network_mode({}) == "pod" and network_mode({NETWORK_ENV: " host "}) == "host"
-    assert network_mode({NETWORK_ENV: "bridge"}) == "bridge"
+    assert network_mode({NETWORK_ENV: "Bridge"}) == "bridge"
     with pytest.raises(UsageError, match=f"{NETWORK_ENV}='overlay'"):
         network_mode({NETWORK_ENV: "overlay"})
 
@@ -299,7 +311,11 @@ async def test_containers_on_the_other_networks_match_in_process(
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.traffic == ref.traffic
     compose = (tmp_path / "compose.yaml").read_text()
-    assert ('network_mode: "host"' in compose) == (network == "host") and "netns" not in compose
+    assert "netns" not in compose
+    if network == "host":
+        assert compose.count('network_mode: "host"') == 16 + 2
+    else:
+        assert "network_mode" not in compose and "mqtt://broker:1883" in compose
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:

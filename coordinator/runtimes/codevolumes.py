@@ -14,7 +14,7 @@ image's id, so a rebuilt image gets fresh volumes, and volumes of images that no
 are removed. ``MESHCAST_CODE_VOLUMES``: ``auto`` (the default: on for fuse-overlayfs and vfs),
 ``on`` or ``off``. Anything that goes wrong here is said and the run goes on without volumes.
 
-``python -m coordinator.runtimes.codevolumes [IMAGE]`` fills them right away (the offline image
+``python -m coordinator.runtimes.codevolumes IMAGE`` fills them right away (the offline image
 build does, so that the first run after a build does not spend its start-up copying).
 """
 
@@ -182,17 +182,33 @@ async def ensure_code_volumes(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Fill ``IMAGE``'s code volumes now (if this engine wants them); print what there is."""
+    """Fill ``IMAGE``'s code volumes now (if this engine wants them) and print their names.
+
+    0 when they are there or not wanted here, 1 when making them failed (said why), 2 for a
+    bad command line or ``MESHCAST_CODE_VOLUMES``.
+    """
     import sys
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) > 1 or any(a.startswith("-") for a in args):
-        print("usage: python -m coordinator.runtimes.codevolumes [IMAGE]", file=sys.stderr)
-        return 2
-    from coordinator.runtimes.containers import DEFAULT_IMAGE
+    from coordinator.errors import UsageError
 
-    image = args[0] if args else os.environ.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
-    volumes = trio.run(ensure_code_volumes, image, dict(os.environ), print)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m coordinator.runtimes.codevolumes IMAGE", file=sys.stderr)
+        return 2
+    image = args[0]
+    said: list[str] = []
+
+    def say(text: str) -> None:
+        said.append(text)
+        print(text)
+
+    try:
+        volumes = trio.run(ensure_code_volumes, image, dict(os.environ), say)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not volumes and any(text.startswith("code volumes:") for text in said):
+        return 1  # ensure_code_volumes said why
     names = ", ".join(v.name for v in volumes) or "none (not used on this engine)"
     print(f"code volumes of {image}: {names}")
     return 0

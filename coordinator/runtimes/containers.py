@@ -95,6 +95,9 @@ NETNS_WAIT: Final = (
 """What the ``netns`` container runs: it waits for the signal ``down`` sends, then exits (the
 signals blocked first: as PID 1 it would never see a signal it has no handler for)."""
 POD_BROKER_PORT: Final = 1883
+POD_EPHEMERAL_FROM: Final = 32768
+"""The first ephemeral port in a pod: a new network namespace starts with the kernel's default
+range (32768-60999), whatever the host's ``ip_local_port_range`` says."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class LoopbackPorts:
         return node_port(self.node_base, topology, node, per_node=True)
 
 
-def pod_ports(topology: Topology, ephemeral_from: int) -> LoopbackPorts:
+def pod_ports(topology: Topology, ephemeral_from: int = POD_EPHEMERAL_FROM) -> LoopbackPorts:
     """A pod's ports: the broker on 1883, the nodes from 7000 up, all below ``ephemeral_from``
     (where the kernel's outgoing connections take their ports: a node listening there could find
     its port taken). ValueError when the topology has more nodes than that leaves room for."""
@@ -156,7 +159,7 @@ def host_broker_conf(conf: str, port: int) -> str:
 def network_mode(env: Mapping[str, str]) -> str:
     """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``pod`` (unset), ``bridge``
     or ``host``; UsageError for anything else."""
-    mode = env.get(NETWORK_ENV, "").strip() or "pod"
+    mode = env.get(NETWORK_ENV, "").strip().lower() or "pod"
     if mode not in NETWORK_MODES:
         from coordinator.errors import UsageError
 
@@ -195,12 +198,12 @@ def compose_document(
     results: str = "./results",
     extra_volumes: Sequence[str] = (),
     swarm: bool = False,
-    host: LoopbackPorts | None = None,
+    loopback: LoopbackPorts | None = None,
     code_volumes: Sequence[CodeVolume] = (),
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
-    ``host``: every service in one network namespace, the host's or a pod's, on those loopback
+    ``loopback``: every service in one network namespace, the host's or a pod's, on those loopback
     ports (see :class:`LoopbackPorts`); the broker's configuration must then listen on its port
     (:func:`host_broker_conf`). Not with ``swarm``: a stack ignores ``network_mode``, and its tasks
     would not share loopback.
@@ -225,14 +228,14 @@ def compose_document(
     if topology.size > 64:
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
-    if host is not None and swarm:
+    if loopback is not None and swarm:
         raise ValueError(
             "a shared network namespace (host or pod) and swarm do not mix: a stack ignores network_mode"
         )
-    broker_url = host.broker_url if host is not None else BROKER_URL
+    broker_url = loopback.broker_url if loopback is not None else BROKER_URL
     where: list[str] = []
-    if host is not None:
-        where = ["--node-host", "127.0.0.1", "--node-port", str(host.node_base), "--port-per-node"]
+    if loopback is not None:
+        where = ["--node-host", "127.0.0.1", "--node-port", str(loopback.node_base), "--port-per-node"]
     services: dict[str, Any] = {
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
@@ -266,7 +269,11 @@ def compose_document(
         },
     }
     for x, y in topology.nodes():
-        listen = f"0.0.0.0:{NODE_PORT}" if host is None else f"127.0.0.1:{host.node_port(topology, (x, y))}"
+        listen = (
+            f"0.0.0.0:{NODE_PORT}"
+            if loopback is None
+            else f"127.0.0.1:{loopback.node_port(topology, (x, y))}"
+        )
         services[f"node-{x}-{y}"] = {
             "image": image,
             "pull_policy": "never",
@@ -284,13 +291,15 @@ def compose_document(
         }
         if code_volumes:
             services[f"node-{x}-{y}"]["volumes"] = [v.mount for v in code_volumes]
-    if host is not None:
+    if loopback is not None:
         for svc in services.values():
-            svc["network_mode"] = host.network_mode
-    if host is not None and host.pod:
+            svc["network_mode"] = loopback.network_mode
+    if loopback is not None and loopback.pod:
         for svc in services.values():
             svc["depends_on"] = [NETNS_SERVICE, *svc.get("depends_on", [])]
+        # loopback only: the pod talks to nothing outside, so no compose network either
         netns = {"image": image, "pull_policy": "never", "command": ["python", "-c", NETNS_WAIT]}
+        netns["network_mode"] = "none"
         services = {NETNS_SERVICE: netns, **services}
     if swarm:
         for svc in services.values():
@@ -500,11 +509,11 @@ class ContainerRun:
         mode = network_mode(self.env)
         if mode != "bridge":
             from coordinator.errors import UsageError
-            from coordinator.runtimes.processes import ephemeral_low, free_port_block
+            from coordinator.runtimes.processes import free_port_block
 
             try:
                 if mode == "pod":
-                    host = pod_ports(self.plan.topology, ephemeral_low())
+                    host = pod_ports(self.plan.topology)
                 else:
                     base = free_port_block(self.plan.topology.size + 1)
                     host = LoopbackPorts(broker=base, node_base=base + 1)
@@ -530,7 +539,7 @@ class ContainerRun:
             mosquitto_conf="./mosquitto.conf",
             results="./results",
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
-            host=self._host,
+            loopback=self._host,
             code_volumes=self.code_volumes,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))

@@ -46,7 +46,6 @@ __all__ = [
     "BrokerNotFound",
     "LocalBroker",
     "broker_conf",
-    "ephemeral_low",
     "free_port_block",
     "free_ports",
     "local_broker",
@@ -86,7 +85,7 @@ class LocalBroker:
         }
 
 
-def ephemeral_low() -> int:
+def _ephemeral_low() -> int:
     """The first port the kernel gives outgoing connections (32768 if it cannot be read)."""
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
@@ -96,7 +95,7 @@ def ephemeral_low() -> int:
 
 def free_ports(n: int, host: str = LOOPBACK) -> list[int]:
     """``n`` ports that are free now, below the ephemeral range (so no outgoing connection takes one)."""
-    hi = ephemeral_low() - 1
+    hi = _ephemeral_low() - 1
     lo = 10000
     if hi - lo < 2 * n:
         lo, hi = 1024, hi
@@ -125,7 +124,7 @@ def free_port_block(n: int, host: str = LOOPBACK, *, tries: int = 50) -> int:
     """A base port such that ``base .. base + n - 1`` are all free now, below the ephemeral range
     (as :func:`free_ports`): for nodes that share one address and find each other's ports by
     arithmetic (the containers runtime's host networking). OSError when none is found."""
-    hi = ephemeral_low() - 1
+    hi = _ephemeral_low() - 1
     lo = 10000 if hi - 10000 > 2 * n else 1024
     if hi - lo < n:
         raise OSError(f"no room for {n} ports on {host} below the ephemeral range (from {hi + 1})")
