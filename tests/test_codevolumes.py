@@ -159,6 +159,6 @@ def test_the_fill_command_says_what_it_did_in_its_exit_status(
     async def made(*args: object) -> list[CodeVolume]:
         return names
 
-    monkeypatch.setattr(codevolumes, "ensure_code_volumes", made)
+    monkeypatch.setattr(codevolumes, "make_code_volumes", made)
     assert codevolumes.main(["some/image"]) == 0
     assert "code volumes of some/image: v1, v2" in capsys.readouterr().out

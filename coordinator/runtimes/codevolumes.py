@@ -138,44 +138,52 @@ async def _forget_old(current: str, listed: Sequence[_Listed], env: Mapping[str,
         await _docker("volume", "rm", *stale, env=env)
 
 
-async def ensure_code_volumes(
+async def make_code_volumes(
     image: str, env: Mapping[str, str], say: Callable[[str], None] = lambda _: None
 ) -> list[CodeVolume]:
-    """The code volumes for ``image``, filled on first use; ``[]`` when off or not worth it here.
-
-    Never raises for the engine's sake: a failure is said and means "no volumes".
-    """
+    """The code volumes for ``image``, filled now if they are not yet; ``[]`` when off or not worth
+    it here. Raises when a docker command fails (OSError, ValueError, or ``_Failed`` naming it)."""
     setting = code_volume_setting(env)
     if setting == "off":
         return []
+    if setting == "auto":
+        driver = (await _ok("info", "--format", "{{.Driver}}", env=env)).strip()
+        if driver not in SLOW_DRIVERS:
+            return []
+    image_id = (await _ok("image", "inspect", "--format", "{{.Id}}", image, env=env)).strip()
+    short = short_id(image_id)
+    listed = await _listed(env)
+    mine = [v for v in listed if v.image == short]
+    if mine:
+        if all(v.path for v in mine) and await _filled(mine, image, env):
+            await _forget_old(short, listed, env)
+            return sorted((CodeVolume(v.name, v.path) for v in mine), key=lambda v: v.path)
+        await _docker("volume", "rm", "-f", *(v.name for v in mine), env=env)  # incomplete: fill again
+    say(f"copying {image}'s Python code into volumes (once per image)")
+    out = await _ok("run", "--rm", "--network", "none", image, "python", "-c", _PATHS_SCRIPT, env=env)
+    paths = [p for p in out.split() if p.startswith("/")][:2]
+    if len(paths) != 2:
+        raise _Failed(f"the image did not say where its Python lives: {out.strip()[-200:]!r}")
+    volumes = [CodeVolume(volume_name(image_id, p), p) for p in paths]
+    for v in volumes:
+        await _ok("volume", "create", "--label", f"{LABEL}={short}", "--label", f"{PATH_LABEL}={v.path}",
+                  v.name, env=env)  # fmt: skip
+    mounts = [a for v in volumes for a in ("-v", f"{v.name}:{v.path}")]
+    touch = " && ".join(f"touch {v.path}/{MARKER}" for v in volumes)
+    await _ok("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", touch, env=env)
+    await _forget_old(short, listed, env)
+    return sorted(volumes, key=lambda v: v.path)
+
+
+async def ensure_code_volumes(
+    image: str, env: Mapping[str, str], say: Callable[[str], None] = lambda _: None
+) -> list[CodeVolume]:
+    """:func:`make_code_volumes` for a run: a failure is said and means "no volumes".
+
+    Never raises for the engine's sake (a bad ``MESHCAST_CODE_VOLUMES`` is a UsageError).
+    """
     try:
-        if setting == "auto":
-            driver = (await _ok("info", "--format", "{{.Driver}}", env=env)).strip()
-            if driver not in SLOW_DRIVERS:
-                return []
-        image_id = (await _ok("image", "inspect", "--format", "{{.Id}}", image, env=env)).strip()
-        short = short_id(image_id)
-        listed = await _listed(env)
-        mine = [v for v in listed if v.image == short]
-        if mine:
-            if all(v.path for v in mine) and await _filled(mine, image, env):
-                await _forget_old(short, listed, env)
-                return sorted((CodeVolume(v.name, v.path) for v in mine), key=lambda v: v.path)
-            await _docker("volume", "rm", "-f", *(v.name for v in mine), env=env)  # incomplete: fill again
-        say(f"copying {image}'s Python code into volumes (once per image)")
-        out = await _ok("run", "--rm", "--network", "none", image, "python", "-c", _PATHS_SCRIPT, env=env)
-        paths = [p for p in out.split() if p.startswith("/")][:2]
-        if len(paths) != 2:
-            raise _Failed(f"the image did not say where its Python lives: {out.strip()[-200:]!r}")
-        volumes = [CodeVolume(volume_name(image_id, p), p) for p in paths]
-        for v in volumes:
-            await _ok("volume", "create", "--label", f"{LABEL}={short}", "--label", f"{PATH_LABEL}={v.path}",
-                      v.name, env=env)  # fmt: skip
-        mounts = [a for v in volumes for a in ("-v", f"{v.name}:{v.path}")]
-        touch = " && ".join(f"touch {v.path}/{MARKER}" for v in volumes)
-        await _ok("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", touch, env=env)
-        await _forget_old(short, listed, env)
-        return sorted(volumes, key=lambda v: v.path)
+        return await make_code_volumes(image, env, say)
     except (_Failed, OSError, ValueError) as exc:
         say(f"code volumes: {exc}; the nodes read their code from the image")
         return []
@@ -195,22 +203,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1 or args[0].startswith("-"):
         print("usage: python -m coordinator.runtimes.codevolumes IMAGE", file=sys.stderr)
         return 2
-    image = args[0]
-    said: list[str] = []
-
-    def say(text: str) -> None:
-        said.append(text)
-        print(text)
-
     try:
-        volumes = trio.run(ensure_code_volumes, image, dict(os.environ), say)
+        volumes = trio.run(make_code_volumes, args[0], dict(os.environ), print)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not volumes and any(text.startswith("code volumes:") for text in said):
-        return 1  # ensure_code_volumes said why
+    except (_Failed, OSError, ValueError) as exc:
+        print(f"code volumes: {exc}")
+        return 1
     names = ", ".join(v.name for v in volumes) or "none (not used on this engine)"
-    print(f"code volumes of {image}: {names}")
+    print(f"code volumes of {args[0]}: {names}")
     return 0
 
 

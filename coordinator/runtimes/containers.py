@@ -294,12 +294,12 @@ def compose_document(
     if loopback is not None:
         for svc in services.values():
             svc["network_mode"] = loopback.network_mode
+            if loopback.pod:
+                svc["depends_on"] = [NETNS_SERVICE, *svc.get("depends_on", [])]
     if loopback is not None and loopback.pod:
-        for svc in services.values():
-            svc["depends_on"] = [NETNS_SERVICE, *svc.get("depends_on", [])]
         # loopback only: the pod talks to nothing outside, so no compose network either
-        netns = {"image": image, "pull_policy": "never", "command": ["python", "-c", NETNS_WAIT]}
-        netns["network_mode"] = "none"
+        netns = {"image": image, "pull_policy": "never", "command": ["python", "-c", NETNS_WAIT],
+                 "network_mode": "none"}  # fmt: skip
         services = {NETNS_SERVICE: netns, **services}
     if swarm:
         for svc in services.values():
@@ -479,7 +479,7 @@ class ContainerRun:
     code_volumes: list[CodeVolume] = field(default_factory=list)
     stopped_for: str | None = None
     """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
-    _host: LoopbackPorts | None = field(default=None, init=False)
+    _loopback: LoopbackPorts | None = field(default=None, init=False)
 
     @property
     def project(self) -> str:
@@ -505,7 +505,7 @@ class ContainerRun:
         self.results.mkdir(exist_ok=True)
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
         conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
-        host: LoopbackPorts | None = None
+        loopback: LoopbackPorts | None = None
         mode = network_mode(self.env)
         if mode != "bridge":
             from coordinator.errors import UsageError
@@ -513,19 +513,18 @@ class ContainerRun:
 
             try:
                 if mode == "pod":
-                    host = pod_ports(self.plan.topology)
+                    loopback = pod_ports(self.plan.topology)
                 else:
                     base = free_port_block(self.plan.topology.size + 1)
-                    host = LoopbackPorts(broker=base, node_base=base + 1)
+                    loopback = LoopbackPorts(broker=base, node_base=base + 1)
             except (OSError, ValueError) as exc:
                 raise UsageError(f"{mode} networking: {exc}") from None
-            conf = host_broker_conf(conf, host.broker)
+            conf = host_broker_conf(conf, loopback.broker)
             if mode == "host":
-                self.say(
-                    f"host networking: broker on 127.0.0.1:{host.broker}, nodes from port {host.node_base}"
-                )
+                self.say(f"host networking: broker on 127.0.0.1:{loopback.broker}, nodes from port"
+                         f" {loopback.node_base}")  # fmt: skip
         (self.workdir / "mosquitto.conf").write_text(conf)
-        self._host = host
+        self._loopback = loopback
         return self.render()
 
     def render(self) -> Path:
@@ -539,7 +538,7 @@ class ContainerRun:
             mosquitto_conf="./mosquitto.conf",
             results="./results",
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
-            loopback=self._host,
+            loopback=self._loopback,
             code_volumes=self.code_volumes,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
