@@ -14,6 +14,7 @@ it awaits) from the task that drives the run, so a node-step costs no task switc
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -36,12 +37,24 @@ from node.routing import Registry
 from node.routing import registry as default_registry
 from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
-from node.wire import LinkFrame, PacketFrame, StepFrame, WireError, decode_link, encode_link, encode_packet
+from node.wire import (
+    ByeFrame,
+    LinkFrame,
+    PacketFrame,
+    StepFrame,
+    WireError,
+    decode_link,
+    encode_link,
+    encode_packet,
+)
 
 SYNCS = ("alpha", "barrier")
 """Lockstep across processes: the α-synchronizer (null frames) or the coordinator-led barrier."""
 
 __all__ = ["SYNCS", "Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "quiescent"]
+
+BYE_TIMEOUT = 5.0
+"""Seconds a node waits, at a free-clock run's end, for each neighbour's bye (or end of link)."""
 
 REPORT_BATCH = 512
 REPORT_INTERVAL = 0.5
@@ -186,6 +199,12 @@ class Node:
         self._step = -1
         self._stopped = False
         self._gos: trio.MemorySendChannel[protocol.Go] | None = None
+        self._ended: set[str] = set()
+        """Free clock: links whose peer said bye or whose stream ended (nothing more comes on them)."""
+        self._all_ended = trio.Event()
+        self._link_count = 0
+        self._stopping = False
+        """Free clock: the coordinator said stop (a link closing from now on is the run's end)."""
         self.phase = Phase.NEW
         self.protocol_errors = 0
 
@@ -278,6 +297,7 @@ class Node:
                         await trio.lowlevel.checkpoint()
                     await self._inject_free(links, injections)
                     await self._until_stop()
+                    await self._say_bye(links)
                 nursery.cancel_scope.cancel()
         except* NodeAborted as group:
             status = "; ".join(str(e) for e in _leaves(group))
@@ -349,6 +369,33 @@ class Node:
                 await self._send(protocol.Counters(self.here, msg.probe, e.sent, e.received, len(e.errors)))
             elif isinstance(msg, protocol.Stop):
                 return
+
+    async def _say_bye(self, links: dict[str, Link]) -> None:
+        """Free clock, stopped: tell each neighbour the link ends here, and wait for theirs.
+
+        The bye goes before the link's end of stream, so the peer knows the close is the run's
+        end and not a lost link; waiting for the peer's bye (or end) before closing leaves no
+        unread input, whose close would reset the peer's stream.
+        """
+        self._stopping = True
+        streams = {p: link for p, link in links.items() if not isinstance(link, DirectLink)}
+        if not streams:
+            return
+        bye = encode_link(ByeFrame())
+        with trio.move_on_after(BYE_TIMEOUT):
+            for link in streams.values():
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await link.send(bye)  # (a link that ended already needs no bye)
+            self._link_count = len(streams)
+            if len(self._ended) >= self._link_count:
+                return
+            await self._all_ended.wait()
+
+    def _link_ended(self, port: str) -> None:
+        """Nothing more comes on ``port`` (a bye, or its end of stream)."""
+        self._ended.add(port)
+        if self._link_count and len(self._ended) >= self._link_count:
+            self._all_ended.set()
 
     # -- frames ------------------------------------------------------------------------
     def _bad_frame(self, port: str, cause: str) -> None:
@@ -520,7 +567,11 @@ class Node:
             while item is not None:  # then every frame already waiting, without a task switch each
                 port, frame = item
                 if frame is None:
-                    engine.error("link-down", f"link {port} closed")
+                    if port not in self._ended and not self._stopping:
+                        engine.error("link-down", f"link {port} closed before the run's end")
+                    self._link_ended(port)
+                elif isinstance(frame, ByeFrame):
+                    self._link_ended(port)
                 elif isinstance(frame, WireError):
                     self._bad_frame(port, frame.cause)
                 elif not isinstance(frame, PacketFrame):

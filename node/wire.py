@@ -30,6 +30,7 @@ __all__ = [
     "MAX_FRAME",
     "MAX_HELLO",
     "PREFIX",
+    "ByeFrame",
     "Flit",
     "HelloFrame",
     "Item",
@@ -285,7 +286,16 @@ class HelloFrame:
     node: Coord
 
 
-LinkFrame = StepFrame | PacketFrame | HelloFrame
+@dataclass(frozen=True, slots=True)
+class ByeFrame:
+    """Last frame on a link at a run's orderly end: the sender sends nothing more on it.
+
+    A link that ends without one (end of stream, reset) was lost; one that ends after it was
+    closed by the run's own end, which is never an error.
+    """
+
+
+LinkFrame = StepFrame | PacketFrame | HelloFrame | ByeFrame
 
 
 def encode_packet(packet: Packet) -> bytes:
@@ -298,6 +308,8 @@ def encode_link(frame: LinkFrame) -> bytes:
         obj: list[Any] = ["S", frame.step, frame.last_busy, [p.to_wire() for p in frame.packets], frame.freed]
     elif isinstance(frame, PacketFrame):
         return encode_packet(frame.packet)
+    elif isinstance(frame, ByeFrame):
+        obj = ["B"]
     else:
         obj = ["H", frame.token, list(frame.node)]
     return _packb(obj)
@@ -346,6 +358,8 @@ def _decode_link(obj: Any) -> LinkFrame:
         return StepFrame(step, busy, tuple([_item(p) for p in obj[3]]), freed)
     if tag == "P" and len(obj) == 2:
         return PacketFrame(Packet.from_wire(obj[1]))
+    if tag == "B" and len(obj) == 1:
+        return ByeFrame()
     if tag == "H" and len(obj) == 3:
         node = obj[2]
         if not (isinstance(obj[1], str) and isinstance(node, list) and len(node) == 2):

@@ -3,6 +3,7 @@ import pytest
 
 from node.wire import (
     MAX_FRAME,
+    ByeFrame,
     HelloFrame,
     Packet,
     PacketFrame,
@@ -19,7 +20,13 @@ PKT = Packet(3, "vh", [[1, 2]], 2, 1, 7)
 
 @pytest.mark.parametrize(
     "frame",
-    [StepFrame(4, 2, (PKT, PKT)), StepFrame(0, -1, ()), PacketFrame(PKT), HelloFrame("tok", (1, 2))],
+    [
+        StepFrame(4, 2, (PKT, PKT)),
+        StepFrame(0, -1, ()),
+        PacketFrame(PKT),
+        HelloFrame("tok", (1, 2)),
+        ByeFrame(),
+    ],
 )
 def test_round_trip(frame: object) -> None:
     assert decode_link(encode_link(frame)) == frame  # type: ignore[arg-type]
@@ -36,6 +43,7 @@ def test_round_trip(frame: object) -> None:
         (msgpack.packb(["P", [1, "", [], 1, 1, 0]]), "algorithm must be"),
         (msgpack.packb(["P", [1, "vh", []]]), "6-element"),
         (msgpack.packb(["H", 5, [1, 2]]), "hello frame"),
+        (msgpack.packb(["B", 1]), "unknown link frame tag"),
         (b"\x00" * (MAX_FRAME + 1), "exceeds the limit"),
         ("text", "must be bytes"),
     ],
