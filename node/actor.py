@@ -29,12 +29,14 @@ import trio
 from node import protocol
 from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
+from node.linkmodel import LinkModel
 from node.links import Control, DirectLink, Link, PolledLink, StepBarrier, Stepper
 from node.lockstep import Lockstep, quiescent
 from node.polled import LinkDown, polled_step, usable
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
+from node.shaping import ShapedLink
 from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
 from node.wire import (
@@ -97,6 +99,8 @@ class Assignment:
     policy: str
     peers: dict[str, Any]
     sync: str = "alpha"
+    link_model: LinkModel | None = None
+    """Free clock: how each link delays its frames (None: as fast as the host moves them)."""
 
     @classmethod
     def from_event(cls, msg: protocol.Assign) -> Assignment:
@@ -108,10 +112,17 @@ class Assignment:
             raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
         if msg.sync not in SYNCS:
             raise NodeAborted(f"bad assignment: sync {msg.sync!r} is not one of {', '.join(SYNCS)}")
+        model = None
+        if msg.links:
+            try:
+                model = LinkModel.from_wire(msg.links)
+                model.check(topo)
+            except ValueError as exc:
+                raise NodeAborted(f"bad assignment: {exc}") from None
         return cls(
             msg.run, topo, here, msg.port_model, msg.contention, msg.clock, msg.hop_limit,
             msg.max_steps, msg.trace, msg.token, msg.buffer, msg.out_buffer, msg.policy, dict(msg.peers),
-            msg.sync,
+            msg.sync, None if model is None or model.idle else model,
         )  # fmt: skip
 
 
@@ -157,6 +168,11 @@ def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     arrivals = tuple((d.mc, d.step, d.hops, d.startups, d.wall_ns) for d in e.deliveries)
     e.deliveries.clear()
     return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
+
+
+def _inner(link: Link) -> Link:
+    """The link under a shaped one."""
+    return link.inner if isinstance(link, ShapedLink) else link
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
@@ -274,10 +290,11 @@ class Node:
                 plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
                 injections = self._my_injections(plan)
                 if assign.clock != "lockstep":
+                    links = self._shaped(assign, links, nursery)
                     # Forward from now on: a packet needs no start, and this node's task is
                     # already there when the sources inject (not started with thousands of others).
                     nursery.start_soon(self._forward_free, links)
-                await self._expect(protocol.Start)
+                start: protocol.Start = await self._expect(protocol.Start)
                 self.log("started")
                 self._last_report = time.monotonic()
                 if assign.clock == "lockstep":
@@ -292,9 +309,12 @@ class Node:
                     if injections:
                         # Inject once every node of this process has taken its start (one
                         # scheduling batch) and the coordinator has timed that (the next one):
-                        # its probes are paced by it (Session._settle).
+                        # its probes are paced by it (Session._settle). Across processes, once
+                        # the others have too: the coordinator says how long that takes.
                         await trio.lowlevel.checkpoint()
                         await trio.lowlevel.checkpoint()
+                        if start.settle > 0:
+                            await trio.sleep(start.settle)
                     await self._inject_free(links, injections)
                     await self._until_stop()
                     await self._say_bye(links)
@@ -370,6 +390,21 @@ class Node:
             elif isinstance(msg, protocol.Stop):
                 return
 
+    def _shaped(self, assign: Assignment, links: dict[str, Link], nursery: trio.Nursery) -> dict[str, Link]:
+        """Free clock: ``links`` with the link model's behaviour on their sending side (a pump each)."""
+        model = assign.link_model
+        if model is None:
+            return links
+        out: dict[str, Link] = {}
+        for port, link in links.items():
+            shaper = model.shaper(assign.topology, assign.here, port)
+            if shaper is None:
+                out[port] = link
+            else:
+                shaped = out[port] = ShapedLink(link, shaper)
+                nursery.start_soon(shaped.pump)
+        return out
+
     async def _say_bye(self, links: dict[str, Link]) -> None:
         """Free clock, stopped: tell each neighbour the link ends here, and wait for theirs.
 
@@ -378,14 +413,15 @@ class Node:
         unread input, whose close would reset the peer's stream.
         """
         self._stopping = True
-        streams = {p: link for p, link in links.items() if not isinstance(link, DirectLink)}
-        if not streams:
-            return
+        streams = {p: link for p, link in links.items() if not isinstance(_inner(link), DirectLink)}
         bye = encode_link(ByeFrame())
         with trio.move_on_after(BYE_TIMEOUT):
             for link in streams.values():
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await link.send(bye)  # (a link that ended already needs no bye)
+            for link in links.values():
+                if isinstance(link, ShapedLink):
+                    await link.drain()  # what a shaped link still holds (the bye last) goes out first
             self._link_count = len(streams)
             if len(self._ended) >= self._link_count:
                 return
@@ -561,7 +597,9 @@ class Node:
         assert isinstance(engine, Engine)
         inbox = self._inbox_rx
         # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
-        direct = {p: link.send_nowait for p, link in links.items() if isinstance(link, DirectLink)}
+        direct = {
+            p: link.send_nowait for p, link in links.items() if isinstance(link, DirectLink | ShapedLink)
+        }
         while True:
             item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
             while item is not None:  # then every frame already waiting, without a task switch each

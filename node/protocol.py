@@ -108,6 +108,13 @@ def _float(v: Any) -> float:
     return float(v)
 
 
+def _settle(v: Any) -> float:
+    x = _float(v)
+    if not 0.0 <= x <= 60.0:
+        raise _fail("expected seconds from 0 to 60", v)
+    return x
+
+
 def _str(v: Any) -> str:
     if not isinstance(v, str):
         raise _fail("expected a string", v)
@@ -409,6 +416,8 @@ class Assign(_Event):
     prep: int | None = field(metadata={"check": _opt_nat}, default=None)
     sync: str = field(metadata={"check": _str}, default="alpha")
     """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""
+    links: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
+    """The link model (:meth:`node.linkmodel.LinkModel.to_wire`); empty: links without behaviour."""
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]
@@ -435,6 +444,9 @@ class Start(_Event):
     """Every node is ready: step 0 begins."""
 
     TYPE: ClassVar[str] = "start"
+    settle: float = field(metadata={"check": _settle}, default=0.0)
+    """Free clock: seconds the sources wait before injecting, so that every node across processes
+    has taken this start in (and is idle) when the first packet is on its way."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import json
 import math
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.timing import Timing
@@ -19,6 +20,7 @@ from coordinator.errors import UsageError
 from coordinator.experiments.run import RUNTIMES, runtime_problem
 from coordinator.runtimes.records import RunSettings
 from node.engine import CONTENTIONS, PORT_MODELS
+from node.linkmodel import LinkModel, LinkSpec, parse_link_file
 from node.mqtt import parse_broker
 from node.routing import PlanError, UnknownAlgorithm, registry
 from node.switching import SWITCHINGS, check_switching
@@ -220,6 +222,7 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
         "over loopback TCP (default 1: all in this process; same records; docs/deploy.md)",
     )
     p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
+    add_link_options(p)
     t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
     t.add_argument(
         "--timing",
@@ -241,6 +244,77 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
         help=f"message length L in flits ({ALDUBAI}: 64; also wormhole switching)",
     )
     t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+
+
+def add_link_options(p: argparse.ArgumentParser) -> None:
+    """The link model's options (node/linkmodel.py): each frame's delay on its link, free clock."""
+    g = p.add_argument_group(
+        "link model (free clock: wall-clock arrivals carry it; lockstep records are logical and unchanged)"
+    )
+    g.add_argument(
+        "--link-delay",
+        default=None,
+        metavar="D",
+        help="propagation delay of every link, per frame (e.g. 2ms, 500us; default 0)",
+    )
+    g.add_argument(
+        "--link-jitter",
+        default=None,
+        metavar="DIST:V",
+        help="extra delay per frame, drawn per link and frame (seeded by --seed): uniform:A (on [0, A]), "
+        "normal:SD (delay truncated at 0), lognormal:SD (mean SD), exponential:MEAN; FIFO per link",
+    )
+    g.add_argument(
+        "--link-rate",
+        default=None,
+        metavar="R",
+        help="serialisation rate of every link: a frame takes its bytes / R (e.g. 100Mbit, 10MB)",
+    )
+    g.add_argument(
+        "--link-file",
+        default=None,
+        metavar="FILE",
+        help="per-node and per-link overrides, one a line: 'node X,Y delay=5ms', "
+        "'link X,Y PORT jitter=normal:1ms rate=10Mbit', 'default ...' (docs: links)",
+    )
+    g.add_argument(
+        "--link-model", default=None, help=argparse.SUPPRESS
+    )  # a model as JSON (containers' coordinator)
+
+
+def link_model_from(args: argparse.Namespace, topology: Topology | None, seed: int) -> LinkModel | None:
+    """The link model of the ``--link-*`` options, checked against ``topology`` (None: no options given)."""
+    wire = getattr(args, "link_model", None)
+    try:
+        if wire is not None:
+            model = LinkModel.from_wire(json.loads(wire))
+        else:
+            words = {
+                k: v
+                for k, v in (
+                    ("delay", getattr(args, "link_delay", None)),
+                    ("jitter", getattr(args, "link_jitter", None)),
+                    ("rate", getattr(args, "link_rate", None)),
+                )
+                if v is not None
+            }
+            path = getattr(args, "link_file", None)
+            if not words and path is None:
+                return None
+            model = LinkModel(LinkSpec().merged(words), seed=seed)
+            if path is not None:
+                try:
+                    text = Path(path).read_text()
+                except OSError as exc:
+                    raise UsageError(f"--link-file {path}: {exc.strerror or exc}") from None
+                model = parse_link_file(text, model, f"--link-file {path}")
+        if topology is not None:
+            model.check(topology)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(
+            f"link model: {exc}" if not str(exc).startswith(("link", "--link")) else str(exc)
+        ) from None
+    return model
 
 
 def timing_from(args: argparse.Namespace) -> Timing | None:
@@ -363,6 +437,7 @@ def settings_from(
             prep=getattr(args, "prep", None),
             sync=getattr(args, "sync", None),
             shards=getattr(args, "shards", 1),
+            link_model=link_model_from(args, topology, args.seed),
             **extra,
         )
     )

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -16,7 +17,7 @@ from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summar
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
-from coordinator.workloads.plan import Plan
+from coordinator.workloads.plan import Multicast, Plan
 
 __all__ = ["RUNTIMES", "emulate", "emulate_apart", "merge_runs", "result_document", "runtime_problem"]
 
@@ -68,8 +69,21 @@ async def emulate_apart(plan: Plan, settings: RunSettings, progress: Progress | 
     emulation queue behind each other and their wall-clock spread measures that queueing, not
     jitter. Run apart, no repetition overlaps another in real time (each starts the nodes anew).
     """
+
+    def part_settings(m: Multicast) -> RunSettings:
+        if settings.link_model is None:
+            return settings
+        return replace(settings, link_model=settings.link_model.part(m.id))  # each repetition draws afresh
+
+    if settings.runtime == "processes" and settings.deployment is None and len(plan.multicasts) > 1:
+        from coordinator.runtimes.processes import run_processes_parts
+
+        # one set of node processes serves every repetition: warm, as a deployment's nodes are
+        with paused_gc():
+            parts = [(Plan(plan.topology, (m,)), part_settings(m)) for m in plan.multicasts]
+            return merge_runs(await run_processes_parts(parts, settings, progress))
     total = sum(len(m.destinations) for m in plan.multicasts)
-    parts: list[RawRun] = []
+    runs: list[RawRun] = []
     done = 0
     for m in plan.multicasts:
         base = done
@@ -78,11 +92,11 @@ async def emulate_apart(plan: Plan, settings: RunSettings, progress: Progress | 
             if progress is not None:
                 progress(base + reached, total)
 
-        parts.append(await emulate(Plan(plan.topology, (m,)), settings, part_progress))
+        runs.append(await emulate(Plan(plan.topology, (m,)), part_settings(m), part_progress))
         done += len(m.destinations)
         if progress is not None:
             progress(done, total)
-    return merge_runs(parts)
+    return merge_runs(runs)
 
 
 def merge_runs(parts: Sequence[RawRun]) -> RawRun:
@@ -176,6 +190,8 @@ def result_document(
         "jitter": jitter(records),
         "errors": errors,
     }
+    if settings.link_model is not None:  # each link's behaviour (wall-clock arrivals carry it)
+        doc["run"]["link_model"] = settings.link_model.describe()
     if settings.sync is not None:  # asked for: say how lockstep was synchronized
         doc["run"]["sync"] = settings.sync
     if settings.switching == "wormhole":  # steps are cycles; the flit-level settings that made them

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -320,11 +320,18 @@ async def _child(
     argv: list[str],
     launch: Launch,
     logpath: Path,
-    bus: CoordinatorBus,
+    buses: list[CoordinatorBus],
     on_early_exit: Callable[[Coord, str], None],
 ) -> None:
-    """Run one node process; if it dies without a final report, tell the session it is lost."""
+    """Run one node process; if it dies without a final report, tell the session it is lost.
+
+    ``buses``: the parts' coordinator buses so far (the last is the current part's).
+    """
     returncode = await launch(argv, logpath, f"node {node[0]},{node[1]}")
+    if not buses:  # it died before the first part's bus was up
+        on_early_exit(node, f"its process exited with status {returncode} before the run began")
+        return
+    bus = buses[-1]
     # its final report may still be on its way through the broker (a node flushes before it exits)
     with trio.move_on_after(REPORT_GRACE if returncode == 0 else 2.0):
         await bus.wait_done(node)
@@ -358,32 +365,65 @@ async def run_processes(
     ``timings``, if given, receives ``startup_s`` (launch to the first step), ``run_s`` and
     ``teardown_s``.
     """
-    topo = plan.topology
+    (raw,) = await run_processes_parts([(plan, settings)], settings, progress, log=log, timings=timings)
+    return raw
+
+
+async def run_processes_parts(
+    parts: Sequence[tuple[Plan, RunSettings]],
+    settings: RunSettings,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+    timings: dict[str, float] | None = None,
+) -> list[RawRun]:
+    """Run each plan of ``parts`` (with its settings) as a run of its own, one after another, on
+    one set of node processes; their records, in order (up to the first incomplete one).
+
+    With more than one part the nodes serve run after run (``--serve``), as a deployment's do:
+    repetitions of a jitter measurement then meet warm nodes, not freshly started ones.
+    ``settings`` holds what the parts share (runtime, broker, run directory, wall budget).
+    """
+    topo = parts[0][0].topology
     nodes = list(topo.nodes())
     run_id = "p" + secrets.token_hex(4)
     keep = settings.run_dir is not None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-processes-"))
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     sessions: list[Session] = []
+    raws: list[RawRun] = []
 
     async def run() -> RawRun:
         async with _broker(settings.broker, workdir, log) as (address, broker_env):
-            return await _run(
-                plan, settings, progress, nodes, run_id, address, broker_env, workdir, timings, sessions
+            await _run(
+                parts,
+                settings,
+                progress,
+                nodes,
+                run_id,
+                address,
+                broker_env,
+                workdir,
+                timings,
+                sessions,
+                raws,
             )
+        return raws[-1]
 
     def partial() -> RawRun:
-        return sessions[0].collector.raw if sessions else RawRun()
+        return sessions[-1].collector.raw if sessions else RawRun()
 
     ok = False
     try:
         if settings.broker is None:
             _check_mosquitto()
         raw = await run_interruptible(run, partial)
+        if len(raws) < len(parts) or raws[-1] is not raw:  # interrupted in a part: keep what it has
+            raws.append(raw)
         ok = not raw.incomplete
         if not ok and not keep:
             raw.incomplete.append(f"node logs kept in {workdir / 'logs'}")
-        return raw
+        return raws
     except Interrupted:
         ok = True  # every child is reaped: nothing in the temporary directory is worth keeping
         raise
@@ -412,7 +452,7 @@ async def _broker(
 
 
 async def _run(
-    plan: Plan,
+    parts: Sequence[tuple[Plan, RunSettings]],
     settings: RunSettings,
     progress: Callable[[int, int], None] | None,
     nodes: list[Coord],
@@ -420,10 +460,13 @@ async def _run(
     address: BrokerAddress,
     broker_env: dict[str, str],
     workdir: Path,
-    timings: dict[str, float] | None = None,
-    sessions: list[Session] | None = None,
-) -> RawRun:
-    topo = plan.topology
+    timings: dict[str, float] | None,
+    sessions: list[Session],
+    raws: list[RawRun],
+) -> None:
+    """Start the nodes, run each part on them (a coordinator bus and a session each), reap them."""
+    topo = parts[0][0].topology
+    serve = len(parts) > 1
     t0 = time.perf_counter()
     ports = dict(zip(nodes, free_ports(len(nodes)), strict=True))
     env = dict(os.environ, **broker_env, PYTHONUNBUFFERED="1")
@@ -435,41 +478,65 @@ async def _run(
     env.setdefault("MESHCAST_MQTT_KEEPALIVE", str(keepalive_for(len(nodes))))
     url = f"mqtt://{address.host}:{address.port}"
     early: list[str] = []
-    async with open_coordinator_bus(address, run_id) as bus:
-        session = Session(plan, settings, bus.send_to, bus.broadcast, bus.inbox, peers=_peers(topo, ports),
-                          progress=progress, run_id=run_id)  # fmt: skip
-        if sessions is not None:
-            sessions.append(session)
-        with trio.CancelScope() as startup_failed:
+    buses: list[CoordinatorBus] = []
+    """The current part's bus (a node that dies is reported there)."""
+    total = sum(len(m.destinations) for plan, _ in parts for m in plan.multicasts)
+    done = 0
+    with trio.CancelScope() as startup_failed:
 
-            def on_early_exit(node: Coord, why: str) -> None:
-                early.append(f"node ({node[0]},{node[1]}): {why}")
-                if bus.broadcasts == 0:  # before the plan went out: the run cannot start at all
-                    startup_failed.cancel()
+        def on_early_exit(node: Coord, why: str) -> None:
+            early.append(f"node ({node[0]},{node[1]}): {why}")
+            if not buses or (len(buses) == 1 and buses[0].broadcasts == 0):
+                startup_failed.cancel()  # before the first plan went out: the run cannot start at all
 
-            async with _launcher(env, workdir) as launch, trio.open_nursery() as children:
-                for n in nodes:
-                    argv = ["--broker", url, "--run-id", run_id, "--node", f"{n[0]},{n[1]}",
-                            "--listen", f"{LOOPBACK}:{ports[n]}",
-                            "--wait", str(settings.wall_budget)]  # fmt: skip
-                    logpath = workdir / "logs" / f"node-{n[0]}-{n[1]}.log"
-                    children.start_soon(_child, n, argv, launch, logpath, bus, on_early_exit)
-                raw = await session.run(set(nodes))
-                t1 = time.perf_counter()
-                # a node declared lost may hang (SIGSTOP): its fellows had their stop; end now
-                with trio.move_on_after(LOST_EXIT_GRACE if session.lost else EXIT_GRACE):
-                    while not all(n in bus.done for n in nodes):
-                        await trio.sleep(0.05)
-                    await _children_exited(children)
-                children.cancel_scope.cancel()
-        if timings is not None and not startup_failed.cancelled_caught:
-            timings.update(
-                startup_s=t1 - t0 - raw.wall_s, run_s=raw.wall_s, teardown_s=time.perf_counter() - t1
-            )
-        if startup_failed.cancelled_caught:
-            raw = session.collector.raw
-            raw.incomplete.append("a node process failed before the run started: " + "; ".join(early[:3]))
-    return raw
+        async with _launcher(env, workdir) as launch, trio.open_nursery() as children:
+            for n in nodes:
+                argv = ["--broker", url, "--run-id", run_id, "--node", f"{n[0]},{n[1]}",
+                        "--listen", f"{LOOPBACK}:{ports[n]}"]  # fmt: skip
+                argv += ["--serve"] if serve else ["--wait", str(settings.wall_budget)]
+                logpath = workdir / "logs" / f"node-{n[0]}-{n[1]}.log"
+                children.start_soon(_child, n, argv, launch, logpath, buses, on_early_exit)
+            for plan, part_settings in parts:
+                base = done
+
+                def part_progress(reached: int, _total: int, base: int = base) -> None:
+                    if progress is not None:
+                        progress(base + reached, total)
+
+                async with open_coordinator_bus(address, run_id) as bus:
+                    buses.append(bus)
+                    session = Session(
+                        plan, part_settings, bus.send_to, bus.broadcast, bus.inbox,
+                        peers=_peers(topo, ports), progress=part_progress, run_id=run_id,
+                    )  # fmt: skip
+                    sessions.append(session)
+                    raw = await session.run(set(nodes))
+                    raws.append(raw)
+                    t1 = time.perf_counter()
+                    if not serve:
+                        # a node declared lost may hang (SIGSTOP): its fellows had their stop; end now
+                        with trio.move_on_after(LOST_EXIT_GRACE if session.lost else EXIT_GRACE):
+                            while not all(n in bus.done for n in nodes):
+                                await trio.sleep(0.05)
+                            await _children_exited(children)
+                    else:  # every final report in before the bus goes (the nodes then wait for the next)
+                        with trio.move_on_after(LOST_EXIT_GRACE if session.lost else EXIT_GRACE):
+                            while not all(n in bus.done for n in nodes):
+                                await trio.sleep(0.05)
+                done += sum(len(m.destinations) for m in plan.multicasts)
+                if raw.incomplete:
+                    break
+            children.cancel_scope.cancel()
+    if timings is not None and not startup_failed.cancelled_caught and raws:
+        timings.update(
+            startup_s=t1 - t0 - sum(r.wall_s for r in raws), run_s=sum(r.wall_s for r in raws),
+            teardown_s=time.perf_counter() - t1,
+        )  # fmt: skip
+    if startup_failed.cancelled_caught:
+        raw = sessions[-1].collector.raw if sessions else RawRun()
+        raw.incomplete.append("a node process failed before the run started: " + "; ".join(early[:3]))
+        if not raws or raws[-1] is not raw:
+            raws.append(raw)
 
 
 async def _children_exited(children: trio.Nursery) -> None:

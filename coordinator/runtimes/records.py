@@ -11,6 +11,7 @@ from typing import Any
 
 from coordinator.workloads.plan import Plan
 from node import protocol
+from node.linkmodel import LinkModel
 from node.topology import Coord, port_names
 
 __all__ = ["Arrival", "Collector", "RawRun", "RunSettings"]
@@ -49,6 +50,8 @@ class RunSettings:
     deployment: str | None = None  # run on this long-lived deployment (``meshcast deploy``)
     shards: int = 1
     """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
+    link_model: LinkModel | None = None
+    """How each link delays its frames under the free clock (node/linkmodel.py); None: no behaviour."""
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen (4x faster __init__, paid per delivery); hashable

@@ -48,6 +48,11 @@ PROBE_SHARE = 4
 """Free clock: the wait between probes is at least this many times what the start cost the nodes,
 so that probing thousands of nodes that share the CPU with the coordinator takes at most about a
 fifth of the time while packets move."""
+FREE_SETTLE = 0.05
+FREE_SETTLE_PER_NODE = 0.002
+"""Free clock across processes: the sources inject this long after the start (plus this much per
+node), once every node has taken the start in. Else a node still busy with its own start message
+(hundreds of processes wake for it on a few cores) holds the first packets for milliseconds."""
 STOP_GRACE = 5.0
 BARRIER_WAIT = 60.0
 """Seconds the barrier's leader waits for the step-dones of one step (the nodes are up by then)."""
@@ -141,6 +146,7 @@ class Session:
             ts=s.ts,
             prep=s.prep,
             sync="barrier" if self.barrier else "alpha",
+            links=s.link_model.to_wire() if s.link_model is not None else {},
             peers=self.peers(node) if self.peers else {},
         )
 
@@ -282,7 +288,7 @@ class Session:
                 await self._send_plan(nodes)
                 if not self.barrier and self.settings.clock != "lockstep":
                     await self._settle()  # the plan taken in, so that the start's cost is its own
-                await self._to_all(protocol.Start())
+                await self._to_all(protocol.Start(settle=self._free_settle(nodes)))
                 t0 = time.perf_counter()
                 phase = "running"
                 if self.barrier:
@@ -395,16 +401,34 @@ class Session:
         await trio.lowlevel.checkpoint()
         return time.perf_counter() - t0
 
+    def _free_settle(self, nodes: set[Coord]) -> float:
+        """Free clock: seconds the sources wait after the start (0 in one process, see FREE_SETTLE)."""
+        s = self.settings
+        if s.clock == "lockstep" or (s.runtime == "in-process" and s.deployment is None):
+            return 0.0
+        return min(10.0, FREE_SETTLE + FREE_SETTLE_PER_NODE * len(nodes))
+
     async def _free_until_quiescent(self, nodes: set[Coord]) -> None:
-        """Free clock: probe counters until two probes in a row agree and sent == received."""
+        """Free clock: probe counters until two probes in a row agree and sent == received.
+
+        The first probe waits for the sources' settling and, under a link model, for a packet to
+        cross the network: a probe wakes every node, and while packets move that is noise in
+        their arrival times.
+        """
         previous: tuple[int, int] | None = None
         # Probing costs what the start cost: a control message taken in at every node (a probe
         # round's own length is no measure: while packets move it includes their forwarding).
         interval = max(PROBE_INTERVAL, PROBE_SHARE * await self._settle())
+        first = self._free_settle(nodes)
+        model = self.settings.link_model
+        if model is not None:
+            first += (self.plan.topology.diameter + 1) * model.hop_bound()
+        wait = first + interval
         while True:
-            with trio.move_on_after(interval):
+            with trio.move_on_after(wait):
                 while True:
                     await self._next()
+            wait = interval
             self._probe += 1
             await self._to_all(protocol.Probe(self._probe))
             while not all(

@@ -1,0 +1,199 @@
+"""Links with a behaviour in real runs: wall-clock arrivals carry the model, lockstep does not.
+
+The physics check (issue 34, item 6): with delay d, independent per-link jitter of SD σ and a
+measured per-hop cost c, a destination h links away arrives after about h·(d + c), with an SD
+of about √h·σ over repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from coordinator.cli import main
+from coordinator.experiments.run import emulate_apart
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.workloads.plan import Multicast, Plan
+from node.linkmodel import Jitter, LinkModel, LinkSpec
+from node.topology import Coord, Topology
+from tests._env import need_broker
+from tests.test_validation import one_line_exit_2
+
+MESH = Topology.parse("mesh:4x4")
+DESTS: tuple[Coord, ...] = ((3, 3), (0, 3), (2, 2), (3, 0), (1, 2))
+
+
+def repeated(n: int, algorithm: str = "vh") -> Plan:
+    return Plan(MESH, tuple(Multicast(i, algorithm, (0, 0), DESTS, 0) for i in range(n)))
+
+
+def latencies(raw: RawRun) -> dict[Coord, list[tuple[int, float]]]:
+    """Per destination: (links crossed, wall-clock latency in seconds) of each repetition."""
+    out: dict[Coord, list[tuple[int, float]]] = defaultdict(list)
+    for a in raw.arrivals:
+        t0, host = raw.injected[a.mc]
+        assert a.wall_ns is not None and a.host == host
+        out[a.node].append((a.hops, (a.wall_ns - t0) / 1e9))
+    return out
+
+
+async def test_lockstep_records_are_unchanged_by_a_link_model() -> None:
+    plan = repeated(3)
+    model = LinkModel(LinkSpec(delay=0.003, jitter=Jitter("exponential", 0.002), rate=1e6))
+    ref = await run_inprocess(plan, RunSettings())
+    got = await run_inprocess(plan, RunSettings(link_model=model))
+    assert got.logical_arrivals() == ref.logical_arrivals()
+    assert got.traffic == ref.traffic
+
+
+async def test_free_clock_arrivals_carry_the_delay_in_process() -> None:
+    """No packet beats propagation: every arrival is at least hops × d after its injection."""
+    d = 0.002
+    raw = await emulate_apart(repeated(3), RunSettings(clock="free", link_model=LinkModel(LinkSpec(delay=d))))
+    assert not raw.incomplete and not raw.errors
+    lat = latencies(raw)
+    assert set(lat) == set(DESTS)
+    for node, rows in lat.items():
+        for hops, seconds in rows:
+            assert hops * d <= seconds < hops * d + 0.05, (node, hops, seconds)
+
+
+async def test_one_slow_link_delays_only_what_crosses_it() -> None:
+    """(0,0)+x at 20 ms: VH sends (3,0) and (3,3) across it, (0,3) not."""
+    model = LinkModel(LinkSpec(delay=0.001), links=(((0, 0), "+x", LinkSpec(delay=0.02)),))
+    raw = await emulate_apart(repeated(1), RunSettings(clock="free", link_model=model))
+    lat = {n: rows[0][1] for n, rows in latencies(raw).items()}
+    assert lat[(3, 0)] >= 0.02 + 2 * 0.001 and lat[(3, 3)] >= 0.02 + 5 * 0.001
+    assert lat[(0, 3)] < 0.02
+
+
+def physics(raw: RawRun, base: RawRun, d: float, sigma: float) -> list[str]:
+    """Per destination h ≥ 2 links away, measured against predicted; the misses, said.
+
+    ``base`` is a run with the delay alone: c, the per-hop cost beyond d (forwarding, the
+    pumps, the host), is measured there, then predicts the jittered run's mean.
+    """
+    c = statistics.median([s / h - d for rows in latencies(base).values() for h, s in rows])
+    misses = []
+    for node, rows in sorted(latencies(raw).items()):
+        (h,) = {h for h, _ in rows}
+        if h < 2:
+            continue
+        xs = [s for _, s in rows]
+        mean, sd = statistics.fmean(xs), statistics.stdev(xs)
+        want_mean, want_sd = h * (d + c), math.sqrt(h) * sigma
+        line = (
+            f"{node} h={h}: mean {mean * 1e3:.3f} ms (predicted {want_mean * 1e3:.3f}), "
+            f"SD {sd * 1e3:.3f} ms (predicted {want_sd * 1e3:.3f})"
+        )
+        if abs(mean - want_mean) > 0.15 * want_mean or abs(sd - want_sd) > 0.35 * want_sd:
+            misses.append(line)
+    return misses
+
+
+async def _physics_on(settings: RunSettings) -> None:
+    d, sigma, n = 0.002, 0.0005, 30
+    model = LinkModel(LinkSpec(delay=d, jitter=Jitter("normal", sigma)), seed=1)
+    plan = repeated(n + 1)  # the first, cold, is left out (warm-up)
+    base = await emulate_apart(repeated(6), replace(settings, link_model=LinkModel(LinkSpec(delay=d))))
+    raw = await emulate_apart(plan, replace(settings, link_model=model))
+    for r in (base, raw):
+        assert not r.incomplete and not r.errors, (r.incomplete, r.errors[:3])
+    first = {0}
+    kept = replace(raw, arrivals=[a for a in raw.arrivals if a.mc not in first])
+    base = replace(base, arrivals=[a for a in base.arrivals if a.mc not in first])
+    assert not physics(kept, base, d, sigma)
+
+
+async def test_physics_in_process() -> None:
+    await _physics_on(RunSettings(clock="free"))
+
+
+@pytest.mark.slow
+async def test_physics_on_processes(tmp_path: Path) -> None:
+    need_broker()
+    await _physics_on(RunSettings(clock="free", runtime="processes", run_dir=str(tmp_path), wall_budget=120))
+
+
+@pytest.mark.slow
+async def test_free_clock_with_a_link_model_on_processes(tmp_path: Path) -> None:
+    """Across processes over TCP: complete, no errors, every arrival after hops × d."""
+    need_broker()
+    d = 0.002
+    model = LinkModel(LinkSpec(delay=d, jitter=Jitter("uniform", 0.001), rate=1e8))
+    settings = RunSettings(clock="free", runtime="processes", run_dir=str(tmp_path), link_model=model)
+    raw = await emulate_apart(repeated(2, "dp"), settings)
+    assert not raw.incomplete and not raw.errors
+    for node, rows in latencies(raw).items():
+        assert len(rows) == 2
+        for hops, seconds in rows:
+            assert seconds >= hops * d, (node, hops, seconds)
+
+
+def test_the_json_records_the_link_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    links = tmp_path / "links.txt"
+    links.write_text("node 1,1 delay=5ms  # one slow node\nlink 0,0 +y jitter=uniform:1ms\n")
+    args = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "3,3 1,2", "--clock", "free"]
+    argv = [
+        *args,
+        "--link-delay",
+        "500us",
+        "--link-file",
+        str(links),
+        "--out",
+        str(tmp_path / "out"),
+        "--json",
+    ]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    model = doc["run"]["link_model"]
+    assert model["default"] == "delay 500us"
+    assert model["nodes"] == {"1,1": "delay 5ms"}
+    assert model["links"] == {"0,0 +y": "delay 500us, jitter uniform:1ms"}
+    saved = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert saved["run"]["link_model"] == model
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--link-delay=-1ms"], "link delay '-1ms' is negative"),
+        (["--link-delay", "nan"], "link delay 'nan' is not a duration"),
+        (["--link-jitter", "pareto:1ms"], "unknown distribution 'pareto'"),
+        (["--link-jitter", "normal:inf"], "not a duration"),
+        (["--link-rate", "0"], "link rate '0' must be a positive"),
+        (["--link-file", "/nonexistent/links.txt"], "--link-file /nonexistent/links.txt:"),
+    ],
+)
+def test_bad_link_values_exit_2_with_one_line(
+    extra: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1 3,3", "--clock", "free"]
+    assert words in one_line_exit_2([*argv, *extra], capsys)
+
+
+def test_a_link_file_naming_a_missing_link_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "links.txt"
+    f.write_text("# edge of the mesh\nlink 3,3 +x delay=1ms\n")
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1", "--link-file", str(f)]
+    assert "link 3,3 +x does not exist in mesh:4x4" in one_line_exit_2(argv, capsys)
+    f.write_text("node 1,1 delay=fast\n")
+    assert f"--link-file {f}, line 1: link delay 'fast'" in one_line_exit_2(argv, capsys)
+
+
+def test_the_containers_coordinator_gets_the_model() -> None:
+    from coordinator.runtimes.containers import settings_args
+
+    model = LinkModel(LinkSpec(delay=0.001), nodes=(((1, 1), LinkSpec(delay=0.004)),), seed=3)
+    args = settings_args(RunSettings(clock="free", link_model=model))
+    i = args.index("--link-model")
+    assert LinkModel.from_wire(json.loads(args[i + 1])) == model
