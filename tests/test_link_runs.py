@@ -197,3 +197,37 @@ def test_the_containers_coordinator_gets_the_model() -> None:
     args = settings_args(RunSettings(clock="free", link_model=model))
     i = args.index("--link-model")
     assert LinkModel.from_wire(json.loads(args[i + 1])) == model
+
+
+def test_predict_puts_measured_beside_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "3,3 0,3", "--clock", "free"]
+    assert (
+        main(
+            [
+                *args,
+                "--repeat",
+                "4",
+                "--link-delay",
+                "2ms",
+                "--link-jitter",
+                "uniform:1ms",
+                "--predict",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = json.loads(capsys.readouterr().out)["prediction"]
+    assert {tuple(r["node"]) for r in rows} == {(3, 3), (0, 3)}
+    for r in rows:
+        assert r["predicted_mean_s"] == pytest.approx(r["hops"] * 0.0025)
+        assert r["predicted_sd_s"] == pytest.approx(math.sqrt(r["hops"]) * 0.001 / math.sqrt(12))
+        assert r["mean_s"] >= r["hops"] * 0.002  # no frame beats its delay
+    assert "--predict compares" in one_line_exit_2([*args, "--predict"], capsys)
+
+
+def test_netem_shaping_is_refused_where_it_cannot_be_had(capsys: pytest.CaptureFixture[str]) -> None:
+    """This build shapes in the application only: netem is refused, saying why (here: no qdisc)."""
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1", "--clock", "free"]
+    line = one_line_exit_2([*argv, "--link-delay", "1ms", "--link-shaping", "netem"], capsys)
+    assert line.startswith("meshcast: error: --link-shaping netem: ") and "--link-shaping app" in line

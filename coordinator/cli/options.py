@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import socket
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -278,12 +279,36 @@ def add_link_options(p: argparse.ArgumentParser) -> None:
         "'link X,Y PORT jitter=normal:1ms rate=10Mbit', 'default ...' (docs: links)",
     )
     g.add_argument(
+        "--link-shaping",
+        choices=("app", "netem"),
+        default="app",
+        help="app: the nodes hold each frame for its delay (every runtime; the default); netem: the "
+        "kernel's netem qdisc on each node container's interface (refused where the kernel lacks it)",
+    )
+    g.add_argument(
         "--link-model", default=None, help=argparse.SUPPRESS
     )  # a model as JSON (containers' coordinator)
 
 
+def netem_problem() -> str:
+    """Why ``--link-shaping netem`` cannot be had here (asked of ``tc`` in a throwaway network namespace)."""
+    try:
+        probe = subprocess.run(
+            ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot ask the kernel for netem ({exc})"
+    if probe.returncode != 0:
+        said = (probe.stderr.strip().splitlines() or ["no reason given"])[-1]
+        return f"this kernel has no netem qdisc (tc: {said})"
+    return "the kernel has netem, but this build applies link models in the application only"
+
+
 def link_model_from(args: argparse.Namespace, topology: Topology | None, seed: int) -> LinkModel | None:
     """The link model of the ``--link-*`` options, checked against ``topology`` (None: no options given)."""
+    if getattr(args, "link_shaping", "app") == "netem":
+        raise UsageError(f"--link-shaping netem: {netem_problem()}; use --link-shaping app (the default)")
     wire = getattr(args, "link_model", None)
     try:
         if wire is not None:

@@ -265,12 +265,41 @@ def _keep_partial(
     print("wrote partial results " + ", ".join(str(w) for w in written), file=sys.stderr)
 
 
+def print_prediction(doc: dict[str, Any]) -> None:
+    """``--predict``: each node's measured wall-clock arrivals beside the link model's prediction."""
+    rows = doc.get("prediction")
+    if rows is None:
+        return
+    from rich.table import Table
+
+    table = Table(
+        "algorithm", "node", "h", "mean ms", "h·(d+μ) ms", "SD ms", "√h·σ ms", "host ms/hop",
+        title="measured against the link model (mean h·(d+μ), SD √h·σ; the rest is the hosts')",
+    )  # fmt: skip
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1e3:.3f}"
+
+    for r in rows:
+        table.add_row(
+            r["algorithm"], f"{r['node'][0]},{r['node'][1]}", str(r["hops"]), ms(r["mean_s"]),
+            ms(r["predicted_mean_s"]), ms(r["sd_s"]), ms(r["predicted_sd_s"]), ms(r["host_cost_per_hop_s"]),
+        )  # fmt: skip
+    console().print(table)
+    if not rows:
+        console().print("no node was reached in two or more repetitions: nothing to compare (--repeat N)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
     if args.port_model is None:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model is all-port
         args.port_model = "all-port" if args.mcast_set else "one-port"
     settings = settings_from(args, topo, trace=args.trace)
+    if args.predict and (settings.link_model is None or settings.clock != "free"):
+        raise UsageError(
+            "--predict compares free-clock arrivals with a link model: give --clock free and --link-*"
+        )
     timing = timing_from(args)
     plan = plan_from(args, topo)
     apart = repetitions_apart(args, plan)
@@ -288,6 +317,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.repeat > 1 and args.dests is not None:
             every = args.inject_every
             doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
+        if args.predict and settings.link_model is not None:
+            from coordinator.analysis.linkpredict import predict
+
+            doc["prediction"] = predict(doc["multicasts"], settings.link_model)
     if out is not None:
         written = write_outputs(out, doc, plan)
         if not args.json:
@@ -298,6 +331,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print_summary(doc)
         print_jitter(doc)
+        print_prediction(doc)
         if args.mcast_set:
             print_mcast(doc)
     print_incomplete(doc)
@@ -385,6 +419,12 @@ def add_command(sub: Any) -> None:
         help="algorithm parameter",
     )
     run.add_argument("--trace", action="store_true", help="record every link traversal")
+    run.add_argument(
+        "--predict",
+        action="store_true",
+        help="free clock with a link model: print each node's measured arrival mean and SD beside the "
+        "model's h·(d+μ) and √h·σ (JSON: prediction)",
+    )
     run.add_argument(
         "--out",
         default=None,
