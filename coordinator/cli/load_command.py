@@ -152,7 +152,7 @@ def add_command(sub: Any) -> None:
     )
     p.add_argument("--out", default=None, help="new (or empty) directory for load.csv and load.png")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
-    add_run_options(p, {"engines": "every node's engine in one loop without trio (records as in-process)"})
+    add_run_options(p, command="load")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"load": cmd_load}

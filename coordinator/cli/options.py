@@ -18,7 +18,7 @@ from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
-from coordinator.experiments.run import RUNTIMES, runtime_problem
+from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.records import RunSettings
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.linkmodel import LinkModel, LinkSpec, parse_link_file
@@ -48,12 +48,10 @@ MAX_STEPS = 10**9
 MAX_WALL_S = 7 * 24 * 3600.0
 MAX_COUNT = 10**6
 MAX_REPEAT = 100_000
-MAX_NODES = {"in-process": 65_536, "model": 65_536, "engines": 65_536, "processes": 1024, "containers": 256}
-"""The most nodes each runtime hosts: one OS process per node, or one container per node."""
+MAX_NODES = {name: r.max_nodes for name, r in runtimes.RUNTIMES.items()}
+"""The most nodes each runtime hosts (the registry's: one OS process per node, one container per node)."""
 BROKER_PROBE_S = 3.0
 SYNCS = ("alpha", "barrier")
-SYNC_RUNTIMES = ("in-process", "processes", "containers")
-"""The runtimes whose nodes step in lockstep as actors (``--sync`` applies to them)."""
 ALDUBAI = "Al-Dubai, Ould-Khaoua & Mackenzie"
 
 
@@ -124,10 +122,13 @@ def _accepts(algorithm: str, name: str) -> bool:
     return any(p.type == "algorithm" for p in alg.params)
 
 
-def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] | None = None) -> None:
-    """Options shared by every command that runs an emulation (``extra_runtimes``: name -> help,
-    runtimes only this command offers)."""
+def add_run_options(
+    p: argparse.ArgumentParser, extra_runtimes: dict[str, str] | None = None, command: str = "run"
+) -> None:
+    """Options shared by every command that runs an emulation: ``command``'s runtimes from the
+    registry (``extra_runtimes``: name -> help, runtimes only this command offers)."""
     extra = extra_runtimes or {}
+    offered = runtimes.names(command)
     p.add_argument(
         "--port-model",
         choices=PORT_MODELS,
@@ -157,10 +158,11 @@ def add_run_options(p: argparse.ArgumentParser, extra_runtimes: dict[str, str] |
     )
     p.add_argument(
         "--runtime",
-        choices=(*RUNTIMES, *extra),
+        choices=(*offered, *(e for e in extra if e not in offered)),
         default="in-process",
-        help="in-process trio tasks, one OS process per node, one container per node, or the model"
-        + "".join(f"; {name}: {text}" for name, text in extra.items()),
+        help="; ".join(f"{name}: {runtimes.RUNTIMES[name].summary}" for name in offered)
+        + "".join(f"; {name}: {text}" for name, text in extra.items() if name not in offered)
+        + " (what each supports: README, 'What runs where')",
     )
     p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
     p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
@@ -371,17 +373,9 @@ def validate_settings(settings: RunSettings) -> RunSettings:
         why = check_switching(settings)
         if why is not None:
             raise UsageError(f"--switching wormhole: {why}")
-    if settings.sync is not None:
-        if settings.sync not in SYNCS:
-            raise UsageError(f"--sync must be one of {', '.join(SYNCS)}, got {settings.sync!r}")
-        if settings.clock != "lockstep":
-            raise UsageError("--sync applies to --clock lockstep only (the free clock has no steps)")
-        if settings.runtime not in SYNC_RUNTIMES:
-            raise UsageError(
-                f"--sync applies to the {', '.join(SYNC_RUNTIMES)} runtimes, not {settings.runtime} "
-                "(which has no node actors to synchronize)"
-            )
-    problem = runtime_problem(settings.runtime)
+    if settings.sync is not None and settings.sync not in SYNCS:
+        raise UsageError(f"--sync must be one of {', '.join(SYNCS)}, got {settings.sync!r}")
+    problem = runtimes.problem(settings)  # what the runtime supports: the registry says
     if problem:
         raise UsageError(problem)
     in_range("--shards", settings.shards, 1, MAX_COUNT)

@@ -101,7 +101,8 @@ def execute(
 
 
 def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
-    """Whether ``run`` emulates each repetition on its own (the default for repeated ``--dests``).
+    """Whether ``run`` emulates each repetition on its own (the default for repeated ``--dests``,
+    and for every multicast of a wormhole run: ``--together`` makes them compete).
 
     Repetitions of one multicast are for jitter; injected together they queue behind each other
     and the spread of their wall-clock latency measures that queue. ``--inject-every N`` spaces
@@ -121,7 +122,13 @@ def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
         if args.dests is None:
             raise UsageError("--inject-every spaces repetitions of --dests; give --dests")
         return False
-    if together or args.dests is None or getattr(args, "mcast_set", None):
+    if together or getattr(args, "mcast_set", None):
+        return False
+    if getattr(args, "switching", "") == "wormhole":
+        # wormhole switching shares the channels (its only contention mode): sets injected
+        # together would compete, and trees of several can deadlock; each is measured alone
+        return args.repeat > 1 or (args.dests is None and len(algorithms_of(args.algorithm)) > 1)
+    if args.dests is None:
         return False
     return args.repeat > 1
 

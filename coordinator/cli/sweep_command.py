@@ -73,7 +73,7 @@ def add_command(sub: Any) -> None:
         default=DEFAULT_CHUNK,
         help=f"most multicasts per emulation, 0 for no limit (default {DEFAULT_CHUNK})",
     )
-    add_run_options(p)
+    add_run_options(p, command="sweep")
 
 
 def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:

@@ -3,40 +3,32 @@
 from __future__ import annotations
 
 import gc
-import importlib
-import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-import trio
-
 from coordinator.analysis.completion import completion
 from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summarise
 from coordinator.analysis.timing import Timing, apply_timing
-from coordinator.runtimes.model import run_model
+from coordinator.runtimes import registry
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 
 __all__ = ["RUNTIMES", "emulate", "emulate_apart", "merge_runs", "result_document", "runtime_problem"]
 
-RUNTIMES = ("in-process", "processes", "containers", "model")
-_DISTRIBUTED = {
-    "processes": ("coordinator.runtimes.processes", "run_processes"),
-    "containers": ("coordinator.runtimes.containers", "run_containers"),
-}
-
 Progress = Callable[[int, int], None]
+
+RUNTIMES = registry.names("reproduce")
+"""The runtimes every experiment offers (``meshcast run`` also offers ``engines``: registry)."""
 
 
 def runtime_problem(runtime: str) -> str | None:
     """Why ``runtime`` cannot run in this installation, or None."""
-    if runtime not in RUNTIMES:
-        return f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}"
-    if runtime in _DISTRIBUTED and importlib.util.find_spec(_DISTRIBUTED[runtime][0]) is None:
-        return f"runtime {runtime!r} is not available in this build"
-    return None
+    try:
+        return registry.get(runtime).problem(RunSettings(runtime=runtime))
+    except ValueError as exc:
+        return str(exc)
 
 
 @contextmanager
@@ -129,23 +121,7 @@ async def _emulate(plan: Plan, settings: RunSettings, progress: Progress | None)
         from coordinator.runtimes.deployments import run_on_deployment
 
         return await run_on_deployment(plan, settings, progress)
-    if settings.runtime == "in-process":
-        from coordinator.runtimes.inprocess import run_inprocess
-
-        return await run_inprocess(plan, settings, progress)
-    if settings.runtime in _DISTRIBUTED:
-        module, function = _DISTRIBUTED[settings.runtime]
-        try:
-            runner = getattr(importlib.import_module(module), function)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            raise ValueError(f"runtime {settings.runtime!r} is not available in this build") from None
-        raw: RawRun = await runner(plan, settings, progress)
-        return raw
-    if settings.runtime == "model":
-        return await trio.to_thread.run_sync(run_model, plan, settings)
-    raise ValueError(f"runtime {settings.runtime!r} is not available in this build")
+    return await registry.run(plan, settings, progress)
 
 
 def result_document(
