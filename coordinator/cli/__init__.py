@@ -15,6 +15,7 @@ from typing import Any
 from coordinator.cli import (
     bench_command,
     check_command,
+    config,
     deploy_command,
     load_command,
     plot_command,
@@ -96,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for m in _MODULES:
         m.add_command(sub)
+    for name in config.COMMANDS:
+        config.add_config_options(sub.choices[name])
     for p in _subparsers(parser):
         p.formatter_class = HelpFormatter
     return parser
@@ -110,6 +113,15 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
                 found.append(p)
                 found.extend(_subparsers(p))
     return found
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    """The sub-parser of ``command``, if there is one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    return None
 
 
 def _only_interrupts(exc: BaseException) -> bool:
@@ -140,7 +152,18 @@ def exit_status(exc: BaseException) -> tuple[int, str] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, map meshcast's errors to one line and an exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser()
+        command = next((a for a in argv if not a.startswith("-")), None)
+        sub = _command_parser(parser, command) if command in config.COMMANDS else None
+        if sub is not None and command is not None:
+            config.apply_config(command, sub, argv)
+        args = parser.parse_args(argv)
+        if sub is not None and command is not None:
+            args.experiment_file = config.config_toml(command, sub, args)
+            if args.print_config:
+                sys.stdout.write(args.experiment_file)
+                return 0
         return COMMANDS[args.command](args)
     except BaseException as exc:
         known = exit_status(exc)

@@ -311,6 +311,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_from(args, topo)
     apart = repetitions_apart(args, plan)
     out = prepare_out_dir(args.out, force=args.force) if args.out else None
+    if out is not None:  # what made it, to run it again: meshcast run --config DIR/config.toml
+        (out / "config.toml").write_text(args.experiment_file)
     if args.mcast_set:
         mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
         with progress("deliveries") as update:

@@ -117,6 +117,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     out = prepare_out_dir(args.out, force=args.force)
+    (out / "config.toml").write_text(args.experiment_file)  # what made it: sweep --config DIR/config.toml
     total = len(algorithms) * len(ks) * args.repeat
     run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
     with progress(f"sweep of {total} multicasts") as update:

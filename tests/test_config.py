@@ -1,0 +1,119 @@
+"""Experiment files: --print-config writes what --config reads; every --out holds its config.toml."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.cli import main
+from tests.test_validation import one_line_exit_2
+
+ARGS = ["--topology", "torus:6x6", "--algorithm", "vh,dp,pair", "--random-dests", "5", "--repeat", "3",
+        "--seed", "9", "--port-model", "all-port", "--param", "T=0.5"]  # fmt: skip
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "experiments"
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main([*argv, "--json"]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def records(doc: dict[str, Any]) -> list[Any]:
+    """The lockstep records: every multicast's arrivals, logically (wall clock left out)."""
+    return [
+        (
+            m["id"],
+            m["algorithm"],
+            m["destinations"],
+            [(a["node"], a["step"], a["hops"], a["startups"]) for a in m["arrivals"]],
+        )
+        for m in doc["multicasts"]
+    ]
+
+
+def print_config(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main([*argv, "--print-config"]) == 0
+    return capsys.readouterr().out
+
+
+def test_print_config_then_config_gives_the_same_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "x.toml"
+    cfg.write_text(print_config(["run", *ARGS[:-2]], capsys))
+    assert 'command = "run"' in cfg.read_text() and 'topology = "torus:6x6"' in cfg.read_text()
+    assert records(run_json(["run", "--config", str(cfg)], capsys)) == records(
+        run_json(["run", *ARGS[:-2]], capsys)
+    )
+
+
+def test_the_command_line_overrides_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "x.toml"
+    cfg.write_text(print_config(["run", *ARGS[:-2]], capsys))
+    doc = run_json(["run", "--config", str(cfg), "--port-model", "one-port", "--seed", "2"], capsys)
+    assert doc["run"]["port_model"] == "one-port" and doc["run"]["seed"] == 2
+    assert records(doc) == records(
+        run_json(["run", *ARGS[:-2], "--port-model", "one-port", "--seed", "2"], capsys)
+    )
+
+
+def test_every_out_directory_holds_the_config_that_reruns_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["run", *ARGS[:-2], "--out", str(out)]) == 0
+    capsys.readouterr()
+    again = run_json(["run", "--config", str(out / "config.toml")], capsys)
+    saved = json.loads((out / "run.json").read_text())
+    assert records(again) == records(saved)
+    sweep = tmp_path / "sweep"
+    assert main(["sweep", "--topology", "mesh:4x4", "--algorithms", "vh", "--dests", "2,3", "--repeat", "2",
+                 "--out", str(sweep)]) == 0  # fmt: skip
+    assert 'algorithms = "vh"' in (sweep / "config.toml").read_text()
+    load = tmp_path / "load"
+    argv = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", "0.01", "--duration", "40"]
+    assert main([*argv, "--warmup", "10", "--out", str(load)]) == 0
+    assert 'command = "load"' in (load / "config.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('command = "run"\n[options]\ncolour = "red"\n', "'meshcast run' has no option --colour"),
+        ('command = "run"\n[options]\nrepeat = "many"\n', "repeat = 'many'"),
+        ('command = "run"\n[options]\nclock = "sundial"\n', "clock must be one of lockstep, free"),
+        ('command = "run"\n[options]\ntrace = 1\n', "trace must be true or false"),
+        (
+            'command = "sweep"\n[options]\n',
+            "is an experiment file of 'meshcast sweep', not of 'meshcast run'",
+        ),
+        ("command = \n", "not TOML"),
+        ('command = "run"\nextra = 1\n', "unknown top-level key 'extra'"),
+        ('command = "run"\n[options]\nparam = "T=1"\n', "param takes a list"),
+    ],
+)
+def test_bad_experiment_files_are_one_line(
+    text: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    assert words in one_line_exit_2(["run", "--config", str(cfg)], capsys)
+
+
+def test_a_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--config /nonexistent.toml:" in one_line_exit_2(["run", "--config", "/nonexistent.toml"], capsys)
+
+
+def test_the_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(["run", "--config", str(EXAMPLES / "example1.toml")], capsys)
+    assert doc["run"]["complete"] and len(doc["multicasts"]) == 7
+    doc = run_json(["run", "--config", str(EXAMPLES / "jitter-links.toml"), "--repeat", "3"], capsys)
+    assert doc["run"]["complete"] and doc["run"]["link_model"]["default"] == "delay 1ms, jitter normal:250us"
+    assert (
+        main(["sweep", "--config", str(EXAMPLES / "sweep.toml"), "--repeat", "2", "--out", str(tmp_path)])
+        == 0
+    )
