@@ -88,7 +88,9 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_inject_every_spaces_lockstep_repetitions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*RUN, "--repeat", "3", "--inject-every", "50", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [m["injected"] for m in doc["multicasts"]] == [0, 50, 100]
+    # the warm-up repetition (1 by default) is injected at step 0 and left out of the results
+    assert [m["injected"] for m in doc["multicasts"]] == [50, 100, 150]
+    assert doc["run"]["warmup_discarded"] == 1
     assert doc["run"]["repetitions"] == "every 50 steps"
     assert {m["time"] for m in doc["multicasts"]} == {8}
     assert all(j["step_sd"] == 0 and j["step_mean"] > 0 for j in doc["jitter"])

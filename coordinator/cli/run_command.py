@@ -52,6 +52,7 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
     in_range("--random-dests", args.random_dests, 1, MAX_COUNT)
     in_range("--seed", args.seed, 0, 2**63 - 1)
     params = check_params(algorithms, parse_params(args.param))
+    warmup = warmup_of(args)
     try:
         if getattr(args, "mcast_set", None):
             return _mcast_plan(args, topo, algorithms, params)
@@ -60,14 +61,31 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
             if args.random_dests is not None:
                 raise UsageError("give either --dests or --random-dests, not both")
             every = getattr(args, "inject_every", None) or 0
-            return explicit(
-                topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params, every
-            )
+            dests = parse_coords(args.dests)
+            return explicit(topo, algorithms, source or (0, 0), dests, args.repeat, params, every, warmup)
         if args.random_dests is None:
             raise UsageError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
         return random_plan(topo, algorithms, args.random_dests, args.repeat, args.seed, source, params)
     except (PlanError, TopologyError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def warmup_of(args: argparse.Namespace) -> int:
+    """``--warmup-repeats`` checked, or its default: 1 when ``--dests`` is repeated, else 0.
+
+    Warm-up repetitions exist for one multicast made again and again (``--dests``); random sets
+    and message sets are never the same multicast twice, so an explicit value there is refused.
+    Commands without the option (``coordinate``, ``compose``) get 0.
+    """
+    if not hasattr(args, "warmup_repeats"):
+        return 0
+    given = args.warmup_repeats
+    if given is None:
+        return 1 if args.dests is not None and args.repeat > 1 and not getattr(args, "mcast_set", None) else 0
+    in_range("--warmup-repeats", given, 0, MAX_REPEAT)
+    if given and (args.dests is None or getattr(args, "mcast_set", None)):
+        raise UsageError("--warmup-repeats applies to repetitions of one --dests multicast; give --dests")
+    return int(given)
 
 
 def _mcast_plan(
@@ -123,7 +141,7 @@ def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
         return False
     if together or args.dests is None or getattr(args, "mcast_set", None):
         return False
-    return args.repeat > 1
+    return args.repeat + plan.warmup_repeats > 1
 
 
 def print_summary(doc: dict[str, Any]) -> None:
@@ -285,7 +303,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except Interrupted as exc:
             _keep_partial(exc, out, plan, settings, timing)
             raise
-        if args.repeat > 1 and args.dests is not None:
+        if args.repeat + plan.warmup_repeats > 1 and args.dests is not None:
             every = args.inject_every
             doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
     if out is not None:
@@ -364,6 +382,15 @@ def add_command(sub: Any) -> None:
         default=1,
         help="repetitions: of the --dests multicast (for jitter: each emulated on its own, one after "
         "another, unless --inject-every or --together), or new random sets with --random-dests",
+    )
+    run.add_argument(
+        "--warmup-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run N more repetitions of the --dests multicast first, for each algorithm, and leave them "
+        "out of every result (the first may run cold, slower than the rest). "
+        "Default: 1 when --repeat is above 1, else 0; given explicitly it applies with --repeat 1 too",
     )
     run.add_argument(
         "--inject-every",
