@@ -156,9 +156,14 @@ def print_summary(doc: dict[str, Any]) -> None:
         f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
-    caption = "time and mean arrival in steps, traffic in link traversals; ± = 95% CI"
+    caption = (
+        _warmup_note(run) + "time and mean arrival in steps, traffic in link traversals; "
+        "CV = SD / mean of the destinations' arrival (steps; wall: wall-clock latency); ± = 95% CI"
+    )
     table = Table(show_lines=False, caption=caption)
-    for col in ("algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"):
+    walled = any((s.get("cv_wall") or {}).get("n") for s in doc["by_algorithm"].values())
+    cols = ["algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"]
+    for col in cols + ["CV wall"] * walled:  # the CV of wall-clock latency where it was measured
         table.add_column(col, justify="right" if col != "algorithm" else "left")
 
     def fmt(s: dict[str, Any]) -> str:
@@ -171,6 +176,7 @@ def print_summary(doc: dict[str, Any]) -> None:
         table.add_row(
             alg, str(s["time"]["n"] or s["traffic"]["n"]), fmt(s["time"]), fmt(s["traffic"]),
             fmt(s["additional_traffic"]), fmt(s["mean_arrival"]), fmt(s["cv"]),
+            *[fmt(s["cv_wall"])] * walled,
         )  # fmt: skip
     con.print(table)
     if "latency" in doc:
@@ -193,29 +199,74 @@ def print_summary(doc: dict[str, Any]) -> None:
 JITTER_ROWS = 40
 
 
+def _num(v: float | None, us: bool = False) -> str:
+    """A table number: µs whole from 100 up (tenths below), steps to three significant digits."""
+    if v is None:
+        return "-"
+    if us:
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _jitter_cells(f: dict[str, Any]) -> dict[str, str]:
+    """The jitter table's cells of one jitter.csv row (report.jitter_fields), by heading.
+
+    An SD is in parentheses: ± means a 95% CI everywhere in meshcast's output.
+    """
+    sd = f"{_num(f['wall_us_mean'], True)} ({_num(f['wall_us_sd'], True)})"
+    return {
+        "algorithm": f["algorithm"],
+        "source": f["source"],
+        "node": f["node"],
+        "n": str(f["repetitions"]),
+        "steps mean (SD)": f"{_num(f['step_mean'])} ({_num(f['step_sd'])})",
+        "median µs": _num(f["wall_us_median"], True),
+        "IQR µs": _num(f["wall_us_iqr"], True),
+        "mean (SD) µs": "-" if f["wall_us_mean"] is None else sd,
+        "host": f["host"],
+    }
+
+
 def print_jitter(doc: dict[str, Any]) -> None:
-    """Per node, the SD over repetitions of its arrival latency: steps and wall-clock µs, host."""
+    """Per node, over repetitions, its arrival latency: steps mean (SD); µs median, IQR, mean (SD).
+
+    One source (``run --dests`` has one) goes in the title rather than a column, so that the
+    table fits an 80-column terminal; the headings wrap between words, the numbers never do.
+    """
     from rich.table import Table
 
-    from coordinator.output.report import JITTER_COLUMNS, jitter_row
+    from coordinator.output.report import jitter_fields
 
     rows = doc.get("jitter") or []
     if not rows:
         return
-    how = doc["run"].get("repetitions", "together")
-    table = Table(title=f"jitter: SD over repetitions of each node's arrival latency (repetitions {how})")
-    heads = {"step_mean": "mean (steps)", "step_sd": "SD (steps)", "wall_us_mean": "mean (µs)",
-             "wall_us_sd": "SD (µs)", "repetitions": "n"}  # fmt: skip
-    for col in JITTER_COLUMNS:
-        table.add_column(heads.get(col, col), justify="left" if col in ("algorithm", "host") else "right")
-    for j in rows[:JITTER_ROWS]:
-        table.add_row(
-            *("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in jitter_row(j))
-        )
+    run = doc["run"]
+    how = run.get("repetitions", "together")
+    cells = [_jitter_cells(jitter_fields(j)) for j in rows[:JITTER_ROWS]]
+    sources = {c["source"] for c in cells}
+    heads = [h for h in cells[0] if h != "source" or len(sources) > 1]
+    where = f" from {next(iter(sources))}" if len(sources) == 1 else ""
+    table = Table(
+        title=f"jitter: each node's arrival latency{where} over repetitions (repetitions {how})",
+        caption=_warmup_note(run) + "IQR = p75 − p25; p95 and p99 in jitter.csv (--out) and --json",
+    )
+    for h in heads:
+        widest = max(*(len(c[h]) for c in cells), *map(len, h.split()))
+        table.add_column(h, justify="left" if h in ("algorithm", "host") else "right", min_width=widest)
+    for c in cells:
+        table.add_row(*(c[h] for h in heads))
     con = console()
     con.print(table)
     if len(rows) > JITTER_ROWS:
         con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
+
+
+def _warmup_note(run: dict[str, Any]) -> str:
+    """What the warm-up discarded, as the start of a caption ("" when nothing was)."""
+    n, gone = run.get("warmup_repeats", 0), run.get("warmup_discarded", 0)
+    if not gone:
+        return ""
+    return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
 
 
 def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:

@@ -29,6 +29,7 @@ __all__ = [
     "fmt",
     "fmt_ci",
     "fmt_delta",
+    "jitter_fields",
     "markdown_table",
     "plot_jitter",
     "plot_panels",
@@ -205,25 +206,38 @@ def plot_series(
 
 
 # -- jitter ------------------------------------------------------------------------------------
-JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", "step_mean", "step_sd",
-                  "wall_us_mean", "wall_us_sd", "host")  # fmt: skip
+_STATS = ("mean", "sd", "median", "iqr", "p95", "p99")
+JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", *(f"step_{k}" for k in _STATS),
+                  *(f"wall_us_{k}" for k in _STATS), "host")  # fmt: skip
+"""The columns of ``jitter.csv``: steps as counted, wall clock in µs (the records hold ns)."""
 
 
 def _us(ns: float | None) -> float | None:
     return None if ns is None else round(ns / 1000.0, 3)
 
 
+def jitter_fields(j: dict[str, Any]) -> dict[str, Any]:
+    """One jitter record (analysis.metrics.jitter) keyed by JITTER_COLUMNS, wall clock in µs."""
+    return {
+        "algorithm": j["algorithm"],
+        "source": f"{j['source'][0]},{j['source'][1]}",
+        "node": f"{j['node'][0]},{j['node'][1]}",
+        "repetitions": j["repetitions"],
+        **{f"step_{k}": round(j[f"step_{k}"], 6) for k in _STATS},
+        **{f"wall_us_{k}": _us(j.get(f"wall_ns_{k}")) for k in _STATS},
+        "host": j.get("host") or "",
+    }
+
+
 def jitter_row(j: dict[str, Any]) -> list[Any]:
-    """One jitter record (analysis.metrics.jitter) as a row of JITTER_COLUMNS, wall clock in µs."""
-    return [
-        j["algorithm"], f"{j['source'][0]},{j['source'][1]}", f"{j['node'][0]},{j['node'][1]}",
-        j["repetitions"], round(j["step_mean"], 6), round(j["step_sd"], 6),
-        _us(j["wall_ns_mean"]), _us(j["wall_ns_sd"]), j.get("host") or "",
-    ]  # fmt: skip
+    """One jitter record as a row of JITTER_COLUMNS."""
+    fields = jitter_fields(j)
+    return [fields[c] for c in JITTER_COLUMNS]
 
 
 def write_jitter_csv(path: Path, jitter: Sequence[dict[str, Any]]) -> Path:
-    """``jitter.csv``: per node, SD over repetitions of its arrival latency (steps, µs) and host."""
+    """``jitter.csv``: per node, over repetitions, its arrival latency's mean, SD, median, IQR,
+    p95 and p99 in steps and µs, and the host that measured it."""
     write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
     return path
 
