@@ -89,7 +89,8 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
         assert float(r["wall_us_sd"]) >= 0 and r["host"]
         assert 0 < float(r["wall_us_median"]) <= float(r["wall_us_p95"]) <= float(r["wall_us_p99"])
         assert float(r["wall_us_iqr"]) >= 0 and float(r["step_iqr"]) == 0  # one path: same steps
-    assert (out / "jitter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("jitter.png", "latency-hops.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads((out / "run.json").read_text())
     assert doc["run"]["repetitions"] == "apart"
     assert (doc["run"]["warmup_repeats"], doc["run"]["warmup_discarded"]) == (1, 1)

@@ -269,9 +269,13 @@ def _warmup_note(run: dict[str, Any]) -> str:
     return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
 
 
-def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
-    """run.json and the CSVs; with jitter also jitter.csv and its heat map jitter.png."""
-    from coordinator.output.report import plot_jitter, write_jitter_csv
+def write_outputs(
+    out: Any, doc: dict[str, Any], plan: Plan, predict: Callable[[int], float] | None = None
+) -> list[Any]:
+    """run.json and the CSVs; with jitter also jitter.csv, its heat maps jitter.png and, where
+    wall times were measured, latency against hop count, latency-hops.png (with ``predict``'s
+    line, latency in ns after h hops, when given)."""
+    from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops, write_jitter_csv
     from coordinator.output.results import write_run
 
     written: list[Any] = list(write_run(out, doc))
@@ -279,6 +283,8 @@ def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
         written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
         topo = plan.topology
         written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
+        if latency_by_hops(doc["multicasts"]):
+            written.append(plot_latency_by_hops(out / "latency-hops.png", doc["multicasts"], predict))
     if "mcast" not in doc:
         from coordinator.cli.plot_command import write_plots
 
