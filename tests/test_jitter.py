@@ -19,6 +19,7 @@ import trio
 from coordinator.analysis.metrics import jitter
 from coordinator.cli import main
 from coordinator.experiments.run import emulate_apart, result_document
+from coordinator.output.report import JITTER_COLUMNS
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import explicit
 from node.topology import Topology
@@ -75,20 +76,33 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
     out = tmp_path / "out"
     assert main([*RUN, "--repeat", "4", "--clock", "free", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "jitter" in text and "SD (µs)" in text and "repetitions apart" in text
-    rows = list(csv.DictReader((out / "jitter.csv").open()))
+    assert "jitter" in text and "repetitions apart" in text
+    assert "median µs" in text and "IQR µs" in text and "mean (SD) µs" in text
+    assert "the first 1 repetition(s) of each multicast ran and were discarded" in text
+    with (out / "jitter.csv").open() as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames or ()) == JITTER_COLUMNS
+        rows = list(reader)
     assert len(rows) == 6
     assert {r["repetitions"] for r in rows} == {"4"}
-    assert all(float(r["wall_us_sd"]) >= 0 and r["host"] for r in rows)
-    assert (out / "jitter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for r in rows:
+        assert float(r["wall_us_sd"]) >= 0 and r["host"]
+        assert 0 < float(r["wall_us_median"]) <= float(r["wall_us_p95"]) <= float(r["wall_us_p99"])
+        assert float(r["wall_us_iqr"]) >= 0 and float(r["step_iqr"]) == 0  # one path: same steps
+    for name in ("jitter.png", "latency-hops.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads((out / "run.json").read_text())
     assert doc["run"]["repetitions"] == "apart"
+    assert (doc["run"]["warmup_repeats"], doc["run"]["warmup_discarded"]) == (1, 1)
+    assert [m["id"] for m in doc["multicasts"]] == [1, 2, 3, 4]  # id 0, the warm-up, left out
 
 
 def test_inject_every_spaces_lockstep_repetitions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*RUN, "--repeat", "3", "--inject-every", "50", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [m["injected"] for m in doc["multicasts"]] == [0, 50, 100]
+    # the warm-up repetition (1 by default) is injected at step 0 and left out of the results
+    assert [m["injected"] for m in doc["multicasts"]] == [50, 100, 150]
+    assert doc["run"]["warmup_discarded"] == 1
     assert doc["run"]["repetitions"] == "every 50 steps"
     assert {m["time"] for m in doc["multicasts"]} == {8}
     assert all(j["step_sd"] == 0 and j["step_mean"] > 0 for j in doc["jitter"])

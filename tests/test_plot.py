@@ -10,6 +10,7 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiments.plot import paired_differences, rows_of
 from coordinator.experiments.sweep import sweep_plan
+from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops
 from node.topology import Topology
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -78,3 +79,46 @@ def test_plot_of_a_directory_without_results(tmp_path: Path, capsys: pytest.Capt
     assert main(["plot", str(tmp_path)]) == 2
     assert "no tidy.csv" in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "missing")]) == 2
+
+
+def _arrivals(alg: str, rows: list[tuple[int, float | None]]) -> dict[str, object]:
+    return {
+        "algorithm": alg,
+        "arrivals": [{"node": [h, 0], "hops": h, "wall_ns": w} for h, w in rows],
+    }
+
+
+def test_latency_by_hops_groups_wall_latency_by_links_crossed() -> None:
+    records = [
+        _arrivals("vh", [(1, 1000.0), (2, 3000.0), (2, None)]),
+        _arrivals("vh", [(1, 2000.0), (2, 5000.0)]),
+        _arrivals("dist", [(3, 9000.0)]),
+    ]
+    assert latency_by_hops(records) == {"vh": {1: [1.0, 2.0], 2: [3.0, 5.0]}, "dist": {3: [9.0]}}
+
+
+def test_latency_by_hops_plot_with_a_predicted_line(tmp_path: Path) -> None:
+    records = [_arrivals(a, [(h, 1000.0 * h * (10 + r) + (5e5 if r == 9 else 0)) for h in (1, 2, 4)])
+               for a in ("vh", "dist") for r in range(10)]  # fmt: skip
+    asked: list[int] = []
+
+    def predict(h: int) -> float:
+        asked.append(h)
+        return 10_000.0 * h
+
+    path = plot_latency_by_hops(tmp_path / "hops.png", records, predict)
+    assert path.read_bytes()[:8] == PNG
+    assert sorted(set(asked)) == [1, 2, 3, 4]  # every hop count between the boxes, per panel
+    assert plot_latency_by_hops(tmp_path / "plain.png", records).read_bytes()[:8] == PNG
+    with pytest.raises(ValueError, match="no arrival has a wall-clock latency"):
+        plot_latency_by_hops(tmp_path / "none.png", [_arrivals("vh", [(1, None)])])
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_jitter_heat_map_with_missing_wall_times(tmp_path: Path) -> None:
+    row = {"algorithm": "vh", "source": [0, 0], "repetitions": 3}
+    jitter = [
+        {**row, "node": [1, 1], "wall_ns_median": 5e5, "wall_ns_iqr": 2e4},
+        {**row, "node": [2, 0], "wall_ns_median": None, "wall_ns_iqr": None},
+    ]
+    assert plot_jitter(tmp_path / "j.png", 3, 2, jitter).read_bytes()[:8] == PNG

@@ -2,8 +2,9 @@
 
 time = max arrival step over destinations (counted from the injection step); traffic = link
 traversals; additional traffic = traffic − destinations; cv = population SD / mean of the
-destinations' arrival steps (seed 004 §4.2.2); jitter = SD over repetitions of one node's
-arrival (steps and wall clock).
+destinations' arrival steps (seed 004 §4.2.2), cv_wall the same of their wall-clock latencies;
+jitter = per node, over repetitions of one multicast, the mean, SD, median, IQR, p95 and p99 of
+its arrival latency (steps and wall clock; quantiles as :func:`quantile` computes them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Multicast, Plan
 
-__all__ = ["ci95", "jitter", "multicast_metrics", "summarise", "t_critical"]
+__all__ = ["ci95", "jitter", "multicast_metrics", "quantile", "spread", "summarise", "t_critical"]
 
 # two-sided 95% Student t critical values for df = 1..30
 _T95 = (
@@ -49,11 +50,44 @@ def ci95(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": mean, "ci95": [mean - half, mean + half], "n": len(vals)}
 
 
-def _cv(steps: Sequence[int]) -> float | None:
-    if not steps:
+def quantile(values: Sequence[float], p: float) -> float:
+    """The ``p`` quantile (0 ≤ p ≤ 1) of ``values`` by linear interpolation between order statistics.
+
+    With the values sorted x[0] ≤ … ≤ x[n−1] and h = (n−1)·p, it is x[⌊h⌋] + (h−⌊h⌋)·(x[⌊h⌋+1] −
+    x[⌊h⌋]): Hyndman and Fan's type 7, numpy's default ("linear") and what
+    ``statistics.quantiles(values, method="inclusive")`` gives. The median is p = 0.5; one value
+    is every quantile of itself. ValueError for no values or p outside [0, 1].
+    """
+    if not values:
+        raise ValueError("the quantile of no values")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a quantile's p is within [0, 1], got {p}")
+    xs = sorted(values)
+    h = (len(xs) - 1) * p
+    lo = math.floor(h)
+    if lo + 1 >= len(xs):
+        return float(xs[-1])
+    return xs[lo] + (h - lo) * (xs[lo + 1] - xs[lo])
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Mean, population SD, median, IQR (p75 − p25), p95 and p99 of ``values`` (see :func:`quantile`)."""
+    return {
+        "mean": statistics.fmean(values),
+        "sd": statistics.pstdev(values),
+        "median": quantile(values, 0.5),
+        "iqr": quantile(values, 0.75) - quantile(values, 0.25),
+        "p95": quantile(values, 0.95),
+        "p99": quantile(values, 0.99),
+    }
+
+
+def _cv(values: Sequence[float]) -> float | None:
+    """Population SD / mean of the destinations' arrival latencies (seed 004's CV), or None."""
+    if not values:
         return None
-    mean = statistics.fmean(steps)
-    return statistics.pstdev(steps) / mean if mean else 0.0
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean else 0.0
 
 
 def multicast_metrics(plan: Plan, raw: RawRun, trace: bool = False) -> list[dict[str, Any]]:
@@ -89,6 +123,7 @@ def _one(
     steps = [a.step - m.step for a in first.values()]  # logical latency since injection
     inj = raw.injected.get(m.id)
     recs = []
+    walls: list[int] = []  # wall-clock latency of the destinations that have one
     for d in m.destinations:
         hit = first.get(d)
         if hit is None:
@@ -97,6 +132,7 @@ def _one(
         wall = None
         if inj is not None and a.wall_ns is not None and a.host == inj[1]:
             wall = a.wall_ns - inj[0]
+            walls.append(wall)
         recs.append(
             {
                 "node": list(d),
@@ -120,6 +156,8 @@ def _one(
         "additional_traffic": traffic - len(dests),
         "mean_arrival": statistics.fmean(steps) if steps else None,
         "cv": _cv(steps),
+        # over the same destinations in wall clock; None unless every one has a wall time
+        "cv_wall": _cv(walls) if len(walls) == len(recs) else None,
         "missing": [list(d) for d in m.destinations if d not in first],
         "duplicates": duplicates,
         "stray": stray,
@@ -131,16 +169,25 @@ def _one(
 
 
 SUMMARY_FIELDS = ("time", "traffic", "additional_traffic", "mean_arrival", "cv")
+"""The logical metrics: a sweep's columns and ``meshcast plot``'s panels."""
+WALL_FIELDS = ("cv_wall",)
+"""Metrics of the wall clock, summarised by ``run`` beside SUMMARY_FIELDS (a sweep leaves them out)."""
 
 
 def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Mean and 95% CI of each metric over ``records``."""
+    """Mean and 95% CI of each metric (SUMMARY_FIELDS and WALL_FIELDS) over ``records``."""
     recs = list(records)
-    return {f: ci95([r[f] for r in recs if r[f] is not None]) for f in SUMMARY_FIELDS}
+    return {f: ci95([r[f] for r in recs if r.get(f) is not None]) for f in (*SUMMARY_FIELDS, *WALL_FIELDS)}
 
 
 def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per node, SD over repetitions of the same multicast of its arrival step and wall latency."""
+    """Per node, over repetitions of the same multicast: the :func:`spread` of its arrival latency.
+
+    In steps (``step_mean``, ``step_sd``, ``step_median``, ``step_iqr``, ``step_p95``,
+    ``step_p99``, counted from each repetition's injection) and in wall-clock ns (the same with
+    ``wall_ns_``; None without wall times, the SD also with a single one). A multicast made once
+    has no row. Hand it the kept repetitions only: warm-up ones are the caller's to leave out.
+    """
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         key = (r["algorithm"], tuple(r["source"]), tuple(tuple(d) for d in r["destinations"]))
@@ -154,17 +201,19 @@ def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             for a in r["arrivals"]:  # latency in steps counts from the repetition's injection
                 per_node[tuple(a["node"])].append({**a, "latency_steps": a["step"] - r.get("injected", 0)})
         for node, arr in sorted(per_node.items()):
+            steps = spread([a["latency_steps"] for a in arr])
             walls = [a["wall_ns"] for a in arr if a["wall_ns"] is not None]
+            wall: dict[str, float | None] = dict(spread(walls)) if walls else dict.fromkeys(steps)
+            if len(walls) < 2:
+                wall["sd"] = None
             out.append(
                 {
                     "algorithm": alg,
                     "source": list(src),
                     "node": list(node),
                     "repetitions": len(arr),
-                    "step_mean": statistics.fmean([a["latency_steps"] for a in arr]),
-                    "step_sd": statistics.pstdev([a["latency_steps"] for a in arr]),
-                    "wall_ns_mean": statistics.fmean(walls) if walls else None,
-                    "wall_ns_sd": statistics.pstdev(walls) if len(walls) > 1 else None,
+                    **{f"step_{k}": v for k, v in steps.items()},
+                    **{f"wall_ns_{k}": v for k, v in wall.items()},
                     "host": next((a["host"] for a in arr if a.get("host")), None),
                 }
             )

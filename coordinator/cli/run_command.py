@@ -52,6 +52,7 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
     in_range("--random-dests", args.random_dests, 1, MAX_COUNT)
     in_range("--seed", args.seed, 0, 2**63 - 1)
     params = check_params(algorithms, parse_params(args.param))
+    warmup = warmup_of(args)
     try:
         if getattr(args, "mcast_set", None):
             return _mcast_plan(args, topo, algorithms, params)
@@ -60,14 +61,31 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
             if args.random_dests is not None:
                 raise UsageError("give either --dests or --random-dests, not both")
             every = getattr(args, "inject_every", None) or 0
-            return explicit(
-                topo, algorithms, source or (0, 0), parse_coords(args.dests), args.repeat, params, every
-            )
+            dests = parse_coords(args.dests)
+            return explicit(topo, algorithms, source or (0, 0), dests, args.repeat, params, every, warmup)
         if args.random_dests is None:
             raise UsageError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
         return random_plan(topo, algorithms, args.random_dests, args.repeat, args.seed, source, params)
     except (PlanError, TopologyError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def warmup_of(args: argparse.Namespace) -> int:
+    """``--warmup-repeats`` checked, or its default: 1 when ``--dests`` is repeated, else 0.
+
+    Warm-up repetitions exist for one multicast made again and again (``--dests``); random sets
+    and message sets are never the same multicast twice, so an explicit value there is refused.
+    Commands without the option (``coordinate``, ``compose``) get 0.
+    """
+    if not hasattr(args, "warmup_repeats"):
+        return 0
+    given = args.warmup_repeats
+    if given is None:
+        return 1 if args.dests is not None and args.repeat > 1 and not getattr(args, "mcast_set", None) else 0
+    in_range("--warmup-repeats", given, 0, MAX_REPEAT)
+    if given and (args.dests is None or getattr(args, "mcast_set", None)):
+        raise UsageError("--warmup-repeats applies to repetitions of one --dests multicast; give --dests")
+    return int(given)
 
 
 def _mcast_plan(
@@ -130,7 +148,7 @@ def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
         return args.repeat > 1 or (args.dests is None and len(algorithms_of(args.algorithm)) > 1)
     if args.dests is None:
         return False
-    return args.repeat > 1
+    return args.repeat + plan.warmup_repeats > 1
 
 
 def print_summary(doc: dict[str, Any]) -> None:
@@ -145,9 +163,14 @@ def print_summary(doc: dict[str, Any]) -> None:
         f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
-    caption = "time and mean arrival in steps, traffic in link traversals; ± = 95% CI"
+    caption = (
+        _warmup_note(run) + "time and mean arrival in steps, traffic in link traversals; "
+        "CV = SD / mean of the destinations' arrival (steps; wall: wall-clock latency); ± = 95% CI"
+    )
     table = Table(show_lines=False, caption=caption)
-    for col in ("algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"):
+    walled = any((s.get("cv_wall") or {}).get("n") for s in doc["by_algorithm"].values())
+    cols = ["algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"]
+    for col in cols + ["CV wall"] * walled:  # the CV of wall-clock latency where it was measured
         table.add_column(col, justify="right" if col != "algorithm" else "left")
 
     def fmt(s: dict[str, Any]) -> str:
@@ -160,6 +183,7 @@ def print_summary(doc: dict[str, Any]) -> None:
         table.add_row(
             alg, str(s["time"]["n"] or s["traffic"]["n"]), fmt(s["time"]), fmt(s["traffic"]),
             fmt(s["additional_traffic"]), fmt(s["mean_arrival"]), fmt(s["cv"]),
+            *[fmt(s["cv_wall"])] * walled,
         )  # fmt: skip
     con.print(table)
     if "latency" in doc:
@@ -182,34 +206,83 @@ def print_summary(doc: dict[str, Any]) -> None:
 JITTER_ROWS = 40
 
 
+def _num(v: float | None, us: bool = False) -> str:
+    """A table number: µs whole from 100 up (tenths below), steps to three significant digits."""
+    if v is None:
+        return "-"
+    if us:
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _jitter_cells(f: dict[str, Any]) -> dict[str, str]:
+    """The jitter table's cells of one jitter.csv row (report.jitter_fields), by heading.
+
+    An SD is in parentheses: ± means a 95% CI everywhere in meshcast's output.
+    """
+    sd = f"{_num(f['wall_us_mean'], True)} ({_num(f['wall_us_sd'], True)})"
+    return {
+        "algorithm": f["algorithm"],
+        "source": f["source"],
+        "node": f["node"],
+        "n": str(f["repetitions"]),
+        "steps mean (SD)": f"{_num(f['step_mean'])} ({_num(f['step_sd'])})",
+        "median µs": _num(f["wall_us_median"], True),
+        "IQR µs": _num(f["wall_us_iqr"], True),
+        "mean (SD) µs": "-" if f["wall_us_mean"] is None else sd,
+        "host": f["host"],
+    }
+
+
 def print_jitter(doc: dict[str, Any]) -> None:
-    """Per node, the SD over repetitions of its arrival latency: steps and wall-clock µs, host."""
+    """Per node, over repetitions, its arrival latency: steps mean (SD); µs median, IQR, mean (SD).
+
+    One source (``run --dests`` has one) goes in the title rather than a column, so that the
+    table fits an 80-column terminal; the headings wrap between words, the numbers never do.
+    """
     from rich.table import Table
 
-    from coordinator.output.report import JITTER_COLUMNS, jitter_row
+    from coordinator.output.report import jitter_fields
 
     rows = doc.get("jitter") or []
     if not rows:
         return
-    how = doc["run"].get("repetitions", "together")
-    table = Table(title=f"jitter: SD over repetitions of each node's arrival latency (repetitions {how})")
-    heads = {"step_mean": "mean (steps)", "step_sd": "SD (steps)", "wall_us_mean": "mean (µs)",
-             "wall_us_sd": "SD (µs)", "repetitions": "n"}  # fmt: skip
-    for col in JITTER_COLUMNS:
-        table.add_column(heads.get(col, col), justify="left" if col in ("algorithm", "host") else "right")
-    for j in rows[:JITTER_ROWS]:
-        table.add_row(
-            *("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in jitter_row(j))
-        )
+    run = doc["run"]
+    how = run.get("repetitions", "together")
+    cells = [_jitter_cells(jitter_fields(j)) for j in rows[:JITTER_ROWS]]
+    sources = {c["source"] for c in cells}
+    heads = [h for h in cells[0] if h != "source" or len(sources) > 1]
+    where = f" from {next(iter(sources))}" if len(sources) == 1 else ""
+    table = Table(
+        title=f"jitter: each node's arrival latency{where} over repetitions (repetitions {how})",
+        caption=_warmup_note(run) + "IQR = p75 − p25; p95 and p99 in jitter.csv (--out) and --json",
+    )
+    for h in heads:
+        widest = max(*(len(c[h]) for c in cells), *map(len, h.split()))
+        table.add_column(h, justify="left" if h in ("algorithm", "host") else "right", min_width=widest)
+    for c in cells:
+        table.add_row(*(c[h] for h in heads))
     con = console()
     con.print(table)
     if len(rows) > JITTER_ROWS:
         con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
 
 
-def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
-    """run.json and the CSVs; with jitter also jitter.csv and its heat map jitter.png."""
-    from coordinator.output.report import plot_jitter, write_jitter_csv
+def _warmup_note(run: dict[str, Any]) -> str:
+    """What the warm-up discarded, as the start of a caption ("" when nothing was)."""
+    n, gone = run.get("warmup_repeats", 0), run.get("warmup_discarded", 0)
+    if not gone:
+        return ""
+    return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
+
+
+def write_outputs(
+    out: Any, doc: dict[str, Any], plan: Plan, predict: Callable[[int], float] | None = None
+) -> list[Any]:
+    """run.json and the CSVs; with jitter also jitter.csv, its heat maps jitter.png and, where
+    wall times were measured, latency against hop count, latency-hops.png (with ``predict``'s
+    line, latency in ns after h hops, when given)."""
+    from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops, write_jitter_csv
     from coordinator.output.results import write_run
 
     written: list[Any] = list(write_run(out, doc))
@@ -217,6 +290,8 @@ def write_outputs(out: Any, doc: dict[str, Any], plan: Plan) -> list[Any]:
         written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
         topo = plan.topology
         written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
+        if latency_by_hops(doc["multicasts"]):
+            written.append(plot_latency_by_hops(out / "latency-hops.png", doc["multicasts"], predict))
     if "mcast" not in doc:
         from coordinator.cli.plot_command import write_plots
 
@@ -323,7 +398,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except Interrupted as exc:
             _keep_partial(exc, out, plan, settings, timing)
             raise
-        if args.repeat > 1 and args.dests is not None:
+        if args.repeat + plan.warmup_repeats > 1 and args.dests is not None:
             every = args.inject_every
             doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
         if args.predict and settings.link_model is not None:
@@ -407,6 +482,15 @@ def add_command(sub: Any) -> None:
         default=1,
         help="repetitions: of the --dests multicast (for jitter: each emulated on its own, one after "
         "another, unless --inject-every or --together), or new random sets with --random-dests",
+    )
+    run.add_argument(
+        "--warmup-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run N more repetitions of the --dests multicast first, for each algorithm, and leave them "
+        "out of every result (the first may run cold, slower than the rest). "
+        "Default: 1 when --repeat is above 1, else 0; given explicitly it applies with --repeat 1 too",
     )
     run.add_argument(
         "--inject-every",

@@ -131,22 +131,26 @@ def result_document(
 
     ``run.complete`` is true only when every destination was reached exactly once and no rule
     or node error occurred; ``run.incomplete`` then lists one line per kind of cause.
+    The plan's warm-up multicasts count there (and in ``errors``) but nowhere else:
+    ``multicasts``, summaries, jitter and latency hold the kept ones; ``run.warmup_repeats`` and
+    ``run.warmup_discarded`` (multicasts left out) say so.
     """
-    records = multicast_metrics(plan, raw, trace=settings.trace)
+    every = multicast_metrics(plan, raw, trace=settings.trace)
+    records = plan.kept(every)  # the warm-up multicasts' records leave here, errors stay below
     if timing is not None:
         apply_timing(records, timing)
     by_alg: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_alg.setdefault(r["algorithm"], []).append(r)
     errors = list(raw.errors)
-    for r in records:
+    for r in every:
         if r["missing"]:
             errors.append({"kind": "undelivered", "mc": r["id"], "missing": r["missing"]})
         if r["duplicates"]:
             errors.append({"kind": "duplicate", "mc": r["id"], "count": r["duplicates"]})
         if r["stray"]:
             errors.append({"kind": "stray", "mc": r["id"], "count": r["stray"]})
-    complete, causes = completion(raw.incomplete, raw.errors, records)
+    complete, causes = completion(raw.incomplete, raw.errors, every)
     doc: dict[str, Any] = {
         "run": {
             "topology": plan.topology.spec,
@@ -159,6 +163,8 @@ def result_document(
             "incomplete": causes,
             "steps": raw.last_step,
             "wall_s": round(raw.wall_s, 6),
+            "warmup_repeats": plan.warmup_repeats,
+            "warmup_discarded": len(every) - len(records),
         },
         "multicasts": records,
         "summary": summarise(records),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,8 +29,11 @@ __all__ = [
     "fmt",
     "fmt_ci",
     "fmt_delta",
+    "jitter_fields",
+    "latency_by_hops",
     "markdown_table",
     "plot_jitter",
+    "plot_latency_by_hops",
     "plot_panels",
     "plot_series",
     "read_data_table",
@@ -205,61 +208,195 @@ def plot_series(
 
 
 # -- jitter ------------------------------------------------------------------------------------
-JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", "step_mean", "step_sd",
-                  "wall_us_mean", "wall_us_sd", "host")  # fmt: skip
+_STATS = ("mean", "sd", "median", "iqr", "p95", "p99")
+JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", *(f"step_{k}" for k in _STATS),
+                  *(f"wall_us_{k}" for k in _STATS), "host")  # fmt: skip
+"""The columns of ``jitter.csv``: steps as counted, wall clock in µs (the records hold ns)."""
 
 
 def _us(ns: float | None) -> float | None:
     return None if ns is None else round(ns / 1000.0, 3)
 
 
+def jitter_fields(j: dict[str, Any]) -> dict[str, Any]:
+    """One jitter record (analysis.metrics.jitter) keyed by JITTER_COLUMNS, wall clock in µs."""
+    return {
+        "algorithm": j["algorithm"],
+        "source": f"{j['source'][0]},{j['source'][1]}",
+        "node": f"{j['node'][0]},{j['node'][1]}",
+        "repetitions": j["repetitions"],
+        **{f"step_{k}": round(j[f"step_{k}"], 6) for k in _STATS},
+        **{f"wall_us_{k}": _us(j.get(f"wall_ns_{k}")) for k in _STATS},
+        "host": j.get("host") or "",
+    }
+
+
 def jitter_row(j: dict[str, Any]) -> list[Any]:
-    """One jitter record (analysis.metrics.jitter) as a row of JITTER_COLUMNS, wall clock in µs."""
-    return [
-        j["algorithm"], f"{j['source'][0]},{j['source'][1]}", f"{j['node'][0]},{j['node'][1]}",
-        j["repetitions"], round(j["step_mean"], 6), round(j["step_sd"], 6),
-        _us(j["wall_ns_mean"]), _us(j["wall_ns_sd"]), j.get("host") or "",
-    ]  # fmt: skip
+    """One jitter record as a row of JITTER_COLUMNS."""
+    fields = jitter_fields(j)
+    return [fields[c] for c in JITTER_COLUMNS]
 
 
 def write_jitter_csv(path: Path, jitter: Sequence[dict[str, Any]]) -> Path:
-    """``jitter.csv``: per node, SD over repetitions of its arrival latency (steps, µs) and host."""
+    """``jitter.csv``: per node, over repetitions, its arrival latency's mean, SD, median, IQR,
+    p95 and p99 in steps and µs, and the host that measured it."""
     write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
     return path
 
 
-def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any]], dpi: int = 110) -> Path:
-    """A heat map of the grid per algorithm: each destination's wall-clock SD (µs); the source ★."""
-    from matplotlib.figure import Figure
+def _fmt_us(v: float) -> str:
+    """µs for a cell: whole from 100 up, tenths below."""
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
 
-    algs = list(dict.fromkeys(j["algorithm"] for j in jitter))
-    fig = Figure(figsize=(4.2 * max(1, len(algs)), 4.0), layout="constrained")
-    axes = fig.subplots(1, max(1, len(algs)), squeeze=False)[0]
-    for ax, alg in zip(axes, algs, strict=False):
-        grid = [[math.nan] * cols for _ in range(rows)]
+
+def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any]], dpi: int = 110) -> Path:
+    """Heat maps of the grid, a row per algorithm: each destination's median wall-clock latency
+    over the repetitions (µs) and, beside it, its IQR (p75 − p25, µs); the source ★.
+
+    Median and IQR rather than mean and SD: one slow repetition (a cold start, a preemption)
+    moves an SD by as much as all the others together, and a quartile by one rank.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    algs = list(dict.fromkeys(j["algorithm"] for j in jitter)) or ["-"]
+    side = min(5.0, max(3.2, 0.42 * max(cols, rows)))
+    fig = Figure(figsize=(2 * side + 1.6, side * len(algs) + 0.5), layout="constrained")
+    axes = fig.subplots(len(algs), 2, squeeze=False)
+    panels = (("wall_ns_median", "median latency (µs)", "viridis"), ("wall_ns_iqr", "IQR (µs)", "magma"))
+    small = max(cols, rows) > 12  # too many cells to write in
+    scales = {}  # one colour scale per statistic, shared by the algorithms so colours compare
+    for key, _, _ in panels:
+        vals = [j[key] / 1000.0 for j in jitter if j.get(key) is not None]
+        scales[key] = (min(vals), max(vals)) if vals else (None, None)
+    for (ax_med, ax_iqr), alg in zip(axes, algs, strict=True):
         mine = [j for j in jitter if j["algorithm"] == alg]
-        for j in mine:
-            x, y = j["node"]
-            if j["wall_ns_sd"] is not None:
-                grid[y][x] = j["wall_ns_sd"] / 1000.0
-        img = ax.imshow(grid, origin="lower", cmap="viridis", interpolation="nearest")
-        fig.colorbar(img, ax=ax, shrink=0.8, label="wall-clock SD (µs)")
-        for j in mine:
-            x, y = j["node"]
-            ax.text(x, y, f"{j['step_sd']:.1f}", ha="center", va="center", fontsize=6, color="white")
-        if mine:
-            sx, sy = mine[0]["source"]
-            ax.plot([sx], [sy], marker="*", color="red", markersize=12, linestyle="none")
-        n = mine[0]["repetitions"] if mine else 0
-        ax.set_title(f"{alg}: jitter over {n} repetitions", fontsize="medium")
-        ax.set_xlabel("x (column)")
-        ax.set_ylabel("y (row)")
-    fig.text(0.01, 0.005, "colour: SD of arrival latency in µs; number: SD in steps; ★ source",
+        n = max((j["repetitions"] for j in mine), default=0)
+        for ax, (key, label, cmap) in zip((ax_med, ax_iqr), panels, strict=True):
+            grid = [[math.nan] * cols for _ in range(rows)]
+            for j in mine:
+                x, y = j["node"]
+                if j.get(key) is not None:
+                    grid[y][x] = j[key] / 1000.0
+            vmin, vmax = scales[key]
+            img = ax.imshow(grid, origin="lower", cmap=cmap, interpolation="nearest", vmin=vmin, vmax=vmax)
+            fig.colorbar(img, ax=ax, shrink=0.85, label=label)
+            if not small:
+                lo, hi = img.get_clim()
+                for j in mine:
+                    if j.get(key) is None:
+                        continue
+                    x, y = j["node"]
+                    v = j[key] / 1000.0
+                    bright = hi > lo and (v - lo) / (hi - lo) > 0.6  # viridis and magma end light
+                    ax.text(x, y, _fmt_us(v), ha="center", va="center", fontsize=6.5,
+                            color="black" if bright else "white")  # fmt: skip
+            if mine:
+                sx, sy = mine[0]["source"]
+                ax.plot([sx], [sy], marker="*", color="red", markersize=12, linestyle="none")
+            what = "median" if key == "wall_ns_median" else "IQR"
+            ax.set_title(f"{alg}: {what} over {n} repetitions", fontsize="medium")
+            ax.set_xlabel("x (column)")
+            ax.set_ylabel("y (row)")
+            ax.set_xticks(range(cols))
+            ax.set_yticks(range(rows))
+            ax.tick_params(labelsize="x-small")
+    engine = fig.get_layout_engine()
+    if isinstance(engine, ConstrainedLayoutEngine):  # a strip below the axes for the note
+        engine.set(rect=(0, 0.3 / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
+    fig.text(0.01, 0.004, "wall-clock arrival latency of each destination over the kept repetitions; "
+             "IQR = p75 − p25 (linear quantiles); one colour scale per statistic; ★ source",
              fontsize="x-small", color="#555555")  # fmt: skip
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(path, buf.getvalue())
     return path
+
+
+def latency_by_hops(records: Iterable[dict[str, Any]]) -> dict[str, dict[int, list[float]]]:
+    """Per algorithm and hop count (the links the packet crossed), the wall-clock latencies (µs)
+    of every arrival of ``records`` that has one."""
+    out: dict[str, dict[int, list[float]]] = {}
+    for r in records:
+        for a in r["arrivals"]:
+            if a.get("wall_ns") is not None:
+                out.setdefault(r["algorithm"], {}).setdefault(a["hops"], []).append(a["wall_ns"] / 1000.0)
+    return out
+
+
+def plot_latency_by_hops(
+    path: Path,
+    records: Iterable[dict[str, Any]],
+    predict: Callable[[int], float] | None = None,
+    dpi: int = 110,
+) -> Path:
+    """Wall-clock arrival latency against hop count, a panel per algorithm, a box per hop count.
+
+    ``records`` are multicast records (the kept repetitions: warm-up ones left out); each arrival
+    with a wall time counts once, at its ``hops``. A box spans the quartiles with the median
+    drawn, whiskers reach the furthest point within 1.5 IQR, points beyond are drawn alone.
+    ``predict(h)``, when given, is a model's latency in ns after h hops (the records' unit),
+    drawn as a line over the boxes. ValueError when no arrival has a wall time.
+    """
+    from matplotlib.figure import Figure
+
+    data = latency_by_hops(records)
+    if not data:
+        raise ValueError("no arrival has a wall-clock latency to plot")
+    algs = list(data)
+    ncols = min(3, len(algs))
+    nrows = math.ceil(len(algs) / ncols)
+    fig = Figure(figsize=(4.6 * ncols, 3.6 * nrows + 0.5), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    # one scale for every panel, up to the highest whisker: a cold start or a preemption of
+    # milliseconds would otherwise flatten every box; the points above it are counted instead
+    top = 1.15 * max(_whisker_top(v) for by in data.values() for v in by.values())
+    for ax, alg in zip(axes, algs, strict=False):
+        hops = sorted(data[alg])
+        ax.boxplot(
+            [data[alg][h] for h in hops],
+            positions=hops,
+            widths=0.6,
+            manage_ticks=False,
+            patch_artist=True,
+            boxprops={"facecolor": algorithm_colour(alg), "alpha": 0.35},
+            medianprops={"color": "black"},
+            flierprops={"marker": ".", "markersize": 3, "alpha": 0.6},
+        )
+        for h in hops:
+            above = sum(v > top for v in data[alg][h])
+            if above:
+                ax.annotate(f"▲{above}", (h, top), textcoords="offset points", xytext=(0, -1),
+                            ha="center", va="top", fontsize="x-small", color="#555555")  # fmt: skip
+        if predict is not None:
+            xs = list(range(min(hops), max(hops) + 1))
+            ax.plot(xs, [predict(h) / 1000.0 for h in xs], color="#d62728", linewidth=1.5,
+                    marker="x", markersize=4, label="predicted")  # fmt: skip
+            ax.legend(fontsize="x-small", loc="upper left")
+        ax.set_xticks(hops, [f"{h}\nn={len(data[alg][h])}" for h in hops])
+        ax.tick_params(axis="x", labelsize="small")
+        ax.set_xlim(min(hops) - 0.7, max(hops) + 0.7)
+        ax.set_ylim(0, top)
+        ax.set_title(alg, fontsize="medium")
+        ax.set_xlabel("hops (links crossed); n = arrivals")
+        ax.set_ylabel("arrival latency (µs)")
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in axes[len(algs) :]:
+        ax.set_visible(False)
+    fig.suptitle("wall-clock arrival latency by hop count over the kept repetitions\n"
+                 "box: quartiles and median; whiskers: furthest point within 1.5 IQR; "
+                 "▲k: k points above the scale", fontsize="small")  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+def _whisker_top(values: Sequence[float]) -> float:
+    """The top of the upper whisker matplotlib's box plot draws for ``values``."""
+    from matplotlib.cbook import boxplot_stats
+
+    return float(boxplot_stats(list(values))[0]["whishi"])
 
 
 # -- panels (meshcast plot) --------------------------------------------------------------------

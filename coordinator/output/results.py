@@ -77,11 +77,11 @@ def write_run(out: Path, doc: dict[str, Any], extra: dict[str, str | bytes] | No
     mcs = doc["multicasts"]
     files["multicasts.csv"] = _csv(
         ["id", "algorithm", "source", "destinations", "time", "traffic", "distinct_links",
-         "additional_traffic", "mean_arrival", "cv", "missing", "duplicates", "stray"],
+         "additional_traffic", "mean_arrival", "cv", "cv_wall", "missing", "duplicates", "stray"],
         (
             [m["id"], m["algorithm"], _xy(m["source"]), len(m["destinations"]), m["time"], m["traffic"],
-             m["distinct_links"], m["additional_traffic"], m["mean_arrival"], m["cv"], len(m["missing"]),
-             m["duplicates"], m["stray"]]
+             m["distinct_links"], m["additional_traffic"], m["mean_arrival"], m["cv"], m.get("cv_wall"),
+             len(m["missing"]), m["duplicates"], m["stray"]]
             for m in mcs
         ),
     )  # fmt: skip

@@ -42,8 +42,22 @@ class Multicast:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """Multicasts to emulate; ``warmup`` names those emulated only to warm the runtime up.
+
+    Warm-up multicasts run like any other (the raw run holds their records) and are then left
+    out of every result: summaries, jitter, CSVs and plots (see ``kept``).
+    """
+
     topology: Topology
     multicasts: tuple[Multicast, ...]
+    warmup: frozenset[int] = frozenset()
+    """Ids of the warm-up multicasts."""
+    warmup_repeats: int = 0
+    """Warm-up repetitions of each multicast set (``warmup`` holds that many per set)."""
+
+    def kept(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``records`` (one per multicast, with its ``id``) without the warm-up multicasts'."""
+        return [r for r in records if r["id"] not in self.warmup]
 
     @property
     def last_step(self) -> int:
@@ -96,25 +110,34 @@ def explicit(
     repeat: int = 1,
     params: Mapping[str, Any] | None = None,
     inject_every: int = 0,
+    warmup: int = 0,
 ) -> Plan:
     """The same multicast ``repeat`` times for each algorithm, the i-th injected at step i·``inject_every``.
 
     ``inject_every`` 0 injects them all at step 0; a spacing longer than one multicast's time
     keeps repetitions apart under the lockstep clock (the free clock does not follow steps).
+    ``warmup`` more repetitions come first for each algorithm, marked as the plan's warm-up: they
+    run, and the results leave them out. Ids and injection steps count every repetition in
+    plan order, warm-up ones included.
     """
     if repeat < 1:
         raise PlanError(f"--repeat must be at least 1, got {repeat}")
     if inject_every < 0:
         raise PlanError(f"--inject-every must be at least 0, got {inject_every}")
+    if warmup < 0:
+        raise PlanError(f"--warmup-repeats must be at least 0, got {warmup}")
     dests: tuple[Coord, ...] = ()
     for a in algorithms:
         dests = validate(topology, a, source, destinations)
     mcs: list[Multicast] = []
+    cold: set[int] = set()
     for a in algorithms:
-        for _ in range(repeat):
+        for i in range(warmup + repeat):
+            if i < warmup:
+                cold.add(len(mcs))
             step = len(mcs) * inject_every
             mcs.append(Multicast(len(mcs), a, tuple(source), dests, step, dict(params or {})))  # type: ignore[arg-type]
-    return Plan(topology, tuple(mcs))
+    return Plan(topology, tuple(mcs), frozenset(cold), warmup)
 
 
 def random_plan(
