@@ -78,9 +78,11 @@ def physics(raw: RawRun, base: RawRun, d: float, sigma: float) -> list[str]:
     """Per destination h ≥ 2 links away, measured against predicted; the misses, said.
 
     ``base`` is a run with the delay alone: c, the per-hop cost beyond d (forwarding, the
-    pumps, the host), is measured there, then predicts the jittered run's mean.
+    pumps, the host), is measured there, then predicts the jittered run's mean; so is the host's
+    own noise at each node, which adds to the links' variance (SD² = h·σ² + host²).
     """
     c = statistics.median([s / h - d for rows in latencies(base).values() for h, s in rows])
+    host = {node: statistics.stdev([s for _, s in rows]) for node, rows in latencies(base).items()}
     misses = []
     for node, rows in sorted(latencies(raw).items()):
         (h,) = {h for h, _ in rows}
@@ -88,7 +90,7 @@ def physics(raw: RawRun, base: RawRun, d: float, sigma: float) -> list[str]:
             continue
         xs = [s for _, s in rows]
         mean, sd = statistics.fmean(xs), statistics.stdev(xs)
-        want_mean, want_sd = h * (d + c), math.sqrt(h) * sigma
+        want_mean, want_sd = h * (d + c), math.sqrt(h * sigma**2 + host[node] ** 2)
         line = (
             f"{node} h={h}: mean {mean * 1e3:.3f} ms (predicted {want_mean * 1e3:.3f}), "
             f"SD {sd * 1e3:.3f} ms (predicted {want_sd * 1e3:.3f})"
@@ -99,17 +101,26 @@ def physics(raw: RawRun, base: RawRun, d: float, sigma: float) -> list[str]:
 
 
 async def _physics_on(settings: RunSettings) -> None:
+    """d = 2 ms, σ = 0.5 ms, 30 kept repetitions (the first, cold, left out).
+
+    A host busy with other work adds noise in bursts, so the measurement is made up to three
+    times; the draws are seeded, so a model that is wrong misses every time.
+    """
     d, sigma, n = 0.002, 0.0005, 30
     model = LinkModel(LinkSpec(delay=d, jitter=Jitter("normal", sigma)), seed=1)
-    plan = repeated(n + 1)  # the first, cold, is left out (warm-up)
-    base = await emulate_apart(repeated(6), replace(settings, link_model=LinkModel(LinkSpec(delay=d))))
-    raw = await emulate_apart(plan, replace(settings, link_model=model))
-    for r in (base, raw):
-        assert not r.incomplete and not r.errors, (r.incomplete, r.errors[:3])
-    first = {0}
-    kept = replace(raw, arrivals=[a for a in raw.arrivals if a.mc not in first])
-    base = replace(base, arrivals=[a for a in base.arrivals if a.mc not in first])
-    assert not physics(kept, base, d, sigma)
+    attempts = []
+    for _ in range(3):
+        base = await emulate_apart(repeated(11), replace(settings, link_model=LinkModel(LinkSpec(delay=d))))
+        raw = await emulate_apart(repeated(n + 1), replace(settings, link_model=model))
+        for r in (base, raw):
+            assert not r.incomplete and not r.errors, (r.incomplete, r.errors[:3])
+        kept = replace(raw, arrivals=[a for a in raw.arrivals if a.mc != 0])
+        base = replace(base, arrivals=[a for a in base.arrivals if a.mc != 0])
+        misses = physics(kept, base, d, sigma)
+        if not misses:
+            return
+        attempts.append(misses)
+    raise AssertionError(f"every attempt missed: {attempts}")
 
 
 async def test_physics_in_process() -> None:

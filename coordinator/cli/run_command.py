@@ -276,6 +276,16 @@ def _warmup_note(run: dict[str, Any]) -> str:
     return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
 
 
+def _model_line(settings: RunSettings) -> Callable[[int], float] | None:
+    """Under a link model, the latency it alone predicts after h hops (ns): h·(d + μ)."""
+    model = settings.link_model
+    if model is None or settings.clock != "free":
+        return None
+    spec = model.default
+    per_hop = spec.delay + (spec.jitter.mean if spec.jitter is not None else 0.0)
+    return lambda h: h * per_hop * 1e9
+
+
 def write_outputs(
     out: Any, doc: dict[str, Any], plan: Plan, predict: Callable[[int], float] | None = None
 ) -> list[Any]:
@@ -406,7 +416,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             doc["prediction"] = predict(doc["multicasts"], settings.link_model)
     if out is not None:
-        written = write_outputs(out, doc, plan)
+        written = write_outputs(out, doc, plan, predict=_model_line(settings))
         if not args.json:
             print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if args.json:
