@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from node import protocol
+from node import defaults, protocol
 from node.barrier import NoGo, RemoteBarrier
 from node.engine import Engine, Injection
 from node.linkmodel import LinkModel
@@ -50,8 +50,7 @@ from node.wire import (
     encode_packet,
 )
 
-SYNCS = ("alpha", "barrier")
-"""Lockstep across processes: the α-synchronizer (null frames) or the coordinator-led barrier."""
+SYNCS = defaults.SYNCS
 
 __all__ = ["SYNCS", "Assignment", "LinkOpener", "Node", "NodeAborted", "done_report", "quiescent"]
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from node import defaults
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
 from node.topology import PORT_BITS, PORTS, Coord, Topology
@@ -145,7 +146,7 @@ class Engine:
         self.in_capacity = None if self.isolated else buffer
         self.out_capacity = None if self.isolated else out_buffer
         self.drop_when_full = policy == "drop"
-        self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
+        self.hop_limit = hop_limit if hop_limit is not None else defaults.hop_limit(topology.size)
         self.trace = trace
         self._clock = clock_ns
         self._ports = topology.ports(here)

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Final
 
 import msgpack
 
+from node import defaults
 from node.topology import PORTS, Coord
 from node.wire import MAX_FRAME
 
@@ -411,7 +412,7 @@ class Assign(_Event):
     peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
     switching: str = field(metadata={"check": _str}, default="store-and-forward")
     flits: int = field(metadata={"check": _nat}, default=64)
-    buffer_flits: int = field(metadata={"check": _nat}, default=2)
+    buffer_flits: int = field(metadata={"check": _nat}, default=defaults.BUFFER_FLITS)
     ts: int = field(metadata={"check": _nat}, default=33)
     prep: int | None = field(metadata={"check": _opt_nat}, default=None)
     sync: str = field(metadata={"check": _str}, default="alpha")

@@ -66,6 +66,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from node import defaults
 from node.engine import PORT_MODELS, Delivery, Injection, NodeError
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
@@ -85,8 +86,8 @@ __all__ = [
 
 DEFAULT_FLITS: Final = 64
 DEFAULT_TS: Final = 33
-DEFAULT_BUFFER_FLITS: Final = 2
-PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
+DEFAULT_BUFFER_FLITS: Final = defaults.BUFFER_FLITS
+PREP: Final[Mapping[str, int]] = defaults.PREP
 """Preparation time at the source in cycles (seed 004 §4.2); other algorithms spend none."""
 
 
@@ -164,7 +165,7 @@ class WormholeEngine:
         self.ts = ts
         self.buffer_flits = buffer_flits
         self.prep = dict(PREP if prep is None else prep)
-        self.hop_limit = hop_limit if hop_limit is not None else 4 * topology.size + 16
+        self.hop_limit = hop_limit if hop_limit is not None else defaults.hop_limit(topology.size)
         self._clock = clock_ns
         self.trace = trace
         self._ports = [p for p in PORTS if p in topology.ports(here)]

@@ -20,6 +20,7 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.records import RunSettings
+from node import defaults
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.linkmodel import LinkModel, LinkSpec, parse_link_file
 from node.mqtt import parse_broker
@@ -51,7 +52,7 @@ MAX_REPEAT = 100_000
 MAX_NODES = {name: r.max_nodes for name, r in runtimes.RUNTIMES.items()}
 """The most nodes each runtime hosts (the registry's: one OS process per node, one container per node)."""
 BROKER_PROBE_S = 3.0
-SYNCS = ("alpha", "barrier")
+SYNCS = defaults.SYNCS
 ALDUBAI = "Al-Dubai, Ould-Khaoua & Mackenzie"
 
 

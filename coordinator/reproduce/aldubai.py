@@ -38,6 +38,7 @@ from coordinator.reproduce.framework import (
     write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
+from node import defaults
 from node.topology import Topology
 
 __all__ = ["ALGORITHMS", "COLOURS", "CV_KS", "KS", "MESHES", "PREP", "SCENARIOS", "TS", "paper_data"]
@@ -64,7 +65,7 @@ CV_KS: tuple[int, ...] = (20, 40, 60, 80)
 ALGORITHMS = ("dp", "mp", "cp", "qg")
 COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
 TS = 33  # start-up, cycles; β = 1 cycle per flit
-PREP: Mapping[str, int] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}  # §4.2, cycles (the model's default table)
+PREP: Mapping[str, int] = defaults.PREP  # §4.2, cycles (the model's default table)
 METRICS = ("latency_max", "additional_traffic", "cv")
 
 

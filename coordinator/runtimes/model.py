@@ -15,6 +15,7 @@ import msgpack
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Plan
+from node import defaults
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
 from node.switching import check_switching, prep_table
@@ -41,7 +42,7 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
     topo = plan.topology
     one_port = settings.port_model == "one-port"
     isolated = settings.contention == "isolated"
-    hop_limit = settings.hop_limit if settings.hop_limit is not None else 4 * topo.size + 16
+    hop_limit = settings.hop_limit if settings.hop_limit is not None else defaults.hop_limit(topo.size)
     cap_in = None if isolated else settings.buffer
     cap_out = None if isolated else settings.out_buffer
     credits_on = cap_in is not None and settings.policy == "block"

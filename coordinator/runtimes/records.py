@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.workloads.plan import Plan
-from node import protocol
+from node import defaults, protocol
 from node.linkmodel import LinkModel
 from node.topology import Coord, port_names
 
@@ -38,7 +38,7 @@ class RunSettings:
     switching: str = "store-and-forward"
     """``wormhole``: flit-level wormhole switching (node/wormhole.py); the four below apply to it."""
     flits: int = 64
-    buffer_flits: int = 2
+    buffer_flits: int = defaults.BUFFER_FLITS
     ts: int = 33
     prep: int | None = None
     """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""

@@ -31,13 +31,14 @@ import msgpack
 
 from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Plan
+from node import defaults
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
 from node.topology import PORTS, Coord
 
 __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
-SEED004_PREP: Mapping[str, int] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
+SEED004_PREP: Mapping[str, int] = defaults.PREP
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
@@ -73,7 +74,7 @@ def run_wormhole_model(
     port_model: str = "all-port",
     flits: int = 64,
     ts: int = 33,
-    buffer_flits: int = 2,
+    buffer_flits: int = defaults.BUFFER_FLITS,
     prep: Mapping[str, int] | None = None,
     hop_limit: int | None = None,
     max_steps: int = 100_000,
@@ -82,7 +83,7 @@ def run_wormhole_model(
     topo = plan.topology
     prep = SEED004_PREP if prep is None else prep
     one = port_model == "one-port"
-    limit = hop_limit if hop_limit is not None else 4 * topo.size + 16
+    limit = hop_limit if hop_limit is not None else defaults.hop_limit(topo.size)
     raw = RawRun()
     nodes = sorted(topo.nodes())
     rank = {n: r for r, n in enumerate(nodes)}

@@ -1,0 +1,22 @@
+"""The defaults every layer shares, each written once: the engines, the wire, the reference
+models and the command line read them from here (``tests/test_defaults.py`` checks that none is
+written anywhere else)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["BUFFER_FLITS", "PREP", "SYNCS", "hop_limit"]
+
+BUFFER_FLITS: Final = 2
+"""Wormhole: flits each input channel buffers (2: a worm moves at full rate, one flit a cycle)."""
+PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
+"""Wormhole: preparation cycles at a multicast's source, seed 004's table (others: 0)."""
+SYNCS: Final = ("alpha", "barrier")
+"""Lockstep across processes: the α-synchronizer (null frames) or the coordinator-led barrier."""
+
+
+def hop_limit(size: int) -> int:
+    """The default hop limit of a network of ``size`` nodes: no route of a rule is longer."""
+    return 4 * size + 16
