@@ -305,9 +305,10 @@ def measurements_markdown() -> str:
         out += [f"## {date}", ""]
         for run in (r for r in runs if r["date"] == date):
             doc = json.loads((ROOT / "benchmarks" / run["file"]).read_text())
-            build = doc.get("build", run.get("build", "plain"))
+            build = doc.get("build", "plain")  # older files predate the compiled build
+            when = f"{run['time']} UTC" if ":" in run["time"] else f"in the {run['time']}"
             out += [
-                f"### {date} {run['time']} UTC, {build} build",
+                f"### {date} {when}, {build} build",
                 "",
                 f"- **Machine:** {meta['machines'][run.get('machine', 'dev')]}",
                 f"- **Command:** `{run['command']}`",
