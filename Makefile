@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-compiled lint bench image compiled plain clean
+.PHONY: demo test test-compiled lint bench image compiled plain docs clean
 
 $(BIN)/meshcast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,9 +38,13 @@ test-compiled: compiled  # the fast tests again, against the compiled build (CI 
 plain:  # back to the sources: remove what `make compiled` built
 	$(BIN)/python deploy/compile.py --remove
 
+docs: $(BIN)/meshcast  # the documentation site into site/ (mkdocs; pages generated from the code: docs/hooks.py)
+	$(BIN)/pip install --quiet -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(BIN)/meshcast
 	$(BIN)/meshcast bench
 
 clean:
 	find node -name '*.so' -delete
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -29,6 +29,7 @@ COVERED_ELSEWHERE = {
     "make image": "CI (.ci/run)",
     "make compiled": "CI (.ci/run: make test-compiled builds it, then runs the fast tests on it)",
     "make plain": "tests/test_compile.py (deploy/compile.py --remove, on a scratch package)",
+    "make docs": "CI (.ci/run: mkdocs build --strict)",
     "pip install --no-deps -e examples/meshcast-example-plugin": "tests/test_plugins.py (and below)",
 }
 PLUGIN_INSTALL = "pip install --no-deps -e examples/meshcast-example-plugin"
@@ -73,6 +74,7 @@ def test_every_meshcast_example_in_the_readme_runs(tmp_path: Path) -> None:
         need_docker()
         need_image(IMAGE)
     env = dict(os.environ, COLUMNS="120", MESHCAST_STATE_DIR=str(tmp_path / "state"))
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # the tour's experiment files, read-only
     for cmd in _commands():
         if cmd.removeprefix(".venv/bin/") == PLUGIN_INSTALL:
             # what `pip install -e` makes visible: the package and its entry point (tests/test_plugins.py)
@@ -87,6 +89,16 @@ def test_every_meshcast_example_in_the_readme_runs(tmp_path: Path) -> None:
             _runnable(cmd), shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
         )
         assert proc.returncode == 0, f"{cmd}\n{proc.stderr[-3000:]}"
+
+
+def test_the_readme_links_and_pictures_are_files_of_this_checkout() -> None:
+    """Every relative link and picture of the README names a file here (the docs site's sources)."""
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links to no file"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert missing == [], "README links to files that do not exist"
 
 
 def test_demo_runs() -> None:
