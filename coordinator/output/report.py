@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from coordinator.output.palette import algorithm_colour
 from coordinator.output.results import atomic_write, write_csv
 
 __all__ = [
@@ -129,17 +130,6 @@ def markdown_table(
 
 
 # -- plots -------------------------------------------------------------------------------------
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-_KNOWN = ("diag", "pair", "min", "vh", "dist")
-
-
-def algorithm_colour(name: str) -> str:
-    """One colour per algorithm, the same in every plot of every report."""
-    if name in _KNOWN:
-        return _COLOURS[_KNOWN.index(name)]
-    return _COLOURS[len(_KNOWN) + sum(map(ord, name)) % (len(_COLOURS) - len(_KNOWN))]
-
-
 @dataclass(frozen=True, slots=True)
 class Series:
     """One curve: ours (solid, with an optional 95% CI band) or the paper's (dashed)."""

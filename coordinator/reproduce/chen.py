@@ -21,7 +21,7 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
 from coordinator.errors import UsageError
-from coordinator.output.report import Series, fmt, fmt_delta, markdown_table, plot_series
+from coordinator.output.report import Series, algorithm_colour, fmt, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
@@ -41,7 +41,7 @@ KS: tuple[int, ...] = tuple(range(16, 241, 16))
 ALGORITHMS = ("dp", "group-graph", "group-pattern")
 GROUPING = ("group-graph", "group-pattern")
 LABELS = {"dp": "Ham-Path (DP)", "group-graph": "Graph-Based", "group-pattern": "Pattern-Based"}
-COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "group-graph": "#2ca02c", "group-pattern": "#d62728"}
+COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}  # as in every plot (output.palette)
 SCENARIOS = {"random": "random destinations (Fig. 10)", "proximity": "destinations with proximity (Fig. 11)"}
 THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping scheme"
 GREAT = 10.0  # our tolerance for §4's "a great amount": a mean latency reduction of at least this (%)
