@@ -29,6 +29,7 @@ from coordinator.experiments.mcast_run import run_document
 from coordinator.experiments.run import emulate, emulate_apart, result_document
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.wording import plural
 from coordinator.workloads.mcast import mcast_plan, message_set
 from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
 from node.routing import Algorithm, plugin_errors, registry
@@ -168,7 +169,7 @@ def print_summary(doc: dict[str, Any]) -> None:
     status = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["incomplete"])
     con.print(
         f"[bold]{run['topology']}[/] {run['port_model']}, {run['contention']} contention, "
-        f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
+        f"{run['clock']} clock, {run['runtime']} runtime — {plural(len(doc['multicasts']), 'multicast')}, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
     caption = (
@@ -209,7 +210,7 @@ def print_summary(doc: dict[str, Any]) -> None:
         con.print(f"arrival steps ({m['algorithm']}): {arr}")
     errs = doc["errors"]
     if errs:
-        con.print(f"[yellow]{len(errs)} error(s)[/], first: {errs[0]}")
+        con.print(f"[yellow]{plural(len(errs), 'error')}[/], first: {errs[0]}")
 
 
 JITTER_ROWS = 40
@@ -282,7 +283,8 @@ def _warmup_note(run: dict[str, Any]) -> str:
     n, gone = run.get("warmup_repeats", 0), run.get("warmup_discarded", 0)
     if not gone:
         return ""
-    return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
+    first = plural(n, "repetition")
+    return f"warm-up: the first {first} of each multicast ran and were discarded ({gone} in all); "
 
 
 def _model_line(settings: RunSettings) -> Callable[[int], float] | None:

@@ -38,6 +38,7 @@ from coordinator.reproduce.framework import (
     write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from node import defaults
 from node.topology import Topology
 
@@ -456,5 +457,7 @@ def run(args: Any, ctx: Context) -> int:
         ctx.warn(f"aldubai: {warning}")
     write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
     report = build_report(ours, cs, paper, status, write_plots(out, ours), out, meta)
-    said = f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    said = (
+        f"aldubai: {plural(len(ours.rows), 'multicast')} in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    )
     return finish(ctx, out, report, said, map(Claim.markdown, cs), all(s.complete for s in status.values()))

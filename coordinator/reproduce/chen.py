@@ -26,6 +26,7 @@ from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from node.routing.grouping import graph_cuts, graph_groups, graph_split, pattern_groups
 from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
@@ -410,6 +411,6 @@ def run(args: Any, ctx: Context) -> int:
     framework.write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
     if (warning := repeat_warning(ours.repeat)) is not None:
         ctx.warn(warning)
-    said = f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    said = f"chen: {plural(len(ours.rows), 'multicast')} in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
     done = status.complete and example.status.complete
     return framework.finish(ctx, out, report, said, [c.markdown() for c in cs], done)

@@ -33,6 +33,7 @@ from coordinator.output.report import Series, algorithm_colour, fmt, fmt_ci, mar
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from coordinator.workloads.plan import Multicast, Plan, PlanError
 from node import defaults
 from node.topology import Coord, Topology
@@ -970,7 +971,8 @@ def run(args: Any, ctx: Context) -> int:
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")
     said = (
-        f"tasnem: {len(rows)} multicasts ({meta['wall_s']:.1f} s); wrote {out}/report.md, {len(plots)} plots"
+        f"tasnem: {plural(len(rows), 'multicast')} ({meta['wall_s']:.1f} s); wrote {out}/report.md, "
+        f"{plural(len(plots), 'plot')}"
     )
     bullets = [c.markdown() for c in claims]
     report = build_report(
