@@ -119,3 +119,36 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
         if r["runtime"] == "in-process" and r["topology"] in eng and r["clock"] == "lockstep":
             assert r["packet_hops"] == eng[r["topology"]]["packet_hops"]
             assert r["steps"] == eng[r["topology"]]["steps"]
+
+
+def _wide_row(i: int) -> dict[str, Any]:
+    """A bench row with the widest values a full ``--large --shards`` bench prints."""
+    return {
+        "topology": "torus:128x128", "runtime": "in-process", "shards": 64, "clock": "lockstep",
+        "switching": "store-and-forward", "nodes": 16384, "multicasts": 100, "destinations": 50,
+        "steps": 12345, "packet_hops": 12_345_678, "start_s": 123.456, "active_s": 99.5, "run_s": 123.4,
+        "peak_rss_mb": 2345.6, "packet_hops_per_s": 12_345_678.9, "flit_hops_per_s": None,
+        "steps_per_s": 12345.6, "relay_hops_per_s": 1_234_567.8, "ratio": 0.555,
+        "run_packet_hops_per_s": 1_234_567.8 + i,
+    }  # fmt: skip
+
+
+def test_bench_tables_fit_80_columns_with_whole_headings() -> None:
+    from rich.console import Console
+
+    from coordinator.cli.bench_command import TABLES, bench_tables
+
+    rows = [_wide_row(i) for i in range(12)]
+    con = Console(width=80, record=True)
+    for table in bench_tables(rows):
+        con.print(table)
+    text = con.export_text()
+    assert "…" not in text  # neither a heading nor a value cut short
+    assert max(len(line) for line in text.splitlines()) <= 80
+    words = set(text.split())
+    for _, columns in TABLES:
+        for heading, _field in columns:
+            assert set(heading.split()) <= words, heading
+    for value in ("torus:128x128", "store-and-forward", "in-process", "12,345,678", "100×50", "2,346"):
+        assert value in words, value
+    assert text.count("torus:128x128") == 12

@@ -3,14 +3,27 @@ bands, paired differences on shared destination sets, load curves; a bad directo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.container import ErrorbarContainer
 
 from coordinator.cli import main
+from coordinator.experiments import plot as plot_mod
 from coordinator.experiments.plot import paired_differences, rows_of
 from coordinator.experiments.sweep import sweep_plan
-from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops
+from coordinator.output.report import (
+    Panel,
+    Series,
+    algorithm_colour,
+    draw_panels,
+    latency_by_hops,
+    plot_jitter,
+    plot_latency_by_hops,
+)
 from node.topology import Topology
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -122,3 +135,92 @@ def test_jitter_heat_map_with_missing_wall_times(tmp_path: Path) -> None:
         {**row, "node": [2, 0], "wall_ns_median": None, "wall_ns_iqr": None},
     ]
     assert plot_jitter(tmp_path / "j.png", 3, 2, jitter).read_bytes()[:8] == PNG
+
+
+def _panel_series(values: dict[str, tuple[float, float, float]], x: float = 6) -> list[Series]:
+    """One single-point series per algorithm: (mean, CI low, CI high) at ``x``."""
+    return [
+        Series(a, [x], [m], colour=algorithm_colour(a), band=([lo], [hi]))
+        for a, (m, lo, hi) in values.items()
+    ]
+
+
+def test_a_single_point_per_curve_is_a_dot_with_its_ci_bar_and_the_figure_says_so() -> None:
+    values = {"dp": (10.0, 8.0, 12.0), "mp": (9.0, 8.5, 9.5), "vh": (7.0, 7.0, 7.0)}
+    fig = draw_panels([Panel("time", "steps", _panel_series(values))], "a run", "destinations", "note")
+    (ax,) = fig.axes
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 3 and not [c for c in ax.collections if isinstance(c, PolyCollection)]  # no band
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["dp", "mp", "vh"]
+    assert ax.get_xlabel() == "destinations = 6"
+    (lo_hi,) = bars[0].lines[2][0].get_segments()  # dp's bar spans its CI
+    assert [float(y) for _, y in lo_hi] == [8.0, 12.0]
+    suptitle = fig.get_suptitle()
+    assert "one point per curve at destinations = 6: a dot (mean) with its 95% CI as a bar" in suptitle
+
+
+def test_several_points_per_curve_stay_lines_with_bands() -> None:
+    series = [Series("vh", [3, 6], [5.0, 7.0], colour="#d62728", band=([4.0, 6.0], [6.0, 8.0]))]
+    fig = draw_panels([Panel("time", "steps", series)], "a sweep", "destinations", "note")
+    (ax,) = fig.axes
+    assert len(ax.lines) == 1 and not ax.containers
+    assert len(ax.collections) == 1 and isinstance(ax.collections[0], PolyCollection)  # the band
+    assert "one point per curve" not in fig.get_suptitle()
+
+
+def test_run_out_at_one_number_of_destinations_draws_dots(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["run", "--topology", "mesh:6x6", "--algorithm", "dp,mp", "--random-dests", "4",
+            "--repeat", "3", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "metrics.png").read_bytes()[:8] == PNG and (out / "differences.png").exists()
+
+
+def _incomplete_run(directory: Path) -> None:
+    """A run.json of four multicasts, one of which missed two of its four destinations."""
+    ds = [[1, 1], [2, 2], [3, 3], [4, 4]]
+
+    def record(alg: str, src: list[int], traffic: int, missing: list[list[int]]) -> dict[str, object]:
+        return {"algorithm": alg, "source": src, "destinations": ds, "time": None if missing else 8,
+                "traffic": traffic, "additional_traffic": traffic - 4, "mean_arrival": 5.0, "cv": 0.3,
+                "missing": missing}  # fmt: skip
+
+    mcs = [record("vh", [0, 0], 12, []), record("vh", [0, 1], 14, []),
+           record("dp", [0, 0], 13, []), record("dp", [0, 1], 2, ds[2:])]  # fmt: skip
+    doc = {"run": {"topology": "mesh:6x6", "complete": False}, "multicasts": mcs}
+    (directory / "run.json").write_text(json.dumps(doc))
+
+
+def test_incomplete_multicasts_are_left_out_of_the_plots_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _incomplete_run(tmp_path)
+    drawn: list[Panel] = []
+    real = plot_mod.plot_panels
+
+    def spy(path: Path, panels: list[Panel], *args: Any, **kw: Any) -> Path:
+        drawn.extend(panels)
+        return real(path, panels, *args, **kw)
+
+    monkeypatch.setattr(plot_mod, "plot_panels", spy)
+    plotted = plot_mod.plot_dir(tmp_path)
+    assert plotted.warnings == (
+        "left 1 incomplete multicast out of the plots (destinations not reached: their time, traffic "
+        "and CV count only the destinations reached)",
+    )
+    extra = next(p for p in drawn if p.title == "additional traffic")
+    values = {s.label: [y for y in s.y if y is not None] for s in extra.series}
+    assert values == {"vh": [9.0], "dp": [9.0]}  # dp's −2 (2 links, 4 destinations) is not drawn
+    assert all(v >= 0 for p in drawn for s in p.series for v in s.y if v is not None and "−" not in s.label)
+    assert main(["plot", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "meshcast: warning: left 1 incomplete multicast out of the plots" in err
+
+
+def test_a_run_with_only_incomplete_multicasts_has_nothing_to_plot(tmp_path: Path) -> None:
+    _incomplete_run(tmp_path)
+    doc = json.loads((tmp_path / "run.json").read_text())
+    doc["multicasts"] = doc["multicasts"][3:]
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    with pytest.raises(plot_mod.PlotError, match="all 1 incomplete multicast"):
+        plot_mod.plot_dir(tmp_path)

@@ -231,3 +231,33 @@ def test_progress_counts_every_delivery_across_emulations() -> None:
 def test_sweep_refuses_bad_jobs_and_chunk(jobs: int, chunk: int, words: str) -> None:
     with pytest.raises(PlanError, match=words):
         sweep_mod.sweep("mesh:4x4", ["vh"], [2], 1, 1, (0, 0), RunSettings(), jobs=jobs, chunk=chunk)
+
+
+def test_the_progress_bar_label_names_what_it_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar counts deliveries: its label says so, and the count it reaches is the label's."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from coordinator.cli import sweep_command
+    from coordinator.cli.sweep_command import progress_label
+
+    assert progress_label(["a", "b", "c"], [100, 300], 35) == (
+        "sweep: 42000 deliveries of 210 multicasts",
+        42000,
+    )
+    assert progress_label(["vh"], [1], 1) == ("sweep: 1 delivery of 1 multicast", 1)
+    labels: list[str] = []
+    counts: list[tuple[int, int]] = []
+
+    @contextmanager
+    def bar(label: str) -> Iterator[Any]:
+        labels.append(label)
+        yield lambda done, total: counts.append((done, total))
+
+    monkeypatch.setattr(sweep_command, "progress", bar)
+    argv = ["sweep", "--topology", "mesh:6x6", "--algorithms", "vh,dp", "--dests", "3,5", "--repeat", "2",
+            "--jobs", "1", "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(argv) == 0
+    label, total = progress_label(["vh", "dp"], [3, 5], 2)
+    assert labels == [label] == ["sweep: 32 deliveries of 8 multicasts"]
+    assert counts and {t for _, t in counts} == {total} and counts[-1] == (total, total)

@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from coordinator.wording import plural
+
 __all__ = ["POLICY_DROPS", "RULE_ERRORS", "completion"]
 
 RULE_ERRORS = {
@@ -32,11 +34,12 @@ def completion(
     missing = [r for r in records if r.get("missing")]
     if missing:
         n = sum(len(r["missing"]) for r in missing)
-        causes.append(f"{n} destination(s) of {len(missing)} multicast(s) not reached")
+        causes.append(f"{plural(n, 'destination')} of {plural(len(missing), 'multicast')} not reached")
     dup = [r for r in records if r.get("duplicates")]
     if dup:
         n = sum(int(r["duplicates"]) for r in dup)
-        causes.append(f"{n} duplicate delivery(ies) in {len(dup)} multicast(s)")
+        deliveries = plural(n, "duplicate delivery", "duplicate deliveries")
+        causes.append(f"{deliveries} in {plural(len(dup), 'multicast')}")
     by_kind: Counter[str] = Counter()
     first: dict[str, str] = {}
     for e in errors:
@@ -47,5 +50,5 @@ def completion(
         first.setdefault(kind, str(e.get("cause", "")))
     for kind, n in sorted(by_kind.items()):
         what = RULE_ERRORS.get(kind, f"node error ({kind})")
-        causes.append(f"{what}: {n} time(s), first: {first[kind]}")
+        causes.append(f"{what}: {plural(n, 'time')}, first: {first[kind]}")
     return not causes, causes

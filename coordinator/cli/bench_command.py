@@ -5,17 +5,31 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.cli.ui import console, progress
 from coordinator.experiments.bench import SPARSE_RUNS, run_bench
 from node import build_name
 
-__all__ = ["COMMANDS", "add_command"]
+if TYPE_CHECKING:
+    from rich.table import Table
 
-COLUMNS = ("topology", "runtime", "shards", "clock", "switching", "nodes", "packet_hops_per_s",
-           "flit_hops_per_s", "steps_per_s", "relay_hops_per_s", "ratio", "start_s",
-           "peak_rss_mb")  # fmt: skip
+__all__ = ["COMMANDS", "TABLES", "add_command", "bench_tables"]
+
+TABLES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("(b)–(e) points", (("topology", "topology"), ("runtime", "runtime"), ("shards", "shards"),
+                        ("clock", "clock"), ("switching", "switching"))),
+    ("their work and times", (("nodes", "nodes"), ("mcasts × dests", "mcasts×dests"),
+                              ("steps", "steps"), ("packet hops", "packet_hops"), ("start s", "start_s"),
+                              ("active s", "active_s"), ("run s", "run_s"), ("peak MB", "peak_rss_mb"))),
+    ("their rates", (("packet hops/s", "packet_hops_per_s"), ("flit hops/s", "flit_hops_per_s"),
+                     ("steps/s", "steps_per_s"), ("relay hops/s", "relay_hops_per_s"), ("ratio", "ratio"),
+                     ("run hops/s", "run_packet_hops_per_s"))),
+)  # fmt: skip
+"""The bench's three tables, each narrow enough for an 80-column terminal: a title and its columns
+(heading, row field; one row per point, numbered in every table). The headings are words, so a
+narrow terminal wraps them between words instead of cutting them to "topo…"."""
+TEXT_FIELDS = frozenset({"topology", "runtime", "clock", "switching"})
 
 
 def _cell(value: Any) -> str:
@@ -23,7 +37,32 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
     return str(value)
+
+
+def _field(row: dict[str, Any], field: str) -> str:
+    if field == "mcasts×dests":
+        return f"{row['multicasts']}×{row['destinations']}"
+    return _cell(row[field])
+
+
+def bench_tables(rows: list[dict[str, Any]]) -> list[Table]:
+    """The rows of ``run_bench`` as :data:`TABLES` (rich tables, the points numbered in each)."""
+    from rich import box
+    from rich.table import Table
+
+    tables = []
+    for title, columns in TABLES:
+        table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+        table.add_column("#", justify="right")
+        for heading, field in columns:
+            table.add_column(heading, justify="left" if field in TEXT_FIELDS else "right")
+        for i, r in enumerate(rows, 1):
+            table.add_row(str(i), *(_field(r, field) for _, field in columns))
+        tables.append(table)
+    return tables
 
 
 def _shard_count(text: str) -> int:
@@ -44,35 +83,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"relay_hops_per_s": limit, "build": build_name(), "rows": rows}))
         return 0
-    from rich.table import Table
-
     con = console()
     con.print(f"node build: [bold]{build_name()}[/] (make compiled: mypyc; make plain: the sources)")
     con.print(
         "(a) relay chain (trio memory channels, msgpack decode+encode per hop), measured beside each point:"
-        f" median [bold]{limit:,.0f}[/] hops/s (each row: relay_hops_per_s)"
+        f" median [bold]{limit:,.0f}[/] hops/s (each point: relay hops/s)"
     )
-    table = Table(*COLUMNS, "mcasts×dests", "steps", "packet-hops", "active s", "run s", "run hops/s")
-    for r in rows:
-        table.add_row(
-            *(_cell(r[c]) for c in COLUMNS), f"{r['multicasts']}×{r['destinations']}", _cell(r["steps"]),
-            f"{r['packet_hops']:,}", f"{r['active_s']:.2f}", f"{r['run_s']:.2f}",
-            _cell(r["run_packet_hops_per_s"]),
-        )  # fmt: skip
     con.print(
         "(b) emulator, in-process runtime, VH, isolated contention, one-port (store-and-forward rows);"
         " (e) engines rows: the same nodes' engines in one plain loop, no trio: their own work per hop"
     )
     con.print("(c) wormhole rows: random XY unicasts, L = 16 flits, Ts = 0, shared contention, one-port")
-    con.print(table)
+    for table in bench_tables(rows):
+        con.print(table)
     con.print(
         "Rates are over the active span (first injection to last delivery; engines: the whole loop),"
         " steps/s over the steps in it (the idle tail after the last delivery is not);"
-        " ratio = packet-hops/s ÷ the row's relay_hops_per_s (a), under wormhole flit-hops/s ÷ it"
-        " (packet-hops under wormhole are worm-hops)."
+        " ratio = packet hops/s ÷ the point's relay hops/s (a), under wormhole flit hops/s ÷ it"
+        " (packet hops under wormhole are worm-hops)."
     )
     con.print(
-        "run s: start to every node done (adds a fan-out to and from every node); start_s: before start."
+        "run s: start to every node done (adds a fan-out to and from every node); start s: before start."
         f" A sparse row (one multicast, an active span of milliseconds) is the median of {SPARSE_RUNS} runs."
     )
     return 0

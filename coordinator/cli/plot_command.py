@@ -16,13 +16,21 @@ from coordinator.output.paths import prepare_out_dir
 __all__ = ["COMMANDS", "add_command", "write_plots"]
 
 
+def _warn(plotted: plot_mod.Plotted) -> None:
+    for w in plotted.warnings:
+        print(f"meshcast: warning: {w}", file=sys.stderr)
+
+
 def write_plots(directory: Path) -> list[Path]:
-    """Draw ``directory``'s plots beside its results (used by ``run --out`` and ``sweep --out``)."""
+    """Draw ``directory``'s plots beside its results (used by ``run --out`` and ``sweep --out``),
+    warning on stderr of what they leave out."""
     try:
-        return plot_mod.plot_dir(directory)
+        plotted = plot_mod.plot_dir(directory)
     except plot_mod.PlotError as exc:
         print(f"meshcast: no plots: {exc}", file=sys.stderr)
         return []
+    _warn(plotted)
+    return list(plotted.paths)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -32,10 +40,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"{directory}: not a directory")
     out = prepare_out_dir(args.out, force=True) if args.out else directory
     try:
-        written = plot_mod.plot_dir(directory, out)
+        plotted = plot_mod.plot_dir(directory, out)
     except plot_mod.PlotError as exc:
         raise UsageError(str(exc)) from None
-    print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
+    _warn(plotted)
+    print("wrote " + ", ".join(str(w) for w in plotted.paths), file=sys.stderr)
     return 0
 
 

@@ -29,12 +29,21 @@ from coordinator.experiments.mcast_run import run_document
 from coordinator.experiments.run import emulate, emulate_apart, result_document
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.wording import plural
 from coordinator.workloads.mcast import mcast_plan, message_set
 from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
-from node.routing import plugin_errors, registry
+from node.routing import Algorithm, plugin_errors, registry
 from node.topology import Topology, TopologyError, parse_coord, parse_coords
 
-__all__ = ["COMMANDS", "add_command", "execute", "plan_from", "print_summary"]
+__all__ = [
+    "COMMANDS",
+    "add_command",
+    "built_in",
+    "demo_algorithms",
+    "execute",
+    "plan_from",
+    "print_summary",
+]
 
 
 def algorithms_of(text: str) -> list[str]:
@@ -160,11 +169,12 @@ def print_summary(doc: dict[str, Any]) -> None:
     status = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["incomplete"])
     con.print(
         f"[bold]{run['topology']}[/] {run['port_model']}, {run['contention']} contention, "
-        f"{run['clock']} clock, {run['runtime']} runtime — {len(doc['multicasts'])} multicasts, "
+        f"{run['clock']} clock, {run['runtime']} runtime — {plural(len(doc['multicasts']), 'multicast')}, "
         f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
     )
     caption = (
         _warmup_note(run) + "time and mean arrival in steps, traffic in link traversals; "
+        "additional traffic = traffic − destinations; "
         "CV = SD / mean of the destinations' arrival (steps; wall: wall-clock latency); ± = 95% CI"
     )
     table = Table(show_lines=False, caption=caption)
@@ -200,7 +210,7 @@ def print_summary(doc: dict[str, Any]) -> None:
         con.print(f"arrival steps ({m['algorithm']}): {arr}")
     errs = doc["errors"]
     if errs:
-        con.print(f"[yellow]{len(errs)} error(s)[/], first: {errs[0]}")
+        con.print(f"[yellow]{plural(len(errs), 'error')}[/], first: {errs[0]}")
 
 
 JITTER_ROWS = 40
@@ -273,7 +283,8 @@ def _warmup_note(run: dict[str, Any]) -> str:
     n, gone = run.get("warmup_repeats", 0), run.get("warmup_discarded", 0)
     if not gone:
         return ""
-    return f"warm-up: the first {n} repetition(s) of each multicast ran and were discarded ({gone} in all); "
+    first = plural(n, "repetition")
+    return f"warm-up: the first {first} of each multicast ran and were discarded ({gone} in all); "
 
 
 def _model_line(settings: RunSettings) -> Callable[[int], float] | None:
@@ -447,24 +458,86 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
 
 
 DEMO_DESTS = "4,6 6,6 0,2 4,0 3,0 7,4"
+MALANI_EXAMPLE_1: dict[str, tuple[int, int]] = {
+    "vh": (25, 12),
+    "diag": (21, 12),
+    "dist": (17, 17),
+    "pair": (17, 12),
+}
+"""Example 1 (8×8 mesh, source (0,0), :data:`DEMO_DESTS`) as Malani's thesis gives it: per
+algorithm (traffic in links, one-port time in steps) — §2.2 for VH, DIAG and DIST (Figs. 4–6),
+§3.2 for PAIR (Fig. 8). The thesis shows MIN on Example 2 only. DIST's 17 steps: the thesis does
+not give its send order; ours is the optimal one (ALGORITHMS.md lists it as open)."""
+DEMO_DEFINITIONS = (
+    "CV = SD / mean of one multicast's arrival steps at its destinations (population SD; Al-Dubai et "
+    "al.'s node-level coefficient of variation, seed 004 §4.2.2): 0 when every destination receives at "
+    "the same step",
+    "additional traffic = traffic − number of destinations: the link traversals beyond the one per "
+    "destination that any multicast needs",
+)
+
+
+def built_in(algorithm: Algorithm) -> bool:
+    """Whether ``algorithm`` is one of meshcast's own rules (in the ``ALGORITHMS`` of a family
+    module of ``node.routing``), not a plug-in registered through the ``meshcast.algorithms``
+    entry points."""
+    return any(
+        any(a is algorithm for a in getattr(module, "ALGORITHMS", ()))
+        for name, module in list(sys.modules.items())
+        if name.startswith("node.routing.")
+    )
+
+
+def demo_algorithms(topology: Topology) -> list[str]:
+    """The built-in algorithms that run on ``topology``, in the registry's order (plug-ins left out)."""
+    return [a.name for a in registry if built_in(a) and a.unsupported(topology) is None]
+
+
+def print_example_1(doc: dict[str, Any]) -> None:
+    """Malani's algorithms on Example 1: our time and traffic beside the thesis's."""
+    from rich.table import Table
+
+    table = Table(
+        title="Example 1, Malani's algorithms: ours beside the thesis's",
+        caption="time in steps (one-port), traffic in links; — the thesis gives none (MIN: Example 2 only); "
+        "DIST's 17 steps: the thesis does not give its send order",
+    )
+    for col in ("algorithm", "time", "thesis time", "traffic", "thesis traffic"):
+        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    for a in ("vh", "diag", "dist", "pair", "min"):
+        s = doc["by_algorithm"].get(a)
+        if s is None:
+            continue
+        paper = MALANI_EXAMPLE_1.get(a)
+        ours = [f"{s[m]['mean']:g}" if s[m]["mean"] is not None else "-" for m in ("time", "traffic")]
+        table.add_row(a, ours[0], str(paper[1]) if paper else "—", ours[1], str(paper[0]) if paper else "—")
+    console().print(table)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Example 1 of Malani's thesis with every mesh algorithm, then a random comparison on a torus."""
+    """Example 1 of Malani's thesis with every built-in mesh algorithm, then a random comparison on
+    a torus. Plug-ins installed through entry points are left out: the demo shows the papers'
+    algorithms."""
     in_range("--seed", args.seed, 0, 2**63 - 1)
     con = console()
     topo = Topology.parse("mesh:8x8")
-    algs = [a.name for a in registry if a.unsupported(topo) is None]
+    algs = demo_algorithms(topo)
     con.rule(
         "[bold]meshcast demo[/]: Example 1 of A. Malani, “Efficient Multicast Algorithms for Mesh and "
         "Torus Networks” — 8×8 mesh, source (0,0), one-port"
     )
     con.print(f"destinations {DEMO_DESTS}; algorithms: {', '.join(algs)}")
+    plugins = [a.name for a in registry if not built_in(a)]
+    if plugins:
+        con.print(f"installed plug-ins, not in the demo: {', '.join(plugins)}")
     plan = explicit(topo, algs, (0, 0), parse_coords(DEMO_DESTS))
     doc = execute(plan, RunSettings())
     print_summary(doc)
+    for line in DEMO_DEFINITIONS:
+        con.print(line)
+    print_example_1(doc)
     topo2 = Topology.parse("torus:16x16")
-    algs2 = [a.name for a in registry if a.unsupported(topo2) is None]
+    algs2 = demo_algorithms(topo2)
     con.rule("16×16 torus, 40 random destinations, 20 repetitions, same sets for every algorithm")
     plan2 = random_plan(topo2, algs2, 40, 20, seed=args.seed, source=(0, 0))
     doc2 = execute(plan2, RunSettings(seed=args.seed))

@@ -21,6 +21,7 @@ from coordinator.errors import UsageError
 from coordinator.experiments import show as show_mod
 from coordinator.experiments.show import FORMATS, draw_multicast, show
 from coordinator.output.paths import prepare_out_file
+from coordinator.wording import plural
 from coordinator.workloads.plan import PlanError
 from node.topology import TopologyError, parse_coord, parse_coords
 
@@ -79,7 +80,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if record["missing"] or not record["run"]["complete"]:
-        print(f"meshcast: {len(record['missing'])} destination(s) not reached", file=sys.stderr)
+        print(f"meshcast: {plural(len(record['missing']), 'destination')} not reached", file=sys.stderr)
         return 1
     return 0
 

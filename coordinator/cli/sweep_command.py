@@ -24,10 +24,11 @@ from coordinator.errors import UsageError
 from coordinator.experiments import sweep as sweep_mod
 from coordinator.experiments.sweep import DEFAULT_CHUNK, SweepResult, check_settings, parse_dests, sweep_plan
 from coordinator.output.paths import prepare_out_dir
+from coordinator.wording import plural
 from coordinator.workloads.plan import PlanError
 from node.topology import TopologyError, parse_coord
 
-__all__ = ["COMMANDS", "add_command"]
+__all__ = ["COMMANDS", "add_command", "progress_label"]
 
 MAX_JOBS = 256
 
@@ -95,6 +96,19 @@ def _print_summary(result: SweepResult, algorithms: Sequence[str]) -> None:
     console().print(table)
 
 
+def progress_label(algorithms: Sequence[str], ks: Sequence[int], repeat: int) -> tuple[str, int]:
+    """The sweep's progress bar label and the count it runs to: the bar counts deliveries (what
+    every runtime reports as it goes), so the label says so, beside the multicasts they belong to.
+
+    ``("sweep: 42000 deliveries of 210 multicasts", 42000)`` for 3 algorithms, k = 100 and 300,
+    35 repetitions.
+    """
+    multicasts = len(algorithms) * len(ks) * repeat
+    deliveries = len(algorithms) * sum(ks) * repeat
+    label = f"sweep: {plural(deliveries, 'delivery', 'deliveries')} of {plural(multicasts, 'multicast')}"
+    return label, deliveries
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``meshcast sweep``: validate, run every chunk, write tidy/summary/sweep.json, print a table."""
     topo = topology_from(args.topology)
@@ -118,9 +132,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     out = prepare_out_dir(args.out, force=args.force)
     (out / "config.toml").write_text(args.experiment_file)  # what made it: sweep --config DIR/config.toml
-    total = len(algorithms) * len(ks) * args.repeat
+    label, _ = progress_label(algorithms, ks, args.repeat)
     run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
-    with progress(f"sweep of {total} multicasts") as update:
+    with progress(label) as update:
         result = sweep_mod.sweep(*run, update, params, jobs=args.jobs, chunk=args.chunk)
     meta = {
         "command": "sweep",
@@ -141,7 +155,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if not result.complete:
         missing = sum(1 for r in result.tidy if r["missing"])
-        why = "; ".join(result.incomplete) or f"{missing} multicast(s) missed destinations"
+        why = "; ".join(result.incomplete) or f"{plural(missing, 'multicast')} missed destinations"
         print(f"meshcast: sweep incomplete: {why}", file=sys.stderr)
         return 1
     return 0

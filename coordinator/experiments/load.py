@@ -28,6 +28,7 @@ import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
+from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.topology import Coord, Topology
@@ -226,12 +227,13 @@ def plot_load(points: Sequence[LoadPoint], path: Path, title: str, bound: float 
     for alg in dict.fromkeys(p.algorithm for p in points):
         ps = [p for p in points if p.algorithm == alg]
         ok = [p for p in ps if p.saturated is None]
-        line = ax1.plot([p.offered for p in ok], [p.latency for p in ok], marker="o", label=alg)[0]
+        colour = algorithm_colour(alg)
+        ax1.plot([p.offered for p in ok], [p.latency for p in ok], marker="o", label=alg, color=colour)
         sat = [p for p in ps if p.saturated is not None]
         if sat:
             top = max((p.latency or 0 for p in ok), default=1)
-            ax1.scatter([p.offered for p in sat], [top * 1.1] * len(sat), marker="x", color=line.get_color())
-        ax2.plot([p.offered for p in ps], [p.throughput for p in ps], marker="o", label=alg)
+            ax1.scatter([p.offered for p in sat], [top * 1.1] * len(sat), marker="x", color=colour)
+        ax2.plot([p.offered for p in ps], [p.throughput for p in ps], marker="o", label=alg, color=colour)
     if bound is not None:
         for ax in (ax1, ax2):
             ax.axvline(bound, color="grey", linestyle="--", label=f"XY bound {bound:.4f}")

@@ -3,8 +3,13 @@
 * run and sweep: ``metrics.png``, each metric against the number of destinations per algorithm
   with its 95% CI band; ``differences.png``, the paired difference between two algorithms on the
   very same destination sets (a sweep draws each set once and gives it to every algorithm; a run
-  pairs multicasts whose source and destinations are equal) with its 95% CI.
+  pairs multicasts whose source and destinations are equal) with its 95% CI. A run at one number
+  of destinations has no line to draw: each algorithm is a dot with its 95% CI as a bar.
 * load: ``load-ci.png``, latency and throughput against offered load (with the batch-means CI).
+
+A multicast that missed destinations is left out of the run and sweep plots (its time, traffic
+and CV count only the destinations reached: its additional traffic can even be negative); the
+figure's title and :attr:`Plotted.warnings` say how many were.
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ import itertools
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coordinator.analysis.metrics import SUMMARY_FIELDS, ci95
 from coordinator.output.report import Panel, Series, algorithm_colour, plot_panels
+from coordinator.wording import plural
 
-__all__ = ["METRICS", "NOTE", "PlotError", "paired_differences", "plot_dir", "rows_of"]
+__all__ = ["METRICS", "NOTE", "PlotError", "Plotted", "paired_differences", "plot_dir", "rows_of"]
 
 METRICS: dict[str, tuple[str, str]] = {
     "time": ("time (max arrival)", "steps"),
@@ -29,7 +36,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "mean_arrival": ("mean arrival", "steps"),
     "cv": ("CV of arrival steps", "ratio (no unit)"),
 }
-NOTE = "line = mean, band = 95% CI (± = 95% CI, Student t); time in steps, traffic in link traversals"
+NOTE = (
+    "mean and 95% CI (Student t): a line and band across numbers of destinations, a dot and bar at a "
+    "lone one; time in steps, traffic in link traversals"
+)
+INCOMPLETE = "destinations not reached: their time, traffic and CV count only the destinations reached"
 
 
 class PlotError(ValueError):
@@ -38,7 +49,17 @@ class PlotError(ValueError):
 
 Row = dict[str, Any]
 """One multicast: algorithm, k (destinations), pair (the key shared by the same destination set
-across algorithms) and one value per metric (None when missing)."""
+across algorithms), complete (every destination reached) and one value per metric (None when
+missing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plotted:
+    """What :func:`plot_dir` drew: the files, and warnings for the user (incomplete multicasts
+    left out)."""
+
+    paths: tuple[Path, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def _num(v: Any) -> float | None:
@@ -58,6 +79,7 @@ def rows_of(directory: Path) -> tuple[list[Row], str]:
                         "algorithm": r["algorithm"],
                         "k": int(r["k"]),
                         "pair": (int(r["k"]), int(r["repetition"])),  # the set every algorithm shares
+                        "complete": not int(r.get("missing") or 0),
                         **{m: _num(r[m]) for m in SUMMARY_FIELDS},
                     }
                 )
@@ -77,11 +99,12 @@ def rows_of(directory: Path) -> tuple[list[Row], str]:
                     "algorithm": m["algorithm"],
                     "k": len(m["destinations"]),
                     "pair": (key, nth),  # the nth repetition of the same set
+                    "complete": not m.get("missing"),
                     **{f: m.get(f) for f in SUMMARY_FIELDS},
                 }
             )
         run = doc.get("run", {})
-        return rows, f"run on {run.get('topology', '?')}, {len(rows)} multicasts"
+        return rows, f"run on {run.get('topology', '?')}, {plural(len(rows), 'multicast')}"
     raise PlotError(f"{directory}: no tidy.csv (sweep --out), run.json (run --out) or load.csv (load --out)")
 
 
@@ -125,18 +148,30 @@ def _series(label: str, colour: str, points: dict[int, dict[str, Any]]) -> Serie
     )
 
 
-def plot_dir(directory: Path, out: Path | None = None) -> list[Path]:
-    """Draw the plots of ``directory`` into ``out`` (default: the same directory); their paths."""
+def plot_dir(directory: Path, out: Path | None = None) -> Plotted:
+    """Draw the plots of ``directory`` into ``out`` (default: the same directory).
+
+    Incomplete multicasts (destinations not reached) are left out, and said so in the figure's
+    title and in the warnings returned; PlotError when nothing is left to plot.
+    """
     out = out or directory
     if (directory / "load.csv").is_file() and not (directory / "tidy.csv").is_file():
-        return [_plot_load(directory, out)]
+        return Plotted((_plot_load(directory, out),))
     rows, title = rows_of(directory)
     if not rows:
         raise PlotError(f"{directory}: the results hold no multicasts")
-    algorithms = list(dict.fromkeys(r["algorithm"] for r in rows))
+    kept = [r for r in rows if r["complete"]]
+    warnings: tuple[str, ...] = ()
+    if len(kept) < len(rows):
+        gone = plural(len(rows) - len(kept), "incomplete multicast")
+        if not kept:
+            raise PlotError(f"{directory}: nothing to plot: all {gone} ({INCOMPLETE})")
+        warnings = (f"left {gone} out of the plots ({INCOMPLETE})",)
+        title += f"; {gone} left out"
+    algorithms = list(dict.fromkeys(r["algorithm"] for r in kept))
     panels = []
     for metric, (name, unit) in METRICS.items():
-        pts = by_point(rows, metric)
+        pts = by_point(kept, metric)
         series = [_series(a, algorithm_colour(a), pts[a]) for a in algorithms if a in pts]
         panels.append(Panel(name, unit, series))
     written = [plot_panels(out / "metrics.png", panels, title, "destinations", NOTE)]
@@ -146,13 +181,13 @@ def plot_dir(directory: Path, out: Path | None = None) -> list[Path]:
         for metric, (name, unit) in METRICS.items():
             series = []
             for i, (a, b) in enumerate(pairs):
-                diff = paired_differences(rows, metric, a, b)
+                diff = paired_differences(kept, metric, a, b)
                 if diff:
                     series.append(_series(f"{a} − {b}", _PAIR_COLOURS[i % len(_PAIR_COLOURS)], diff))
             panels.append(Panel(f"{name}: paired difference", unit, series, zero_line=True))
         note = NOTE + "; differences on the same destination sets"
         written.append(plot_panels(out / "differences.png", panels, title, "destinations", note))
-    return written
+    return Plotted(tuple(written), warnings)
 
 
 _PAIR_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

@@ -17,15 +17,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from coordinator.output.palette import algorithm_colour
 from coordinator.output.results import atomic_write, write_csv
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DataTable",
     "Panel",
     "Series",
     "algorithm_colour",
+    "draw_panels",
     "fmt",
     "fmt_ci",
     "fmt_delta",
@@ -129,17 +134,6 @@ def markdown_table(
 
 
 # -- plots -------------------------------------------------------------------------------------
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-_KNOWN = ("diag", "pair", "min", "vh", "dist")
-
-
-def algorithm_colour(name: str) -> str:
-    """One colour per algorithm, the same in every plot of every report."""
-    if name in _KNOWN:
-        return _COLOURS[_KNOWN.index(name)]
-    return _COLOURS[len(_KNOWN) + sum(map(ord, name)) % (len(_COLOURS) - len(_KNOWN))]
-
-
 @dataclass(frozen=True, slots=True)
 class Series:
     """One curve: ours (solid, with an optional 95% CI band) or the paper's (dashed)."""
@@ -410,41 +404,85 @@ class Panel:
     zero_line: bool = False
 
 
-def plot_panels(
-    path: Path, panels: Sequence[Panel], title: str, xlabel: str, note: str, dpi: int = 100
-) -> Path:
-    """Panels side by side (up to three a row) in one PNG at ``path``, written atomically."""
+def _single(series: Sequence[Series]) -> tuple[float, ...] | None:
+    """The x of every series when each has one point at most (all at the same x or not), else None."""
+    xs = []
+    for s in series:
+        pts = [x for x, y in zip(s.x, s.y, strict=True) if y is not None]
+        if len(pts) > 1:
+            return None
+        xs += pts
+    return tuple(xs)
+
+
+def _error_bar(ax: Any, x: float, y: float, lo: float | None, hi: float | None, s: Series) -> Any:
+    """A dot at (x, y) with its 95% CI as a bar (none when there is no interval)."""
+    yerr = None if lo is None or hi is None else [[y - lo], [hi - y]]
+    return ax.errorbar([x], [y], yerr=yerr, fmt="o", markersize=5, capsize=5, color=s.colour, label=s.label)
+
+
+def draw_panels(panels: Sequence[Panel], title: str, xlabel: str, note: str) -> Figure:
+    """Panels side by side (up to three a row): a line per series with its 95% CI band.
+
+    A panel whose series have one point each (a run at one number of destinations) has no line
+    to draw and no band to shade: each series is a dot with its 95% CI as an error bar, side by
+    side and named on the x axis, and the figure says so. A lone point among longer series gets
+    a bar too.
+    """
     from matplotlib.figure import Figure
 
     cols = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.6 * cols, 3.6 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    dotted: set[float] = set()
     for ax, panel in zip(axes, panels, strict=False):
-        for s in panel.series:
-            pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
-            if not pts:
+        single = _single(panel.series)
+        drawn = [s for s in panel.series if any(y is not None for y in s.y)]
+        for i, s in enumerate(drawn):
+            pts = [(x, y, k) for k, (x, y) in enumerate(zip(s.x, s.y, strict=True)) if y is not None]
+            lo, hi = s.band if s.band is not None else ([None] * len(s.x), [None] * len(s.x))
+            if single is not None or len(pts) == 1:
+                x, y, k = pts[0]
+                _error_bar(ax, i if single is not None else x, y, lo[k], hi[k], s)
+                dotted.add(x)
                 continue
-            xs, ys = zip(*pts, strict=True)
+            xs, ys, _ = zip(*pts, strict=True)
             ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.6, color=s.colour, label=s.label)
-            if s.band is not None:
-                lo, hi = s.band
-                ok = [
-                    (x, a, b) for x, a, b in zip(s.x, lo, hi, strict=True) if a is not None and b is not None
-                ]
-                if ok:
-                    bx, blo, bhi = zip(*ok, strict=True)
-                    ax.fill_between(bx, blo, bhi, color=s.colour, alpha=0.2, linewidth=0)
+            ok = [(x, a, b) for x, a, b in zip(s.x, lo, hi, strict=True) if a is not None and b is not None]
+            if ok:
+                bx, blo, bhi = zip(*ok, strict=True)
+                ax.fill_between(bx, blo, bhi, color=s.colour, alpha=0.2, linewidth=0)
         if panel.zero_line:
             ax.axhline(0, color="#444444", linewidth=0.8, linestyle=":")
         ax.set_title(panel.title, fontsize="medium")
-        ax.set_xlabel(xlabel)
         ax.set_ylabel(panel.ylabel)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="x-small")
+        if single is not None and drawn:
+            ax.set_xticks(range(len(drawn)), [s.label for s in drawn], rotation=30 if len(drawn) > 3 else 0,
+                          ha="right" if len(drawn) > 3 else "center", fontsize="small")  # fmt: skip
+            ax.set_xlim(-0.6, len(drawn) - 0.4)
+            at = sorted(set(single))
+            ax.set_xlabel(f"{xlabel} = {', '.join(f'{x:g}' for x in at)}")
+        else:
+            ax.set_xlabel(xlabel)
+            ax.legend(fontsize="x-small")
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
+    if dotted:
+        note += (
+            f"\none point per curve at {xlabel} = {', '.join(f'{x:g}' for x in sorted(dotted))}: "
+            "a dot (mean) with its 95% CI as a bar, no line or band"
+        )
     fig.suptitle(f"{title}\n{note}", fontsize="small")
+    return fig
+
+
+def plot_panels(
+    path: Path, panels: Sequence[Panel], title: str, xlabel: str, note: str, dpi: int = 100
+) -> Path:
+    """:func:`draw_panels` into one PNG at ``path``, written atomically."""
+    fig = draw_panels(panels, title, xlabel, note)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(path, buf.getvalue())

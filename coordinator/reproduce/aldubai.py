@@ -16,7 +16,7 @@ from typing import Any
 
 from coordinator.analysis.timing import Timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, by_points, legend, repeat_warning
-from coordinator.output.report import fmt, fmt_ci, fmt_delta, markdown_table, plot_series
+from coordinator.output.report import algorithm_colour, fmt, fmt_ci, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce.framework import (
     Context,
@@ -38,6 +38,7 @@ from coordinator.reproduce.framework import (
     write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from node import defaults
 from node.topology import Topology
 
@@ -63,7 +64,7 @@ SCENARIOS: Mapping[str, tuple[str, int, str]] = {
 KS: tuple[int, ...] = tuple(range(10, 81, 10))
 CV_KS: tuple[int, ...] = (20, 40, 60, 80)
 ALGORITHMS = ("dp", "mp", "cp", "qg")
-COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "mp": "#ff7f0e", "cp": "#2ca02c", "qg": "#d62728"}
+COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}  # as in every plot (output.palette)
 TS = 33  # start-up, cycles; β = 1 cycle per flit
 PREP: Mapping[str, int] = defaults.PREP  # §4.2, cycles (the model's default table)
 METRICS = ("latency_max", "additional_traffic", "cv")
@@ -456,5 +457,7 @@ def run(args: Any, ctx: Context) -> int:
         ctx.warn(f"aldubai: {warning}")
     write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
     report = build_report(ours, cs, paper, status, write_plots(out, ours), out, meta)
-    said = f"aldubai: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    said = (
+        f"aldubai: {plural(len(ours.rows), 'multicast')} in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    )
     return finish(ctx, out, report, said, map(Claim.markdown, cs), all(s.complete for s in status.values()))

@@ -21,11 +21,12 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
 from coordinator.errors import UsageError
-from coordinator.output.report import Series, fmt, fmt_delta, markdown_table, plot_series
+from coordinator.output.report import Series, algorithm_colour, fmt, fmt_delta, markdown_table, plot_series
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from node.routing.grouping import graph_cuts, graph_groups, graph_split, pattern_groups
 from node.routing.twolevel import with_leaders
 from node.topology import Coord, Topology
@@ -41,7 +42,7 @@ KS: tuple[int, ...] = tuple(range(16, 241, 16))
 ALGORITHMS = ("dp", "group-graph", "group-pattern")
 GROUPING = ("group-graph", "group-pattern")
 LABELS = {"dp": "Ham-Path (DP)", "group-graph": "Graph-Based", "group-pattern": "Pattern-Based"}
-COLOURS: Mapping[str, str] = {"dp": "#1f77b4", "group-graph": "#2ca02c", "group-pattern": "#d62728"}
+COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}  # as in every plot (output.palette)
 SCENARIOS = {"random": "random destinations (Fig. 10)", "proximity": "destinations with proximity (Fig. 11)"}
 THRESHOLD = 0.8  # §4: "T = 4/5 used in the graph-based proximity grouping scheme"
 GREAT = 10.0  # our tolerance for §4's "a great amount": a mean latency reduction of at least this (%)
@@ -410,6 +411,6 @@ def run(args: Any, ctx: Context) -> int:
     framework.write_tidy(out / "claims.csv", COLUMNS, (c.row() for c in cs))
     if (warning := repeat_warning(ours.repeat)) is not None:
         ctx.warn(warning)
-    said = f"chen: {len(ours.rows)} multicasts in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
+    said = f"chen: {plural(len(ours.rows), 'multicast')} in {meta['wall_s']:.1f} s; wrote {out / 'report.md'}"
     done = status.complete and example.status.complete
     return framework.finish(ctx, out, report, said, [c.markdown() for c in cs], done)

@@ -20,7 +20,7 @@ from typing import Any
 
 from coordinator.analysis import verdicts
 from coordinator.analysis.verdicts import Claim, Verdict, by_points
-from coordinator.output.report import Series, fmt, fmt_delta, markdown_table, plot_series
+from coordinator.output.report import Series, algorithm_colour, fmt, fmt_delta, markdown_table, plot_series
 from coordinator.output.results import write_csv
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context
@@ -32,8 +32,8 @@ SUMMARY = "seed 002 (Herley–Pietracaprina–Pucci): mcast(n,d,c) time/√(cn) 
 DEFAULT_REPEAT = 2
 
 ALGORITHMS = ("replicate", "tree", "herley-tiles", "herley-random")
-COLOURS = {"replicate": "#7f7f7f", "tree": "#1f77b4", "herley-tiles": "#2ca02c", "herley-random": "#d62728"}
-"""One colour per algorithm in every plot (``report.algorithm_colour`` gives three of them the same)."""
+COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}
+"""One colour per algorithm, the same as in every other plot (``output.palette``)."""
 OPTIMAL = ("herley-tiles", "herley-random")
 #: Our criteria for the paper's words (stated in the report).
 FLAT = 0.15  # |exponent of time/√(cn)| at most this: no trend (time ∝ √(cn))

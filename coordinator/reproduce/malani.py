@@ -31,6 +31,7 @@ from coordinator.output.report import (
 )
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option
+from coordinator.wording import plural
 from node.topology import Topology
 
 __all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
@@ -570,8 +571,8 @@ def run(args: Any, ctx: Context) -> int:
     ours = Ours.of(results, meta | {"emulations": sum(r.emulations for r in results.values())})
     tables = {(t.kind, t.metric): read_data_table(t.file) for t in TABLES}
     plots = write_plots(out, tables, ours)
-    said = f"malani: {meta['multicasts']} multicasts, emulated in {meta['wall_s']:.1f} s; "
-    said += f"wrote {out / 'report.md'} and {len(plots)} plots"
+    said = f"malani: {plural(meta['multicasts'], 'multicast')}, emulated in {meta['wall_s']:.1f} s; "
+    said += f"wrote {out / 'report.md'} and {plural(len(plots), 'plot')}"
     claims, complete = _claims(tables, ours), all(r.complete for r in results.values())
     report = build_report(ours, tables, plots, claims)
     framework.write_tidy(out / "claims.csv", COLUMNS, (c.row() for c, _ in claims))

@@ -29,10 +29,11 @@ from coordinator.analysis.verdicts import HOLD_SHARE, Claim, Verdict, by_points
 from coordinator.errors import UsageError
 from coordinator.experiments.run import emulate, runtime_problem
 from coordinator.experiments.sweep import parse_dests, sweep_plan
-from coordinator.output.report import Series, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.output.report import Series, algorithm_colour, fmt, fmt_ci, markdown_table, plot_series
 from coordinator.reproduce import framework
 from coordinator.reproduce.framework import Context, Option, significance
 from coordinator.runtimes.records import RunSettings
+from coordinator.wording import plural
 from coordinator.workloads.plan import Multicast, Plan, PlanError
 from node import defaults
 from node.topology import Coord, Topology
@@ -69,13 +70,11 @@ HOP_NS = 25.0
 PAPER_TIMING = Timing(model="wormhole", ts=0.0, beta=0.0, flits=1, router=HOP_NS)
 DEFAULT_TS_NS = 1000.0
 
-#: Names in the report and plot colours (report.algorithm_colour gives all of seed 001's one colour).
+#: Names in the report, and plot colours (the same as in every plot: output.palette).
 LABELS: Mapping[str, str] = dict(
     zip(ALGORITHMS, ("TASNEM", "multipath-HCM", "T2W", "Uniform", "PAIR", "MIN"), strict=True)
 )
-COLOURS: Mapping[str, str] = dict(
-    zip(ALGORITHMS, ("#000000", "#8c564b", "#17becf", "#bcbd22", "#ff7f0e", "#2ca02c"), strict=True)
-)
+COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}
 SWEEPS: Mapping[str, str] = {"dests": "number of destinations", "size": "torus size"}
 #: The paper's two metrics: column → (its word in the report, its axis label).
 MEASURES: Mapping[str, tuple[str, str]] = {
@@ -972,7 +971,8 @@ def run(args: Any, ctx: Context) -> int:
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")
     said = (
-        f"tasnem: {len(rows)} multicasts ({meta['wall_s']:.1f} s); wrote {out}/report.md, {len(plots)} plots"
+        f"tasnem: {plural(len(rows), 'multicast')} ({meta['wall_s']:.1f} s); wrote {out}/report.md, "
+        f"{plural(len(plots), 'plot')}"
     )
     bullets = [c.markdown() for c in claims]
     report = build_report(
