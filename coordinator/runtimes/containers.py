@@ -4,11 +4,13 @@
 environment, so ``docker compose logs node-2-3`` and ``docker compose stop node-2-3`` mean
 something), the broker, and a ``coordinator`` service that runs the experiment
 (``meshcast coordinate``) and writes its results into ``./results``. Nodes reach each other by
-service name on the compose network, port 7000; or, with :class:`LoopbackPorts`, every container
-shares one network namespace and each node listens on a port of its own on its loopback: the
-namespace of a ``netns`` container of the run's own (``pod``, the runtime's default) or the host's
-(``host``). Then the engine makes no network namespace, veth pair, bridge port or DNS entry per
-container, which is most of what it does to start one (docs/deploy.md, "Containers at scale").
+service name on the compose network, port 7000 (``bridge``, the runtime's default: each node
+container is a host of its own, with its own namespace and address); or, with
+:class:`LoopbackPorts`, every container shares one network namespace and each node listens on a
+port of its own on its loopback: the namespace of a ``netns`` container of the run's own
+(``pod``) or the host's (``host``). Then the engine makes no network namespace, veth pair, bridge
+port or DNS entry per container, which is most of what it does to start one, at the price of the
+nodes' own network (docs/deploy.md, "Container networks").
 
 :func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
 file into a run directory, builds the image if it is not there, starts everything with its own
@@ -45,8 +47,10 @@ from node.topology import Coord, Topology
 __all__ = [
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_IMAGE",
+    "DEFAULT_NETWORK",
     "NETNS_SERVICE",
     "NETWORK_ENV",
+    "NETWORK_MODES",
     "NODE_PORT",
     "ContainerRun",
     "LoopbackPorts",
@@ -84,9 +88,12 @@ SIGNALLED: Final = frozenset({137, 143})
 """Exit statuses of containers killed (SIGKILL) or stopped (SIGTERM): faults whose will the
 coordinator hears, not failures of the node itself."""
 NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
-"""``pod`` (the default: one private namespace for the run), ``bridge`` (a compose network, one
-address per container) or ``host``."""
-NETWORK_MODES: Final = ("pod", "bridge", "host")
+"""The fallback of ``--network`` (``RunSettings.network``) for plumbing that builds a run without
+the CLI (benchmarks, scripts): read only when the option is not given."""
+NETWORK_MODES: Final = ("bridge", "pod", "host")
+"""``bridge`` (the default: a compose network, a namespace and an address per container), ``pod``
+(one private namespace for the run's containers) or ``host`` (the host's namespace)."""
+DEFAULT_NETWORK: Final = "bridge"
 NETNS_SERVICE: Final = "netns"
 """The service whose container holds a pod's network namespace (and does nothing else)."""
 NETNS_WAIT: Final = (
@@ -137,7 +144,7 @@ def pod_ports(topology: Topology, ephemeral_from: int = POD_EPHEMERAL_FROM) -> L
         raise ValueError(
             f"{topology.size} nodes need ports {NODE_PORT}-{NODE_PORT + topology.size - 1} in one"
             f" namespace, which reach the kernel's ephemeral ports (from {ephemeral_from}); use"
-            f" {NETWORK_ENV}=bridge"
+            " --network bridge"
         )
     return LoopbackPorts(broker=POD_BROKER_PORT, node_base=NODE_PORT, pod=True)
 
@@ -156,14 +163,19 @@ def host_broker_conf(conf: str, port: int) -> str:
     return conf.replace(line, f"listener {port} 127.0.0.1")
 
 
-def network_mode(env: Mapping[str, str]) -> str:
-    """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``pod`` (unset), ``bridge``
-    or ``host``; UsageError for anything else."""
-    mode = env.get(NETWORK_ENV, "").strip().lower() or "pod"
-    if mode not in NETWORK_MODES:
-        from coordinator.errors import UsageError
+def network_mode(env: Mapping[str, str], given: str | None = None) -> str:
+    """The containers' network: ``given`` (``--network``, ``RunSettings.network``), else
+    ``MESHCAST_CONTAINER_NETWORK`` in ``env``, else ``bridge``; UsageError for a value that is
+    none of :data:`NETWORK_MODES`, naming where it came from."""
+    from coordinator.errors import UsageError
 
-        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'pod' (the default), 'bridge' or 'host'")
+    if given is not None:
+        if given not in NETWORK_MODES:
+            raise UsageError(f"--network {given!r}: use 'bridge' (the default), 'pod' or 'host'")
+        return given
+    mode = env.get(NETWORK_ENV, "").strip().lower() or DEFAULT_NETWORK
+    if mode not in NETWORK_MODES:
+        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'bridge' (the default), 'pod' or 'host'")
     return mode
 
 
@@ -508,7 +520,7 @@ class ContainerRun:
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
         conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
         loopback: LoopbackPorts | None = None
-        mode = network_mode(self.env)
+        mode = network_mode(self.env, self.settings.network)
         if mode != "bridge":
             from coordinator.errors import UsageError
             from coordinator.runtimes.processes import free_port_block
@@ -759,7 +771,7 @@ async def run_containers(
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
     if compose_cli() is None:
         raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
-    network_mode(os.environ)  # a bad setting is refused before anything is made
+    network_mode(os.environ, settings.network)  # a bad setting is refused before anything is made
     code_volume_setting(os.environ)
     temporary = settings.run_dir is None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))
