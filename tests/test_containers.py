@@ -51,7 +51,7 @@ from coordinator.runtimes.containers import (
 )
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RawRun, RunSettings
-from coordinator.workloads.plan import Plan
+from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 from tests._env import docker_client, need_image
 from tests.test_processes import long_plan, same_plan
@@ -386,6 +386,22 @@ async def test_containers_on_the_other_networks_match_in_process(
     else:
         assert compose.count('network_mode: "service:netns"') == 16 + 2
     assert len(set(raw.hosts.values())) == 1  # one namespace: every node reports one host name
+
+
+@pytest.mark.slow
+async def test_the_free_clock_on_containers_ends_cleanly(engine: None, tmp_path: Path) -> None:
+    """``--clock free`` on node containers (the default network): the run's own end is no link
+    error (each node says bye on its links before closing them), so the run is complete, with no
+    error, and every destination is reached exactly once."""
+    plan = random_plan(Topology.parse("mesh:3x3"), ["vh"], 3, repeat=2, seed=5)
+    settings = RunSettings(clock="free", wall_budget=120, runtime="containers", run_dir=str(tmp_path))
+    raw = await run_containers(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.errors == [], raw.errors
+    reached = sorted((a.mc, a.node) for a in raw.arrivals)
+    assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)  # each once
+    doc = result_document(plan, settings, raw)
+    assert doc["run"]["complete"] and doc["errors"] == []
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:
