@@ -39,6 +39,7 @@ from coordinator.runtimes.containers import (
     _failed_node,
     compose_cli,
     compose_document,
+    engine_name,
     host_broker_conf,
     network_mode,
     plan_from_json,
@@ -214,6 +215,47 @@ def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
         compose_document(topo, [], loopback=host, swarm=True)
 
 
+def test_nodes_on_one_engine_report_its_name_as_their_host(tmp_path: Path) -> None:
+    """The containers of a run (or a deployment) share one engine's clock: every node reports the
+    engine's name (MESHCAST_CLOCK_HOST), so their wall-clock timestamps are paired; a hand-run or
+    swarm file has no such name (a stack spans machines)."""
+    topo = Topology("mesh", 2, 3)
+    doc = compose_document(topo, [], clock_host="engine-1")
+    env = {name: svc.get("environment", {}) for name, svc in doc["services"].items()}
+    assert {n: e.get("MESHCAST_CLOCK_HOST") for n, e in env.items() if n.startswith("node-")} == {
+        f"node-{x}-{y}": "engine-1" for x, y in topo.nodes()
+    }
+    assert "MESHCAST_CLOCK_HOST" not in env["broker"] and "MESHCAST_CLOCK_HOST" not in env["coordinator"]
+    assert "MESHCAST_CLOCK_HOST" not in generated_compose()
+    with pytest.raises(ValueError, match="swarm"):
+        compose_document(topo, [], clock_host="engine-1", swarm=True)
+    run = ContainerRun(Plan(topo, ()), RunSettings(), tmp_path, env={})
+    run.write()
+    run.clock_host = "engine-1"  # what up() asks of the engine
+    assert run.render().read_text().count('MESHCAST_CLOCK_HOST: "engine-1"') == topo.size
+
+
+def test_a_node_takes_its_clock_host_from_the_option_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    from node.__main__ import add_node_arguments
+
+    def parsed(*argv: str) -> argparse.Namespace:
+        p = argparse.ArgumentParser()
+        add_node_arguments(p)
+        return p.parse_args(argv)
+
+    monkeypatch.delenv("MESHCAST_CLOCK_HOST", raising=False)
+    assert parsed().clock_host is None  # the node's own host name
+    monkeypatch.setenv("MESHCAST_CLOCK_HOST", "engine-1")
+    assert parsed().clock_host == "engine-1"
+    assert parsed("--clock-host", "other").clock_host == "other"
+    monkeypatch.setenv("MESHCAST_CLOCK_HOST", "")
+    assert parsed().clock_host is None
+
+
 def test_host_broker_conf_moves_the_one_listener() -> None:
     conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
     moved = host_broker_conf(conf, 12345)
@@ -358,7 +400,8 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
     compose = (tmp_path / "compose.yaml").read_text()
     # the default: a compose network, each node container a host with its own address
     assert "network_mode" not in compose and "mqtt://broker:1883" in compose
-    assert len(set(raw.hosts.values())) == plan.topology.size
+    # ... on one engine, whose clock they share: all report its name (wall-clock latencies paired)
+    assert set(raw.hosts.values()) == {engine_name()}
     project = "meshcast-" + compose.split("meshcast run ")[1].split()[0]
     assert _project_gone(project) is None, "torn down after the run"
 
@@ -402,6 +445,9 @@ async def test_the_free_clock_on_containers_ends_cleanly(engine: None, tmp_path:
     assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)  # each once
     doc = result_document(plan, settings, raw)
     assert doc["run"]["complete"] and doc["errors"] == []
+    # one engine, one clock: every arrival's wall-clock latency is there, on the engine's name
+    walls = [a for m in doc["multicasts"] for a in m["arrivals"]]
+    assert walls and all(a["wall_ns"] is not None and a["host"] == engine_name() for a in walls), walls
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:

@@ -135,6 +135,10 @@ async def _free_clock_ends_cleanly(name: str, runtime: str, topo: Topology) -> N
         assert raw.errors == [], raw.errors
         reached = sorted((a.mc, a.node) for a in raw.arrivals)
         assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)
+        # one machine, one clock (a containers deployment's nodes report the engine's name):
+        # every arrival has its wall-clock latency
+        hosts = {a.host for a in raw.arrivals} | {h for _, h in raw.injected.values()}
+        assert len(hosts) == 1 and all(a.wall_ns is not None for a in raw.arrivals), hosts
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

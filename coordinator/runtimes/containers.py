@@ -56,6 +56,7 @@ __all__ = [
     "LoopbackPorts",
     "compose_cli",
     "compose_document",
+    "engine_name",
     "host_broker_conf",
     "network_mode",
     "node_port",
@@ -212,6 +213,7 @@ def compose_document(
     swarm: bool = False,
     loopback: LoopbackPorts | None = None,
     code_volumes: Sequence[CodeVolume] = (),
+    clock_host: str | None = None,
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
@@ -222,6 +224,11 @@ def compose_document(
 
     ``code_volumes``: named volumes (made beforehand, :mod:`coordinator.runtimes.codevolumes`)
     mounted read-only into every node container, over the image's own Python code.
+
+    ``clock_host``: the host name every node reports (``MESHCAST_CLOCK_HOST``), for containers
+    that share one engine's clock: then their wall-clock timestamps are paired (latencies), as
+    in the processes runtime, though each container has a host name of its own. Not with
+    ``swarm``, whose tasks run on several machines.
 
     ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
     round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
@@ -240,6 +247,8 @@ def compose_document(
     if topology.size > 64:
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
+    if clock_host is not None and swarm:
+        raise ValueError("one clock host and swarm do not mix: a stack's tasks run on several machines")
     if loopback is not None and swarm:
         raise ValueError(
             "a shared network namespace (host or pod) and swarm do not mix: a stack ignores network_mode"
@@ -297,6 +306,7 @@ def compose_document(
                 "MESHCAST_LISTEN": listen,
                 "MESHCAST_LINGER": "60",
                 **scale,
+                **({"MESHCAST_CLOCK_HOST": clock_host} if clock_host is not None else {}),
                 **creds,
             },
             "depends_on": ["broker"],
@@ -494,6 +504,9 @@ class ContainerRun:
     stopped_for: str | None = None
     """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
     _loopback: LoopbackPorts | None = field(default=None, init=False)
+    clock_host: str | None = None
+    """The engine's name, which every node reports as its host (see :func:`compose_document`);
+    asked of the engine by :meth:`up`."""
 
     @property
     def project(self) -> str:
@@ -554,6 +567,7 @@ class ContainerRun:
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
             loopback=self._loopback,
             code_volumes=self.code_volumes,
+            clock_host=self.clock_host,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
         return self.compose_file
@@ -636,7 +650,8 @@ class ContainerRun:
         t0 = time.perf_counter()
         image = self.env.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
         self.code_volumes = await ensure_code_volumes(image, self.env, self.say)
-        if self.code_volumes:
+        self.clock_host = await trio.to_thread.run_sync(engine_name, self.env)
+        if self.code_volumes or self.clock_host is not None:
             self.render()
         since = int(time.time()) - 1  # `docker events --since`: whole seconds
         try:
@@ -738,6 +753,23 @@ class ContainerRun:
         if self.stopped_for is not None:
             raw.incomplete.append(self.stopped_for)
         return raw
+
+
+def engine_name(env: Mapping[str, str] | None = None) -> str | None:
+    """The Docker engine's host name (``docker info``), None when it cannot be had.
+
+    Every container on one engine reads that machine's monotonic clock, so its nodes report it as
+    their host: the runtime then pairs their wall-clock timestamps, as it does for node processes.
+    """
+    try:
+        p = subprocess.run(
+            ["docker", "info", "--format", "{{.Name}}"],
+            capture_output=True, text=True, timeout=30, check=False, env=env,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = p.stdout.strip()
+    return name if p.returncode == 0 and name else None
 
 
 def _failed_node(event: bytes) -> tuple[str, int] | None:
