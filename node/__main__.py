@@ -65,6 +65,14 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         " written its results: `up --abort-on-container-exit` stops everything at the first exit)",
     )
     p.add_argument(
+        "--clock-host",
+        default=env("MESHCAST_CLOCK_HOST") or None,
+        metavar="NAME",
+        help="the host name this node reports, which says whose clock its wall-clock timestamps are"
+        " on (env MESHCAST_CLOCK_HOST; default: its own host name). Containers on one Docker engine"
+        " share that machine's clock, so the containers runtime gives them all the engine's name",
+    )
+    p.add_argument(
         "--serve",
         action="store_true",
         default=env("MESHCAST_SERVE", "") not in ("", "0"),
@@ -110,11 +118,13 @@ async def _one_run(
     *,
     wait: float | None,
     linger: float,
+    clock_host: str | None = None,
 ) -> int:
     """Take part in one run over a fresh broker connection; 0 if it finished normally.
 
     ``wait`` bounds the wait for the coordinator (None: a serving node waits as long as it
-    takes); ``linger`` is how long to stay for the coordinator to leave afterwards.
+    takes); ``linger`` is how long to stay for the coordinator to leave afterwards;
+    ``clock_host`` is the host the node reports (None: its own host name).
     """
     from node.actor import Node
     from node.mqtt import open_node_control
@@ -128,7 +138,7 @@ async def _one_run(
         if waited.cancelled_caught:
             log(f"no coordinator for run {run_id} within {wait:g} s")
             return 1
-        node = Node(here, control, links.open, log=log)
+        node = Node(here, control, links.open, log=log, host=clock_host)
 
         def report(kind: str, cause: str) -> None:
             if node.engine is not None:
@@ -171,7 +181,9 @@ def _logger(here: tuple[int, int]) -> Callable[[str], None]:
     return log
 
 
-async def serve_node(broker: str, run_id: str, here: tuple[int, int], host: str, port: int) -> int:
+async def serve_node(
+    broker: str, run_id: str, here: tuple[int, int], host: str, port: int, clock_host: str | None = None
+) -> int:
     """Serve run after run on one link port until killed (``--serve``); 1 if it cannot listen."""
     log = _logger(here)
     links = await _listen(host, port, log)
@@ -181,7 +193,9 @@ async def serve_node(broker: str, run_id: str, here: tuple[int, int], host: str,
         runs = 0
         while True:
             try:
-                status = await _one_run(broker, run_id, here, links, log, wait=None, linger=SERVE_GONE_WAIT)
+                status = await _one_run(
+                    broker, run_id, here, links, log, wait=None, linger=SERVE_GONE_WAIT, clock_host=clock_host
+                )
                 runs += 1
                 log(f"run {runs} ended ({'ok' if status == 0 else 'aborted'}); waiting for the next one")
             except ConnectionError as exc:
@@ -199,6 +213,7 @@ async def run_node(
     port: int,
     wait: float = PRESENCE_WAIT,
     linger: float = 0.0,
+    clock_host: str | None = None,
 ) -> int:
     """Run one node to the end of its run; 0 if it finished normally."""
     log = _logger(here)
@@ -206,7 +221,9 @@ async def run_node(
     if links is None:
         return 1
     try:
-        return await _one_run(broker, run_id, here, links, log, wait=wait, linger=linger)
+        return await _one_run(
+            broker, run_id, here, links, log, wait=wait, linger=linger, clock_host=clock_host
+        )
     except ConnectionError as exc:
         log(str(exc))
         return 1
@@ -222,9 +239,12 @@ def node_main(args: argparse.Namespace) -> int:
         print(f"node: error: {exc}", file=sys.stderr)
         return 2
     try:
+        clock_host = getattr(args, "clock_host", None) or None
         if getattr(args, "serve", False):
-            return trio.run(serve_node, broker, run_id, here, host, port)
-        return trio.run(run_node, broker, run_id, here, host, port, args.wait, max(0.0, args.linger))
+            return trio.run(serve_node, broker, run_id, here, host, port, clock_host)
+        return trio.run(
+            run_node, broker, run_id, here, host, port, args.wait, max(0.0, args.linger), clock_host
+        )
     except KeyboardInterrupt:
         _log_line(f"node {here[0]},{here[1]}: interrupted")
         return 130

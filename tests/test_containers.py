@@ -7,6 +7,7 @@ when present locally, else the project image (which has mosquitto).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -38,6 +39,7 @@ from coordinator.runtimes.containers import (
     _failed_node,
     compose_cli,
     compose_document,
+    engine_name,
     host_broker_conf,
     network_mode,
     plan_from_json,
@@ -50,7 +52,7 @@ from coordinator.runtimes.containers import (
 )
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RawRun, RunSettings
-from coordinator.workloads.plan import Plan
+from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 from tests._env import docker_client, need_image
 from tests.test_processes import long_plan, same_plan
@@ -142,16 +144,18 @@ def test_host_networking_gives_each_node_its_own_loopback_port(
     assert f"listener {broker} 127.0.0.1" in (tmp_path / "mosquitto.conf").read_text()
     coordinator = text.split("  coordinator:")[1].split("  node-")[0]
     assert f'"--node-port", "{ports[0]}", "--port-per-node"' in coordinator
-    bridge = ContainerRun(plan, RunSettings(), tmp_path / "b", env={NETWORK_ENV: "bridge"})
+    option = ContainerRun(plan, RunSettings(runtime="containers", network="host"), tmp_path / "o", env={})
+    assert option.write().read_text().count('network_mode: "host"') == 12 + 2  # --network host
+    bridge = ContainerRun(plan, RunSettings(), tmp_path / "b", env={})  # the default
     assert "network_mode" not in bridge.write().read_text()
 
 
 def test_a_pod_puts_every_container_into_one_private_namespace(tmp_path: Path) -> None:
-    """The default network: a ``netns`` container holds the run's namespace, every other service
+    """``--network pod``: a ``netns`` container holds the run's namespace, every other service
     joins it, and broker and nodes listen on fixed loopback ports there (not the host's ports)."""
     topo = Topology("torus", 3, 4)
     plan = Plan(topo, ())
-    run = ContainerRun(plan, RunSettings(runtime="containers"), tmp_path, env={})
+    run = ContainerRun(plan, RunSettings(runtime="containers", network="pod"), tmp_path, env={})
     text = run.write().read_text()
     assert text.count('network_mode: "service:netns"') == 12 + 2
     netns = text.split(f"  {NETNS_SERVICE}:")[1].split("  broker:")[0]
@@ -180,13 +184,14 @@ def test_a_pod_refuses_more_nodes_than_ports_below_the_ephemeral_range(
     """A pod's namespace starts with the kernel's default ephemeral range (from 32768), whatever
     the host's is: the host's setting neither refuses a small pod nor admits a big one."""
     assert pod_ports(Topology("torus", 5, 5), 7025).node_base == 7000
-    with pytest.raises(ValueError, match=r"7000-7025 in one namespace.*\(from 7025\).*=bridge"):
+    with pytest.raises(ValueError, match=r"7000-7025 in one namespace.*\(from 7025\).*--network bridge"):
         pod_ports(Topology("mesh", 2, 13), 7025)
+    pod = RunSettings(network="pod")
     monkeypatch.setattr(processes, "_ephemeral_low", lambda: 7010)
-    small = ContainerRun(Plan(Topology("torus", 3, 4), ()), RunSettings(), tmp_path / "small", env={})
+    small = ContainerRun(Plan(Topology("torus", 3, 4), ()), pod, tmp_path / "small", env={})
     assert "service:netns" in small.write().read_text()
     monkeypatch.setattr(processes, "_ephemeral_low", lambda: 60000)
-    big = ContainerRun(Plan(Topology("mesh", 161, 161), ()), RunSettings(), tmp_path / "big", env={})
+    big = ContainerRun(Plan(Topology("mesh", 161, 161), ()), pod, tmp_path / "big", env={})
     with pytest.raises(UsageError, match=r"pod networking: 25921 nodes need ports 7000-32920 .*from 32768"):
         big.write()
 
@@ -210,6 +215,47 @@ def test_host_networking_coordinator_and_nodes_agree_on_ports() -> None:
         compose_document(topo, [], loopback=host, swarm=True)
 
 
+def test_nodes_on_one_engine_report_its_name_as_their_host(tmp_path: Path) -> None:
+    """The containers of a run (or a deployment) share one engine's clock: every node reports the
+    engine's name (MESHCAST_CLOCK_HOST), so their wall-clock timestamps are paired; a hand-run or
+    swarm file has no such name (a stack spans machines)."""
+    topo = Topology("mesh", 2, 3)
+    doc = compose_document(topo, [], clock_host="engine-1")
+    env = {name: svc.get("environment", {}) for name, svc in doc["services"].items()}
+    assert {n: e.get("MESHCAST_CLOCK_HOST") for n, e in env.items() if n.startswith("node-")} == {
+        f"node-{x}-{y}": "engine-1" for x, y in topo.nodes()
+    }
+    assert "MESHCAST_CLOCK_HOST" not in env["broker"] and "MESHCAST_CLOCK_HOST" not in env["coordinator"]
+    assert "MESHCAST_CLOCK_HOST" not in generated_compose()
+    with pytest.raises(ValueError, match="swarm"):
+        compose_document(topo, [], clock_host="engine-1", swarm=True)
+    run = ContainerRun(Plan(topo, ()), RunSettings(), tmp_path, env={})
+    run.write()
+    run.clock_host = "engine-1"  # what up() asks of the engine
+    assert run.render().read_text().count('MESHCAST_CLOCK_HOST: "engine-1"') == topo.size
+
+
+def test_a_node_takes_its_clock_host_from_the_option_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    from node.__main__ import add_node_arguments
+
+    def parsed(*argv: str) -> argparse.Namespace:
+        p = argparse.ArgumentParser()
+        add_node_arguments(p)
+        return p.parse_args(argv)
+
+    monkeypatch.delenv("MESHCAST_CLOCK_HOST", raising=False)
+    assert parsed().clock_host is None  # the node's own host name
+    monkeypatch.setenv("MESHCAST_CLOCK_HOST", "engine-1")
+    assert parsed().clock_host == "engine-1"
+    assert parsed("--clock-host", "other").clock_host == "other"
+    monkeypatch.setenv("MESHCAST_CLOCK_HOST", "")
+    assert parsed().clock_host is None
+
+
 def test_host_broker_conf_moves_the_one_listener() -> None:
     conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
     moved = host_broker_conf(conf, 12345)
@@ -226,10 +272,70 @@ def test_no_room_for_host_ports_is_a_usage_error(tmp_path: Path, monkeypatch: py
 
 
 def test_container_network_setting_is_checked() -> None:
-    assert network_mode({}) == "pod" and network_mode({NETWORK_ENV: " host "}) == "host"
-    assert network_mode({NETWORK_ENV: "Bridge"}) == "bridge"
+    """--network (RunSettings.network) > MESHCAST_CONTAINER_NETWORK > bridge; a bad value of
+    either is refused, naming where it came from."""
+    assert network_mode({}) == "bridge" and network_mode({NETWORK_ENV: " host "}) == "host"
+    assert network_mode({NETWORK_ENV: "Pod"}) == "pod"
+    assert network_mode({NETWORK_ENV: "host"}, "pod") == "pod"  # the option wins
+    assert network_mode({NETWORK_ENV: "overlay"}, "bridge") == "bridge"  # the fallback is not read
+    assert network_mode({}, "host") == "host"
     with pytest.raises(UsageError, match=f"{NETWORK_ENV}='overlay'"):
         network_mode({NETWORK_ENV: "overlay"})
+    with pytest.raises(UsageError, match="--network 'overlay'"):
+        network_mode({}, "overlay")
+
+
+NETWORK_RUN = [
+    "run",
+    "--topology",
+    "mesh:3x3",
+    "--algorithm",
+    "vh",
+    "--random-dests",
+    "2",
+    "--port-model",
+    "one-port",
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--runtime", "containers", "--network", "overlay"], "invalid choice: 'overlay'"),
+        (["--network", "pod"], "--network applies to --runtime containers only, not in-process"),
+        (["--runtime", "processes", "--network", "bridge"], "not processes"),
+        (["--runtime", "model", "--network", "host"], "not model"),
+    ],
+)
+def test_the_network_option_is_refused_in_one_line_where_it_cannot_apply(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main([*NETWORK_RUN, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err, err
+
+
+def test_the_network_option_reaches_the_runs_settings() -> None:
+    """--network on every command that can start a containers run; not on compose and coordinate,
+    whose files keep the compose network (an option they ignored would mislead)."""
+    from coordinator.cli import build_parser, settings_from
+    from coordinator.cli.options import validate_settings
+
+    parser = build_parser()
+    for command in ("run", "sweep", "show", "load"):
+        buf = io.StringIO()
+        with redirect_stdout(buf), pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        assert "--network {bridge,pod,host}" in buf.getvalue(), command
+    args = parser.parse_args([*NETWORK_RUN, "--runtime", "containers", "--network", "pod"])
+    assert settings_from(args, probe_broker=False).network == "pod"
+    args = parser.parse_args([*NETWORK_RUN, "--runtime", "containers"])
+    assert settings_from(args, probe_broker=False).network is None  # the runtime decides: env, else bridge
+    with pytest.raises(UsageError, match="not deployment 'lab'"):
+        validate_settings(RunSettings(runtime="containers", deployment="lab", network="pod"))
+    for command in ("compose", "coordinate"):
+        with pytest.raises(UsageError, match="unrecognized arguments: --network"):
+            parser.parse_args([command, "--topology", "mesh:3x3", "--run-id", "r", "--network", "pod"])
 
 
 def test_plan_and_raw_round_trip_through_json() -> None:
@@ -250,7 +356,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if "MESHCAST_BROKER_IMAGE" not in os.environ:
         have = subprocess.run(["docker", "image", "inspect", DEFAULT_BROKER_IMAGE], capture_output=True)
         monkeypatch.setenv("MESHCAST_BROKER_IMAGE", DEFAULT_BROKER_IMAGE if have.returncode == 0 else image)
-    monkeypatch.delenv(NETWORK_ENV, raising=False)  # the runtime's default network unless a test sets one
+    monkeypatch.delenv(NETWORK_ENV, raising=False)  # the runtime's default network unless a test picks one
     yield
 
 
@@ -292,30 +398,56 @@ async def test_containers_match_in_process(engine: None, tmp_path: Path) -> None
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.traffic == ref.traffic
     compose = (tmp_path / "compose.yaml").read_text()
-    assert 'network_mode: "service:netns"' in compose  # the default: a pod
+    # the default: a compose network, each node container a host with its own address
+    assert "network_mode" not in compose and "mqtt://broker:1883" in compose
+    # ... on one engine, whose clock they share: all report its name (wall-clock latencies paired)
+    assert set(raw.hosts.values()) == {engine_name()}
     project = "meshcast-" + compose.split("meshcast run ")[1].split()[0]
     assert _project_gone(project) is None, "torn down after the run"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("network", ["host", "bridge"])
+@pytest.mark.parametrize("network", ["pod", "host"])
 async def test_containers_on_the_other_networks_match_in_process(
     engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, network: str
 ) -> None:
-    monkeypatch.setenv(NETWORK_ENV, network)
+    """``--network pod`` (RunSettings.network) and ``host`` (through the environment's fallback)."""
     plan = same_plan()
     settings = RunSettings(wall_budget=120, runtime="containers", run_dir=str(tmp_path))
+    if network == "pod":
+        settings = dataclasses.replace(settings, network="pod")
+    else:
+        monkeypatch.setenv(NETWORK_ENV, network)
     raw = await run_containers(plan, settings)
     ref = await run_inprocess(plan, RunSettings())
     assert not raw.incomplete, raw.incomplete
     assert raw.logical_arrivals() == ref.logical_arrivals()
     assert raw.traffic == ref.traffic
     compose = (tmp_path / "compose.yaml").read_text()
-    assert "netns" not in compose
     if network == "host":
-        assert compose.count('network_mode: "host"') == 16 + 2
+        assert compose.count('network_mode: "host"') == 16 + 2 and "netns" not in compose
     else:
-        assert "network_mode" not in compose and "mqtt://broker:1883" in compose
+        assert compose.count('network_mode: "service:netns"') == 16 + 2
+    assert len(set(raw.hosts.values())) == 1  # one namespace: every node reports one host name
+
+
+@pytest.mark.slow
+async def test_the_free_clock_on_containers_ends_cleanly(engine: None, tmp_path: Path) -> None:
+    """``--clock free`` on node containers (the default network): the run's own end is no link
+    error (each node says bye on its links before closing them), so the run is complete, with no
+    error, and every destination is reached exactly once."""
+    plan = random_plan(Topology.parse("mesh:3x3"), ["vh"], 3, repeat=2, seed=5)
+    settings = RunSettings(clock="free", wall_budget=120, runtime="containers", run_dir=str(tmp_path))
+    raw = await run_containers(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    assert raw.errors == [], raw.errors
+    reached = sorted((a.mc, a.node) for a in raw.arrivals)
+    assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)  # each once
+    doc = result_document(plan, settings, raw)
+    assert doc["run"]["complete"] and doc["errors"] == []
+    # one engine, one clock: every arrival's wall-clock latency is there, on the engine's name
+    walls = [a for m in doc["multicasts"] for a in m["arrivals"]]
+    assert walls and all(a["wall_ns"] is not None and a["host"] == engine_name() for a in walls), walls
 
 
 def _logs_say(project: str, service: str, text: bytes) -> bool:

@@ -2,8 +2,9 @@
 
 Each runtime (processes; containers when Docker and the image are there) is deployed through
 the real CLI in a child process (so the nodes are detached as a user's would be), three
-different experiments run attached to it with records equal to the in-process runtime's, a
-mismatched topology fails at once with one line, and ``destroy`` leaves nothing behind.
+different experiments run attached to it with records equal to the in-process runtime's, then
+two free-clock runs end cleanly on it, a mismatched topology fails at once with one line, and
+``destroy`` leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _docker_left(project: str) -> list[str]:
 
 
 @pytest.mark.parametrize("runtime", ["processes", "containers"])
-async def test_deploy_once_run_three_experiments_destroy(runtime: str, state_dir: Path) -> None:
+async def test_deploy_once_run_lockstep_and_free_experiments_destroy(runtime: str, state_dir: Path) -> None:
     if runtime == "processes":
         need_broker()
     else:
@@ -99,6 +100,7 @@ async def test_deploy_once_run_three_experiments_destroy(runtime: str, state_dir
         assert raw.logical_arrivals() == ref.logical_arrivals()
         assert raw.traffic == ref.traffic
         assert raw.last_step == ref.last_step
+    await _free_clock_ends_cleanly(name, runtime, topo)
 
     t0 = time.monotonic()
     bad = meshcast(
@@ -119,6 +121,24 @@ async def test_deploy_once_run_three_experiments_destroy(runtime: str, state_dir
     again = meshcast("destroy", name)
     assert again.returncode == 0 and "nothing to destroy" in again.stderr
     assert name not in meshcast("deployments").stdout
+
+
+async def _free_clock_ends_cleanly(name: str, runtime: str, topo: Topology) -> None:
+    """Two ``--clock free`` runs in a row on the deployment: each complete, with no error (the
+    run's own end is no link error: the nodes say bye on their links first), every destination
+    reached exactly once, and the serving nodes ready for the next run after it."""
+    for seed in (4, 5):
+        plan = random_plan(topo, ["vh"], 3, repeat=2, seed=seed)
+        settings = RunSettings(clock="free", wall_budget=120, runtime=runtime, deployment=name)
+        raw = await emulate(plan, settings)
+        assert not raw.incomplete, raw.incomplete
+        assert raw.errors == [], raw.errors
+        reached = sorted((a.mc, a.node) for a in raw.arrivals)
+        assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)
+        # one machine, one clock (a containers deployment's nodes report the engine's name):
+        # every arrival has its wall-clock latency
+        hosts = {a.host for a in raw.arrivals} | {h for _, h in raw.injected.values()}
+        assert len(hosts) == 1 and all(a.wall_ns is not None for a in raw.arrivals), hosts
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

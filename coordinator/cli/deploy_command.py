@@ -42,7 +42,7 @@ def _experiment_options(p: argparse.ArgumentParser, *, topology_required: bool) 
     p.add_argument("--repeat", type=int, default=1, help="repetitions (new random sets with --random-dests)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="algorithm parameter")
     p.add_argument("--trace", action="store_true", help="record every link traversal")
-    add_run_options(p)
+    add_run_options(p, network=False)  # the file's network is its own (a compose network)
 
 
 def add_command(sub: Any) -> None:

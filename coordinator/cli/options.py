@@ -19,6 +19,7 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
+from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import RunSettings
 from node import defaults
 from node.engine import CONTENTIONS, PORT_MODELS
@@ -124,10 +125,15 @@ def _accepts(algorithm: str, name: str) -> bool:
 
 
 def add_run_options(
-    p: argparse.ArgumentParser, extra_runtimes: dict[str, str] | None = None, command: str = "run"
+    p: argparse.ArgumentParser,
+    extra_runtimes: dict[str, str] | None = None,
+    command: str = "run",
+    *,
+    network: bool = True,
 ) -> None:
     """Options shared by every command that runs an emulation: ``command``'s runtimes from the
-    registry (``extra_runtimes``: name -> help, runtimes only this command offers)."""
+    registry (``extra_runtimes``: name -> help, runtimes only this command offers; ``network``:
+    offer ``--network``, which only a command that starts a containers run itself can honour)."""
     extra = extra_runtimes or {}
     offered = runtimes.names(command)
     p.add_argument(
@@ -165,6 +171,16 @@ def add_run_options(
         + "".join(f"; {name}: {text}" for name, text in extra.items() if name not in offered)
         + " (what each supports: README, 'What runs where')",
     )
+    if network:
+        p.add_argument(
+            "--network",
+            choices=NETWORK_MODES,
+            default=None,
+            help="containers: bridge: every node container a host of its own (its namespace and "
+            "address on the run's compose network); pod: all in one namespace, faster to start, but "
+            "the links share one loopback (no node's network of its own to cut or shape); host: the "
+            f"host's network. Default: ${NETWORK_ENV} if set, else bridge (docs/deploy.md)",
+        )
     p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
     p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
     p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
@@ -379,6 +395,19 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     problem = runtimes.problem(settings)  # what the runtime supports: the registry says
     if problem:
         raise UsageError(problem)
+    if settings.network is not None:
+        if settings.network not in NETWORK_MODES:
+            raise UsageError(f"--network must be one of {', '.join(NETWORK_MODES)}, got {settings.network!r}")
+        if settings.deployment is not None:
+            raise UsageError(
+                f"--network applies to --runtime containers only, not deployment {settings.deployment!r}"
+                " (its nodes keep the network they were deployed on)"
+            )
+        if settings.runtime != "containers":
+            raise UsageError(
+                f"--network applies to --runtime containers only, not {settings.runtime}"
+                " (its nodes are not containers)"
+            )
     in_range("--shards", settings.shards, 1, MAX_COUNT)
     if settings.shards > 1 and (settings.runtime != "in-process" or settings.deployment is not None):
         where = f"the {settings.runtime} runtime"
@@ -446,6 +475,7 @@ def settings_from(
             wall_budget=args.wall_budget,
             seed=args.seed,
             runtime=args.runtime,
+            network=getattr(args, "network", None),
             broker=args.broker,
             buffer=args.buffer,
             out_buffer=args.out_buffer,

@@ -4,11 +4,13 @@
 environment, so ``docker compose logs node-2-3`` and ``docker compose stop node-2-3`` mean
 something), the broker, and a ``coordinator`` service that runs the experiment
 (``meshcast coordinate``) and writes its results into ``./results``. Nodes reach each other by
-service name on the compose network, port 7000; or, with :class:`LoopbackPorts`, every container
-shares one network namespace and each node listens on a port of its own on its loopback: the
-namespace of a ``netns`` container of the run's own (``pod``, the runtime's default) or the host's
-(``host``). Then the engine makes no network namespace, veth pair, bridge port or DNS entry per
-container, which is most of what it does to start one (docs/deploy.md, "Containers at scale").
+service name on the compose network, port 7000 (``bridge``, the runtime's default: each node
+container is a host of its own, with its own namespace and address); or, with
+:class:`LoopbackPorts`, every container shares one network namespace and each node listens on a
+port of its own on its loopback: the namespace of a ``netns`` container of the run's own
+(``pod``) or the host's (``host``). Then the engine makes no network namespace, veth pair, bridge
+port or DNS entry per container, which is most of what it does to start one, at the price of the
+nodes' own network (docs/deploy.md, "Container networks").
 
 :func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
 file into a run directory, builds the image if it is not there, starts everything with its own
@@ -45,13 +47,16 @@ from node.topology import Coord, Topology
 __all__ = [
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_IMAGE",
+    "DEFAULT_NETWORK",
     "NETNS_SERVICE",
     "NETWORK_ENV",
+    "NETWORK_MODES",
     "NODE_PORT",
     "ContainerRun",
     "LoopbackPorts",
     "compose_cli",
     "compose_document",
+    "engine_name",
     "host_broker_conf",
     "network_mode",
     "node_port",
@@ -84,9 +89,12 @@ SIGNALLED: Final = frozenset({137, 143})
 """Exit statuses of containers killed (SIGKILL) or stopped (SIGTERM): faults whose will the
 coordinator hears, not failures of the node itself."""
 NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
-"""``pod`` (the default: one private namespace for the run), ``bridge`` (a compose network, one
-address per container) or ``host``."""
-NETWORK_MODES: Final = ("pod", "bridge", "host")
+"""The fallback of ``--network`` (``RunSettings.network``) for plumbing that builds a run without
+the CLI (benchmarks, scripts): read only when the option is not given."""
+NETWORK_MODES: Final = ("bridge", "pod", "host")
+"""``bridge`` (the default: a compose network, a namespace and an address per container), ``pod``
+(one private namespace for the run's containers) or ``host`` (the host's namespace)."""
+DEFAULT_NETWORK: Final = "bridge"
 NETNS_SERVICE: Final = "netns"
 """The service whose container holds a pod's network namespace (and does nothing else)."""
 NETNS_WAIT: Final = (
@@ -137,7 +145,7 @@ def pod_ports(topology: Topology, ephemeral_from: int = POD_EPHEMERAL_FROM) -> L
         raise ValueError(
             f"{topology.size} nodes need ports {NODE_PORT}-{NODE_PORT + topology.size - 1} in one"
             f" namespace, which reach the kernel's ephemeral ports (from {ephemeral_from}); use"
-            f" {NETWORK_ENV}=bridge"
+            " --network bridge"
         )
     return LoopbackPorts(broker=POD_BROKER_PORT, node_base=NODE_PORT, pod=True)
 
@@ -156,14 +164,19 @@ def host_broker_conf(conf: str, port: int) -> str:
     return conf.replace(line, f"listener {port} 127.0.0.1")
 
 
-def network_mode(env: Mapping[str, str]) -> str:
-    """The containers' network from ``MESHCAST_CONTAINER_NETWORK``: ``pod`` (unset), ``bridge``
-    or ``host``; UsageError for anything else."""
-    mode = env.get(NETWORK_ENV, "").strip().lower() or "pod"
-    if mode not in NETWORK_MODES:
-        from coordinator.errors import UsageError
+def network_mode(env: Mapping[str, str], given: str | None = None) -> str:
+    """The containers' network: ``given`` (``--network``, ``RunSettings.network``), else
+    ``MESHCAST_CONTAINER_NETWORK`` in ``env``, else ``bridge``; UsageError for a value that is
+    none of :data:`NETWORK_MODES`, naming where it came from."""
+    from coordinator.errors import UsageError
 
-        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'pod' (the default), 'bridge' or 'host'")
+    if given is not None:
+        if given not in NETWORK_MODES:
+            raise UsageError(f"--network {given!r}: use 'bridge' (the default), 'pod' or 'host'")
+        return given
+    mode = env.get(NETWORK_ENV, "").strip().lower() or DEFAULT_NETWORK
+    if mode not in NETWORK_MODES:
+        raise UsageError(f"{NETWORK_ENV}={mode!r}: use 'bridge' (the default), 'pod' or 'host'")
     return mode
 
 
@@ -200,6 +213,7 @@ def compose_document(
     swarm: bool = False,
     loopback: LoopbackPorts | None = None,
     code_volumes: Sequence[CodeVolume] = (),
+    clock_host: str | None = None,
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
 
@@ -210,6 +224,11 @@ def compose_document(
 
     ``code_volumes``: named volumes (made beforehand, :mod:`coordinator.runtimes.codevolumes`)
     mounted read-only into every node container, over the image's own Python code.
+
+    ``clock_host``: the host name every node reports (``MESHCAST_CLOCK_HOST``), for containers
+    that share one engine's clock: then their wall-clock timestamps are paired (latencies), as
+    in the processes runtime, though each container has a host name of its own. Not with
+    ``swarm``, whose tasks run on several machines.
 
     ``swarm`` adds what ``docker stack deploy`` needs: no restart of finished services, and DNS
     round robin instead of a virtual IP (on a single-node swarm advertised on loopback the
@@ -228,6 +247,8 @@ def compose_document(
     if topology.size > 64:
         keepalive = {"MESHCAST_MQTT_KEEPALIVE": str(keepalive_for(topology.size, 16))}
         scale = {"MESHCAST_HANDSHAKE_TIMEOUT": f"{START_MARGIN:g}", **keepalive}
+    if clock_host is not None and swarm:
+        raise ValueError("one clock host and swarm do not mix: a stack's tasks run on several machines")
     if loopback is not None and swarm:
         raise ValueError(
             "a shared network namespace (host or pod) and swarm do not mix: a stack ignores network_mode"
@@ -285,6 +306,7 @@ def compose_document(
                 "MESHCAST_LISTEN": listen,
                 "MESHCAST_LINGER": "60",
                 **scale,
+                **({"MESHCAST_CLOCK_HOST": clock_host} if clock_host is not None else {}),
                 **creds,
             },
             "depends_on": ["broker"],
@@ -482,6 +504,9 @@ class ContainerRun:
     stopped_for: str | None = None
     """Why the run stopped the coordinator itself (a failed node it was still waiting for)."""
     _loopback: LoopbackPorts | None = field(default=None, init=False)
+    clock_host: str | None = None
+    """The engine's name, which every node reports as its host (see :func:`compose_document`);
+    asked of the engine by :meth:`up`."""
 
     @property
     def project(self) -> str:
@@ -508,7 +533,7 @@ class ContainerRun:
         (self.workdir / "plan.json").write_text(plan_to_json(self.plan))
         conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
         loopback: LoopbackPorts | None = None
-        mode = network_mode(self.env)
+        mode = network_mode(self.env, self.settings.network)
         if mode != "bridge":
             from coordinator.errors import UsageError
             from coordinator.runtimes.processes import free_port_block
@@ -542,6 +567,7 @@ class ContainerRun:
             extra_volumes=["./plan.json:/meshcast-run/plan.json:ro"],
             loopback=self._loopback,
             code_volumes=self.code_volumes,
+            clock_host=self.clock_host,
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
         return self.compose_file
@@ -624,7 +650,8 @@ class ContainerRun:
         t0 = time.perf_counter()
         image = self.env.get("MESHCAST_IMAGE", DEFAULT_IMAGE)
         self.code_volumes = await ensure_code_volumes(image, self.env, self.say)
-        if self.code_volumes:
+        self.clock_host = await trio.to_thread.run_sync(engine_name, self.env)
+        if self.code_volumes or self.clock_host is not None:
             self.render()
         since = int(time.time()) - 1  # `docker events --since`: whole seconds
         try:
@@ -728,6 +755,23 @@ class ContainerRun:
         return raw
 
 
+def engine_name(env: Mapping[str, str] | None = None) -> str | None:
+    """The Docker engine's host name (``docker info``), None when it cannot be had.
+
+    Every container on one engine reads that machine's monotonic clock, so its nodes report it as
+    their host: the runtime then pairs their wall-clock timestamps, as it does for node processes.
+    """
+    try:
+        p = subprocess.run(
+            ["docker", "info", "--format", "{{.Name}}"],
+            capture_output=True, text=True, timeout=30, check=False, env=env,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = p.stdout.strip()
+    return name if p.returncode == 0 and name else None
+
+
 def _failed_node(event: bytes) -> tuple[str, int] | None:
     """A ``die`` event's (service, exit status) if a node container failed; None otherwise."""
     try:
@@ -759,7 +803,7 @@ async def run_containers(
         raise UsageError("the containers runtime needs Docker: install docker.io (and docker-compose)")
     if compose_cli() is None:
         raise UsageError("the containers runtime needs 'docker compose' (v2) or 'docker-compose' (v1)")
-    network_mode(os.environ)  # a bad setting is refused before anything is made
+    network_mode(os.environ, settings.network)  # a bad setting is refused before anything is made
     code_volume_setting(os.environ)
     temporary = settings.run_dir is None
     workdir = Path(settings.run_dir or tempfile.mkdtemp(prefix="meshcast-containers-"))

@@ -392,6 +392,7 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
         DEFAULT_IMAGE,
         compose_cli,
         compose_document,
+        engine_name,
         render_yaml,
         repo_root,
     )
@@ -417,7 +418,8 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
                      project=f"meshcast-d-{name}")  # fmt: skip
     dep.save()  # from here on, destroy can clean up whatever was started
     shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", directory / "mosquitto.conf")
-    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()))
+    # one engine, one clock: every node reports the engine's name, so arrivals get wall-clock latencies
+    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()), clock_host=engine_name())
     services = doc["services"]
     del services["coordinator"]  # runs attach from the host through the published broker port
     services["broker"]["image"] = broker_image

@@ -30,6 +30,10 @@ class RunSettings:
     trace: bool = False
     seed: int = 1
     runtime: str = "in-process"
+    network: str | None = None
+    """containers: ``bridge`` (a namespace and an address per node container), ``pod`` (one
+    namespace for the run's containers) or ``host``. None: ``MESHCAST_CONTAINER_NETWORK``, else
+    ``bridge`` (coordinator/runtimes/containers.py, ``network_mode``)."""
     broker: str | None = None
     run_dir: str | None = None
     buffer: int | None = None
