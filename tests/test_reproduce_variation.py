@@ -190,7 +190,7 @@ def test_report_and_plots_are_written(report_dir: Path) -> None:
         assert heading in text, heading
     assert "Run status:** complete" in text and "`nproc`" in text
     assert "--runtime in-process" in text.splitlines()[2]
-    assert text.count("**So: ") == 2  # one conclusion per condition
+    assert text.count("**In this condition: ") == 2 and "### Both conditions" in text
     linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
     assert linked == ["plots/sd_vs_h.png", "plots/mean_vs_h.png", "plots/cv.png"]
     for rel in linked:

@@ -83,6 +83,7 @@ RUNTIME = "processes"
 RETRIES = 2  # times the multicasts a failed processes run never started are run again, on fresh nodes
 PORT_MODEL = "all-port"  # the free clock sends on every port at once; the logical steps follow all-port
 CLOSE = 0.25  # "the CV follows the CV of h": within this share of it
+HOSTS = 10.0  # a/σ above this: the link jitter is under a tenth of the SD, the hosts make the rest
 
 
 def _columns(names: str) -> tuple[str, ...]:
@@ -501,6 +502,70 @@ def _title(cond: str, meta: Mapping[str, Any]) -> str:
     return _text(f"condition {cond}", meta)
 
 
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """One series of a by-h plot: its label and style, and its values grouped by h."""
+
+    label: str
+    colour: str
+    tree: bool
+    groups: Mapping[int, Sequence[float]]
+
+
+def _curves(
+    nodes: Sequence[Mapping[str, Any]],
+    cond: str,
+    column: str,
+    pools: Sequence[tuple[str, str, bool, set[str]]],
+) -> list[Curve]:
+    out = []
+    for label, colour, tree, algs in pools:
+        groups: dict[int, list[float]] = defaultdict(list)
+        for r in nodes:
+            if r["condition"] == cond and r["algorithm"] in algs and r[column] is not None:
+                groups[int(r["hops"])].append(float(r[column]))
+        if groups:
+            out.append(Curve(label, colour, tree, dict(sorted(groups.items()))))
+    return out
+
+
+def _draw(ax: Any, curves: Sequence[Curve], log: bool, bands: bool) -> None:
+    """Per curve and h the mean with its 95% CI: error bars (``bands`` False) or a shaded band; the
+    axes cut at a third below and thrice above the means (log) or 1.3 × the largest mean, so that a
+    CI of two nodes does not set the scale."""
+    width = (0.12 if log else 0.5) / max(1, len(curves))
+    means: list[float] = []
+    for i, c in enumerate(curves):
+        hs = list(c.groups)
+        cis = [ci95(list(c.groups[h])) for h in hs]
+        ys = [float(x["mean"]) for x in cis]
+        lo = [x["ci95"][0] for x in cis]
+        hi = [x["ci95"][1] for x in cis]
+        means += ys
+        style = {
+            "color": c.colour,
+            "marker": "o" if c.tree else "s",
+            "markersize": 3.5,
+            "linestyle": "-" if c.tree else "--",
+            "linewidth": 1.1 if not bands else 1.8,
+            "label": c.label,
+        }
+        if bands:
+            ax.plot(hs, ys, **style)
+            ax.fill_between(hs, lo, hi, color=c.colour, alpha=0.18, linewidth=0)
+        else:
+            off = (i - (len(curves) - 1) / 2) * width
+            xs = [h * (1 + off) if log else h + off for h in hs]
+            err = [[y - a for y, a in zip(ys, lo, strict=True)], [b - y for y, b in zip(ys, hi, strict=True)]]
+            ax.errorbar(xs, ys, yerr=err, elinewidth=0.7, capsize=1.5, **style)
+    if means:
+        positive = [m for m in means if m > 0]
+        if log and positive:
+            ax.set_ylim(min(positive) / 3, max(positive) * 3)
+        elif not log:
+            ax.set_ylim(0, max(means) * 1.3)
+
+
 def plot_by_h(
     path: Path,
     nodes: Sequence[Mapping[str, Any]],
@@ -511,69 +576,48 @@ def plot_by_h(
     reference_label: str,
     log: bool = False,
 ) -> Path:
-    """One panel per condition: per algorithm and h the mean over the nodes of ``column``, error bars
-    its 95% CI (none where one node has that h), trees solid, paths dashed; ``reference`` under the
-    link model, dotted. ``log``: both axes logarithmic (a power of h is a straight line)."""
+    """Per condition a column of two panels: above, per algorithm and h the mean over the nodes of
+    ``column`` with its 95% CI as error bars (none where one node has that h), trees solid, paths
+    dashed; below, the same pooled per family, the CI shaded. ``reference`` under the link model,
+    dotted. ``log``: both axes logarithmic (a power of h is a straight line)."""
     from matplotlib.figure import Figure
 
     algorithms = tuple(meta["algorithms"])
-    fig = Figure(figsize=(12.0, 4.8), layout="constrained")
-    axes = fig.subplots(1, len(CONDITIONS), squeeze=False)[0]
-    width = (0.12 if log else 0.5) / len(algorithms)  # the algorithms' points of one h, side by side
-    for ax, cond in zip(axes, CONDITIONS, strict=True):
-        top = 0
-        for i, alg in enumerate(algorithms):
-            groups: dict[int, list[float]] = defaultdict(list)
-            for r in nodes:
-                if r["condition"] == cond and r["algorithm"] == alg and r[column] is not None:
-                    groups[int(r["hops"])].append(float(r[column]))
-            if not groups:
-                continue
-            hs = sorted(groups)
-            top = max(top, hs[-1])
-            cis = [ci95(groups[h]) for h in hs]
-            ys = [c["mean"] for c in cis]
-            err = [
-                [y - c["ci95"][0] for y, c in zip(ys, cis, strict=True)],
-                [c["ci95"][1] - y for y, c in zip(ys, cis, strict=True)],
-            ]
-            tree = alg in TREES
-            off = (i - (len(algorithms) - 1) / 2) * width
-            ax.errorbar(
-                [h * (1 + off) if log else h + off for h in hs],
-                ys,
-                yerr=err,
-                color=COLOURS[alg],
-                marker="o" if tree else "s",
-                markersize=3.5,
-                linestyle="-" if tree else "--",
-                linewidth=1.1,
-                elinewidth=0.8,
-                capsize=2,
-                label=LABELS[alg] + ("" if tree else " (path)"),
-            )
-        if cond == "link" and top:
-            hx = [h / 10 for h in range(10, 10 * top + 1)]
-            ax.plot(
-                hx,
-                [reference(h) for h in hx],
-                color="black",
-                linestyle=":",
-                linewidth=1.8,
-                label=reference_label,
-            )
-        ax.set_title(_title(cond, meta), fontsize="medium")
-        ax.set_xlabel("h: links crossed to the destination")
-        ax.set_ylabel(ylabel)
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log", nonpositive="clip")
-            ax.xaxis.set_major_formatter("{x:g}")
-            ax.yaxis.set_major_formatter("{x:g}")
-        else:
-            ax.set_ylim(bottom=0)
-        ax.grid(True, which="both" if log else "major", alpha=0.3)
-        ax.legend(fontsize="x-small", ncol=2)
+    each = [(LABELS[a] + ("" if a in TREES else " (path)"), COLOURS[a], a in TREES, {a}) for a in algorithms]
+    trees, paths = {a for a in algorithms if a in TREES}, {a for a in algorithms if a not in TREES}
+    pooled = [("trees, pooled", "#1f77b4", True, trees), ("paths, pooled", "#d62728", False, paths)]
+    fig = Figure(figsize=(12.0, 9.0), layout="constrained")
+    axes = fig.subplots(2, len(CONDITIONS), squeeze=False)
+    for col, cond in enumerate(CONDITIONS):
+        for row, pools in enumerate((each, [p for p in pooled if p[3]])):
+            ax = axes[row][col]
+            curves = _curves(nodes, cond, column, pools)
+            _draw(ax, curves, log, bands=row == 1)
+            top = max((max(c.groups) for c in curves), default=0)
+            if cond == "link" and top:
+                hx = [h / 10 for h in range(10, 10 * top + 1)]
+                ax.plot(
+                    hx,
+                    [reference(h) for h in hx],
+                    color="black",
+                    linestyle=":",
+                    linewidth=1.8,
+                    label=reference_label,
+                )
+                lo, hi = ax.get_ylim()  # the reference in view
+                ys = [reference(1.0), reference(float(top))]
+                ax.set_ylim(min(lo, min(ys) / 2) if log else lo, max(hi, max(ys) * 1.1))
+            what = "per algorithm" if row == 0 else "per family"
+            ax.set_title(f"{_title(cond, meta)}: {what}", fontsize="medium")
+            ax.set_xlabel("h: links crossed to the destination")
+            ax.set_ylabel(ylabel)
+            if log:
+                ax.set_xscale("log")
+                ax.set_yscale("log", nonpositive="clip")
+                ax.xaxis.set_major_formatter("{x:g}")
+                ax.yaxis.set_major_formatter("{x:g}")
+            ax.grid(True, which="both" if log else "major", alpha=0.3)
+            ax.legend(fontsize="x-small", ncol=2)
     fig.suptitle(_text("plot note", meta), fontsize="small")
     return _save(fig, path)
 
@@ -739,11 +783,16 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
         "ratio_tree": fmt((t.a.value or 0) / sigma, 2) if sigma else "—",
         "ratio_path": fmt((p.a.value or 0) / sigma, 2) if sigma else "—",
     }
-    parts = [_text("finding h", f)]
-    if fam.condition == "link":
-        parts.append(_text("finding sqrt" if t.k.holds(0.5) and p.k.holds(0.5) else "finding not sqrt", f))
-    parts.append(_text(f"finding per link {fam.condition}", f))
-    parts.append(_text("finding equal h", f))
+    both = [k for k in (t.k, p.k) if k.value is not None]
+    if both and all(k.holds(0.5) for k in both):
+        shape = "finding k sqrt"
+    elif both and all(k.n > 1 and (k.lo or 0) > 0.5 for k in both):
+        shape = "finding k faster"
+    else:
+        shape = "finding k other"
+    growth = [_text("finding h", f), _text(shape, f)]
+    growth += [_text("finding ratio", f)] if fam.condition == "link" else []
+    growth.append(_text(f"finding per link {fam.condition}", f))
     rising = t.k.above_zero or p.k.above_zero
     farther = (p.mean_h or 0) > (t.mean_h or 0)
     if not rising:
@@ -756,13 +805,43 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
         key = "verdict h"
     else:
         key = "verdict h only"
-    parts.append(_text(key, f))
+    equal = [_text("finding equal h", f), _text(key, f)]
     close = all(
         s.cv.value is not None and s.cv_hops.value and abs(s.cv.value / s.cv_hops.value - 1) <= CLOSE
         for s in (t, p)
     )
-    parts.append(_text("finding cv close" if close else "finding cv apart", f, close=f"{CLOSE:.0%}"))
-    return " ".join(parts) + "\n"
+    cv = _text("finding cv close" if close else "finding cv apart", f, close=f"{CLOSE:.0%}")
+    return "\n\n".join([" ".join(growth), " ".join(equal), cv]) + "\n"
+
+
+def across(fams: Mapping[str, Families], meta: Mapping[str, Any]) -> str:
+    """Whether the two conditions agree on paths against trees at equal h (reports/variation.md)."""
+    bare, link = fams["bare"], fams["link"]
+    sigma = float(meta["jitter_sd_ms"])
+    ratios = [s.a.value / sigma for s in (link.tree, link.path) if s.a.value is not None and sigma]
+    top = max(s.max_h or 0 for s in (link.tree, link.path))
+    sds = [s.sd.value for f in (bare, link) for s in (f.tree, f.path) if s.sd.value is not None]
+    f = dict(meta) | {
+        "bare_sign": _SIGN[bare.sign],
+        "link_sign": _SIGN[link.sign],
+        "ratio": fmt(min(ratios, default=None), 0),
+        "reference": fmt(math.sqrt(top) * sigma, 2),
+        "top": top,
+        "sd_lo": fmt(min(sds, default=None), 1),
+        "sd_hi": fmt(max(sds, default=None), 1),
+    }
+    if bare.sign == link.sign:
+        return _text("across agree", f) + "\n"
+    return _text("across hosts" if ratios and min(ratios) > HOSTS else "across disagree", f) + "\n"
+
+
+def _repeat_note(meta: Mapping[str, Any]) -> str:
+    """A sentence when the run kept fewer repetitions than the default, with what the default would cost."""
+    repeat, warmup = int(meta["repeat"]), int(meta["warmup"])
+    if repeat >= DEFAULT_REPEAT:
+        return ""
+    minutes = float(meta["wall_s"]) * (DEFAULT_REPEAT + warmup) / (repeat + warmup) / 60
+    return " " + _text("repeat note", meta, default=DEFAULT_REPEAT, minutes=minutes)
 
 
 def _load(avg: Sequence[float] | None) -> str:
@@ -797,6 +876,7 @@ def build_report(out: Path, read: Read, rows: Sequence[tuple[str, str, Stats]], 
         "arrivals": len(read.arrivals),
         "runtime_note": _text(f"runtime {meta['runtime']}"),
         "status": _status(mcs, meta.get("notes") or []),
+        "repeat_note": _repeat_note(meta),
         "load_before": _load(meta.get("loadavg_before")),
         "load_after": _load(meta.get("loadavg_after")),
         "condition_walls": ", ".join(
@@ -809,10 +889,11 @@ def build_report(out: Path, read: Read, rows: Sequence[tuple[str, str, Stats]], 
         ).rstrip("\n"),
     }
     parts = [_text("head", f) + "\n"]
-    for cond in CONDITIONS:
-        fam = families(read.nodes, read.cvs, cond, algorithms)
-        if fam is not None:
-            parts += [f"### {_title(cond, meta)}\n", findings(fam, rows, meta)]
+    fams = {c: fam for c in CONDITIONS if (fam := families(read.nodes, read.cvs, c, algorithms)) is not None}
+    for cond, fam in fams.items():
+        parts += [f"### {_title(cond, meta)}\n", findings(fam, rows, meta)]
+    if len(fams) == len(CONDITIONS):
+        parts += ["### Both conditions\n", across(fams, meta)]
     parts.append(_text("tables", f) + "\n")
     for cond in CONDITIONS:
         parts += [f"### {_title(cond, meta)}\n", summary_table(rows, cond)]
