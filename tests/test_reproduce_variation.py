@@ -8,6 +8,7 @@ import csv
 import math
 import re
 import shutil
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -42,6 +43,16 @@ def test_fits_recover_a_square_root_law() -> None:
     assert not v.fit_loglog(flat).above_zero
     assert v.fit_loglog([(2, 1.0), (2, 2.0), (2, 3.0)]).value is None  # one h: no slope
     assert v.fit_sqrt([]).value is None
+
+
+def test_the_robust_sd_ignores_a_stalled_repetition() -> None:
+    calm = [10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.3, 9.7]
+    stalled = [*calm, 60.0]
+    robust, before = v.iqr_sd(stalled), v.iqr_sd(calm)
+    assert robust is not None and before is not None
+    assert robust == pytest.approx(before, rel=0.5)
+    assert robust < 0.05 * statistics.stdev(stalled)  # the SD is made by the stall
+    assert v.iqr_sd([1.0]) is None
 
 
 def test_sets_are_seeded_and_every_algorithm_gets_each_set_in_rounds() -> None:
@@ -192,7 +203,7 @@ def test_report_and_plots_are_written(report_dir: Path) -> None:
     assert "--runtime in-process" in text.splitlines()[2]
     assert text.count("**In this condition: ") == 2 and "### Both conditions" in text
     linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
-    assert linked == ["plots/sd_vs_h.png", "plots/mean_vs_h.png", "plots/cv.png"]
+    assert linked == ["plots/sd_vs_h.png", "plots/robust_sd_vs_h.png", "plots/mean_vs_h.png", "plots/cv.png"]
     for rel in linked:
         data = (report_dir / rel).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, rel

@@ -83,6 +83,8 @@ RUNTIME = "processes"
 RETRIES = 2  # times the multicasts a failed processes run never started are run again, on fresh nodes
 PORT_MODEL = "all-port"  # the free clock sends on every port at once; the logical steps follow all-port
 CLOSE = 0.25  # "the CV follows the CV of h": within this share of it
+IQR_PER_SD = 1.349  # the interquartile range of a normal distribution, in SDs
+TAIL = 0.6  # robust SD under this share of the SD: rare slow repetitions carry the SD
 HOSTS = 10.0  # a/σ above this: the link jitter is under a tenth of the SD, the hosts make the rest
 
 
@@ -95,10 +97,11 @@ MULTICAST_COLUMNS = _columns(
     "condition algorithm set rep warmup id source destinations reached duplicates stray wall_ok complete"
 )
 SET_COLUMNS = _columns("set source destinations")
-NODE_COLUMNS = _columns("condition algorithm set node hops n mean_ms sd_ms")
+NODE_COLUMNS = _columns("condition algorithm set node hops n mean_ms sd_ms iqr_sd_ms")
 CV_COLUMNS = _columns("condition algorithm set rep cv cv_hops mean_ms max_ms")
 SUMMARY_COLUMNS = _columns(
-    "condition algorithm family nodes mean_h max_h sd_ms sd_lo sd_hi a_ms a_lo a_hi k k_lo k_hi ms_per_link "
+    "condition algorithm family nodes mean_h max_h sd_ms sd_lo sd_hi a_ms a_lo a_hi k k_lo k_hi "
+    "iqr_sd_ms iqr_sd_lo iqr_sd_hi a_iqr_ms a_iqr_lo a_iqr_hi k_iqr k_iqr_lo k_iqr_hi ms_per_link "
     "cv cv_lo cv_hi cv_hops multicasts"
 )
 
@@ -311,9 +314,18 @@ def fit_loglog(points: Sequence[tuple[int, float]]) -> Fit:
     return Fit(k, k - half, k + half, len(pts))
 
 
+def iqr_sd(xs: Sequence[float]) -> float | None:
+    """The robust SD: the interquartile range over 1.349 (a normal distribution's SD), so that a few
+    stalled repetitions do not make it; None below two values."""
+    if len(xs) < 2:
+        return None
+    q1, _, q3 = statistics.quantiles(xs, n=4)
+    return (q3 - q1) / IQR_PER_SD
+
+
 def node_rows(arrivals: Iterable[Mapping[str, Any]], complete: set[McKey]) -> Rows:
-    """Per node per (condition, algorithm, set): its h, and the mean and sample SD (ms) of its
-    wall-clock latency over the kept repetitions of complete multicasts."""
+    """Per node per (condition, algorithm, set): its h, and the mean, sample SD and robust SD (ms) of
+    its wall-clock latency over the kept repetitions of complete multicasts."""
     groups: dict[tuple[str, str, int, str], list[tuple[int, float]]] = defaultdict(list)
     for r in arrivals:
         if r["warmup"] or (r["condition"], r["algorithm"], r["set"], r["rep"]) not in complete:
@@ -335,6 +347,7 @@ def node_rows(arrivals: Iterable[Mapping[str, Any]], complete: set[McKey]) -> Ro
                 "n": len(lat),
                 "mean_ms": statistics.fmean(lat),
                 "sd_ms": statistics.stdev(lat) if len(lat) > 1 else None,
+                "iqr_sd_ms": iqr_sd(lat),
             }
         )
     order = {a: i for i, a in enumerate(ALGORITHMS)}
@@ -391,6 +404,9 @@ class Stats:
     sd: Fit  # per-node SD (ms), mean over the nodes
     a: Fit  # SD ≈ a·√h (ms)
     k: Fit  # SD ∝ h^k
+    iqr_sd: Fit  # the same three of the robust SD
+    a_iqr: Fit
+    k_iqr: Fit
     ms_per_link: float | None  # mean latency / h through the origin
     cv: Fit  # node-level CV, mean over the multicasts
     cv_hops: Fit  # the CV of the destinations' hop counts, the same way
@@ -409,6 +425,7 @@ def stats(
         r for r in nodes if r["condition"] == condition and r["algorithm"] in algs and r["sd_ms"] is not None
     ]
     pts = [(int(r["hops"]), float(r["sd_ms"])) for r in mine]
+    robust = [(int(r["hops"]), float(r["iqr_sd_ms"])) for r in mine if r["iqr_sd_ms"] is not None]
     means = [(int(r["hops"]), float(r["mean_ms"])) for r in mine]
     cv = [r for r in cvs if r["condition"] == condition and r["algorithm"] in algs]
     hops = [h for h, _ in pts]
@@ -420,6 +437,9 @@ def stats(
         mean_ci(y for _, y in pts),
         fit_sqrt(pts),
         fit_loglog(pts),
+        mean_ci(y for _, y in robust),
+        fit_sqrt(robust),
+        fit_loglog(robust),
         per_link,
         mean_ci(r["cv"] for r in cv),
         mean_ci(r["cv_hops"] for r in cv),
@@ -428,15 +448,38 @@ def stats(
 
 
 def sd_by_h(
-    nodes: Iterable[Mapping[str, Any]], condition: str, algorithms: Iterable[str]
+    nodes: Iterable[Mapping[str, Any]], condition: str, algorithms: Iterable[str], column: str = "sd_ms"
 ) -> dict[int, list[float]]:
-    """The per-node SDs (ms) of ``algorithms`` under ``condition``, grouped by h."""
+    """The per-node SDs (ms; ``column``) of ``algorithms`` under ``condition``, grouped by h."""
     algs = set(algorithms)
     out: dict[int, list[float]] = defaultdict(list)
     for r in nodes:
-        if r["condition"] == condition and r["algorithm"] in algs and r["sd_ms"] is not None:
-            out[int(r["hops"])].append(float(r["sd_ms"]))
+        if r["condition"] == condition and r["algorithm"] in algs and r[column] is not None:
+            out[int(r["hops"])].append(float(r[column]))
     return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Equal:
+    """Paths against trees at equal h: per h both families reach, mean path SD − mean tree SD (ms)."""
+
+    hs: tuple[int, ...]
+    diff: Fit  # the mean of those differences with its 95% CI
+    above: int  # h values where the paths' mean SD is above the trees'
+    sign: int  # −1 significantly below zero, 0 indistinguishable, +1 above
+
+
+def equal_h(
+    nodes: Sequence[Mapping[str, Any]],
+    condition: str,
+    trees: Sequence[str],
+    paths: Sequence[str],
+    column: str,
+) -> Equal:
+    th, ph = sd_by_h(nodes, condition, trees, column), sd_by_h(nodes, condition, paths, column)
+    hs = tuple(h for h in th if h in ph)
+    diffs = [statistics.fmean(ph[h]) - statistics.fmean(th[h]) for h in hs]
+    return Equal(hs, mean_ci(diffs), sum(d > 0 for d in diffs), framework.significance(diffs, single=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,10 +489,8 @@ class Families:
     condition: str
     tree: Stats
     path: Stats
-    hs: tuple[int, ...]  # the h values both families reach
-    diff: Fit  # over those h: mean path SD − mean tree SD at that h (ms)
-    above: int  # h values where the paths' mean SD is above the trees'
-    sign: int  # of diff: −1 significantly below zero, 0 indistinguishable, +1 above
+    sd: Equal  # of the SD
+    iqr: Equal  # of the robust SD
     cv_diff: Fit  # per set and repetition: mean path CV − mean tree CV
     cv_sign: int
 
@@ -465,9 +506,6 @@ def families(
     paths = [a for a in algorithms if a not in TREES]
     if not trees or not paths:
         return None
-    th, ph = sd_by_h(nodes, condition, trees), sd_by_h(nodes, condition, paths)
-    hs = tuple(h for h in th if h in ph)
-    diffs = [statistics.fmean(ph[h]) - statistics.fmean(th[h]) for h in hs]
     by_round: dict[tuple[int, int], dict[bool, list[float]]] = defaultdict(lambda: {True: [], False: []})
     for r in cvs:
         if r["condition"] == condition and r["cv"] is not None and r["algorithm"] in algorithms:
@@ -481,10 +519,8 @@ def families(
         condition,
         stats(nodes, cvs, condition, trees),
         stats(nodes, cvs, condition, paths),
-        hs,
-        mean_ci(diffs),
-        sum(d > 0 for d in diffs),
-        framework.significance(diffs, single=False),
+        equal_h(nodes, condition, trees, paths, "sd_ms"),
+        equal_h(nodes, condition, trees, paths, "iqr_sd_ms"),
         mean_ci(cv_diffs),
         framework.significance(cv_diffs, single=False),
     )
@@ -566,6 +602,14 @@ def _draw(ax: Any, curves: Sequence[Curve], log: bool, bands: bool) -> None:
             ax.set_ylim(0, max(means) * 1.3)
 
 
+def _two_five(x: float, _pos: int | None = None) -> str:
+    """A log axis's minor tick label at 2 and 5 times a power of ten, none elsewhere."""
+    if x <= 0:
+        return ""
+    lead = round(x / 10 ** math.floor(math.log10(x)))
+    return f"{x:g}" if lead in (2, 5) else ""
+
+
 def plot_by_h(
     path: Path,
     nodes: Sequence[Mapping[str, Any]],
@@ -581,6 +625,7 @@ def plot_by_h(
     dashed; below, the same pooled per family, the CI shaded. ``reference`` under the link model,
     dotted. ``log``: both axes logarithmic (a power of h is a straight line)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     algorithms = tuple(meta["algorithms"])
     each = [(LABELS[a] + ("" if a in TREES else " (path)"), COLOURS[a], a in TREES, {a}) for a in algorithms]
@@ -614,8 +659,9 @@ def plot_by_h(
             if log:
                 ax.set_xscale("log")
                 ax.set_yscale("log", nonpositive="clip")
-                ax.xaxis.set_major_formatter("{x:g}")
-                ax.yaxis.set_major_formatter("{x:g}")
+                for axis in (ax.xaxis, ax.yaxis):
+                    axis.set_major_formatter("{x:g}")
+                    axis.set_minor_formatter(FuncFormatter(_two_five))
             ax.grid(True, which="both" if log else "major", alpha=0.3)
             ax.legend(fontsize="x-small", ncol=2)
     fig.suptitle(_text("plot note", meta), fontsize="small")
@@ -683,6 +729,16 @@ def write_plots(out: Path, read: Read, rows: Sequence[tuple[str, str, Stats]]) -
             log=True,
         ),
         plot_by_h(
+            plots / "robust_sd_vs_h.png",
+            nodes,
+            meta,
+            "iqr_sd_ms",
+            "per-node robust SD: IQR / 1.349 (ms)",
+            lambda h: math.sqrt(h) * sigma,
+            f"√h·σ (σ = {sigma:g} ms)",
+            log=True,
+        ),
+        plot_by_h(
             plots / "mean_vs_h.png",
             nodes,
             meta,
@@ -709,6 +765,8 @@ def summary_table(rows: Sequence[tuple[str, str, Stats]], cond: str) -> str:
         "per-node SD (ms)",
         "a: SD ≈ a·√h (ms)",
         "k: SD ∝ h^k",
+        "robust SD (ms)",
+        "k of robust SD",
         "ms per link",
         "node-level CV",
         "CV of h",
@@ -724,6 +782,8 @@ def summary_table(rows: Sequence[tuple[str, str, Stats]], cond: str) -> str:
             s.sd.cell(3),
             s.a.cell(3),
             s.k.cell(2),
+            s.iqr_sd.cell(3),
+            s.k_iqr.cell(2),
             fmt(s.ms_per_link, 3),
             s.cv.cell(3),
             fmt(s.cv_hops.value, 3),
@@ -736,16 +796,49 @@ def summary_table(rows: Sequence[tuple[str, str, Stats]], cond: str) -> str:
 
 
 def h_table(nodes: Sequence[Mapping[str, Any]], cond: str, algorithms: Sequence[str]) -> str:
-    """Per h: the trees' and the paths' mean per-node SD (ms), with 95% CIs, and their numbers of nodes."""
-    th = sd_by_h(nodes, cond, [a for a in algorithms if a in TREES])
-    ph = sd_by_h(nodes, cond, [a for a in algorithms if a not in TREES])
+    """Per h: the trees' and the paths' mean per-node SD and robust SD (ms), with 95% CIs, and their
+    numbers of nodes."""
+    trees, paths = [a for a in algorithms if a in TREES], [a for a in algorithms if a not in TREES]
+    th, ph = sd_by_h(nodes, cond, trees), sd_by_h(nodes, cond, paths)
+    tr, pr = sd_by_h(nodes, cond, trees, "iqr_sd_ms"), sd_by_h(nodes, cond, paths, "iqr_sd_ms")
     body = []
     for h in sorted(set(th) | set(ph)):
         t, p = mean_ci(th.get(h, [])), mean_ci(ph.get(h, []))
-        body.append([h, t.cell(3), t.n, p.cell(3), p.n])
-    return markdown_table(
-        ["h", "trees: SD (ms)", "tree nodes", "paths: SD (ms)", "path nodes"], body, ["r"] * 5
-    )
+        body.append(
+            [
+                h,
+                t.cell(3),
+                mean_ci(tr.get(h, [])).cell(3),
+                t.n,
+                p.cell(3),
+                mean_ci(pr.get(h, [])).cell(3),
+                p.n,
+            ]
+        )
+    head = [
+        "h",
+        "trees: SD (ms)",
+        "trees: robust SD (ms)",
+        "tree nodes",
+        "paths: SD (ms)",
+        "paths: robust SD (ms)",
+        "path nodes",
+    ]
+    return markdown_table(head, body, ["r"] * len(head))
+
+
+def _ratio(fit: Fit, sigma: float) -> str:
+    return fmt(fit.value / sigma, 2) if fit.value is not None and sigma else "—"
+
+
+def _shape(ks: Sequence[Fit]) -> str:
+    """How SD grows with h, from the families' exponents: like √h, faster, or no one law."""
+    ks = [k for k in ks if k.value is not None]
+    if ks and all(k.holds(0.5) for k in ks):
+        return "sqrt"
+    if ks and all(k.n > 1 and (k.lo or 0) > 0.5 for k in ks):
+        return "faster"
+    return "other"
 
 
 def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mapping[str, Any]) -> str:
@@ -753,6 +846,7 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
     t, p = fam.tree, fam.path
     ks = [s.k for c, _, s in rows if c == fam.condition and s.k.value is not None]
     sigma = float(meta["jitter_sd_ms"])
+    share = [(s.iqr_sd.value or 0) / s.sd.value for s in (t, p) if s.sd.value]
     f = dict(meta) | {
         "grows": sum(k.above_zero for k in ks),
         "algorithms": len(ks),
@@ -760,18 +854,30 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
         "path_k": p.k.cell(2),
         "tree_a": t.a.cell(3),
         "path_a": p.a.cell(3),
-        "shared": len(fam.hs),
-        "h_lo": fmt(min(fam.hs, default=None), 0),
-        "h_hi": fmt(max(fam.hs, default=None), 0),
-        "diff": fam.diff.cell(3),
-        "above": fam.above,
-        "sign": _SIGN[fam.sign],
+        "shared": len(fam.sd.hs),
+        "h_lo": fmt(min(fam.sd.hs, default=None), 0),
+        "h_hi": fmt(max(fam.sd.hs, default=None), 0),
+        "diff": fam.sd.diff.cell(3),
+        "above": fam.sd.above,
+        "sign": _SIGN[fam.sd.sign],
+        "rdiff": fam.iqr.diff.cell(3),
+        "rabove": fam.iqr.above,
+        "rshared": len(fam.iqr.hs),
+        "rsign": _SIGN[fam.iqr.sign],
         "tree_h": fmt(t.mean_h, 1),
         "path_h": fmt(p.mean_h, 1),
         "tree_max": fmt(t.max_h, 0),
         "path_max": fmt(p.max_h, 0),
         "tree_sd": t.sd.cell(3),
         "path_sd": p.sd.cell(3),
+        "tree_r": t.iqr_sd.cell(3),
+        "path_r": p.iqr_sd.cell(3),
+        "tree_kr": t.k_iqr.cell(2),
+        "path_kr": p.k_iqr.cell(2),
+        "tree_ar": t.a_iqr.cell(3),
+        "path_ar": p.a_iqr.cell(3),
+        "tree_share": f"{share[0]:.0%}" if len(share) == 2 else "—",
+        "path_share": f"{share[-1]:.0%}" if len(share) == 2 else "—",
         "tree_cv": t.cv.cell(3),
         "path_cv": p.cv.cell(3),
         "cv_diff": fam.cv_diff.cell(3),
@@ -780,26 +886,27 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
         "path_cv_h": p.cv_hops.cell(3),
         "tree_link": fmt(t.ms_per_link, 3),
         "path_link": fmt(p.ms_per_link, 3),
-        "ratio_tree": fmt((t.a.value or 0) / sigma, 2) if sigma else "—",
-        "ratio_path": fmt((p.a.value or 0) / sigma, 2) if sigma else "—",
+        "ratio_tree": _ratio(t.a, sigma),
+        "ratio_path": _ratio(p.a, sigma),
+        "ratio_tree_r": _ratio(t.a_iqr, sigma),
+        "ratio_path_r": _ratio(p.a_iqr, sigma),
     }
-    both = [k for k in (t.k, p.k) if k.value is not None]
-    if both and all(k.holds(0.5) for k in both):
-        shape = "finding k sqrt"
-    elif both and all(k.n > 1 and (k.lo or 0) > 0.5 for k in both):
-        shape = "finding k faster"
-    else:
-        shape = "finding k other"
-    growth = [_text("finding h", f), _text(shape, f)]
+    growth = [_text("finding h", f), _text(f"finding k {_shape([t.k, p.k])}", f)]
     growth += [_text("finding ratio", f)] if fam.condition == "link" else []
     growth.append(_text(f"finding per link {fam.condition}", f))
-    rising = t.k.above_zero or p.k.above_zero
+    tail = len(share) == 2 and max(share) < TAIL
+    robust = [_text("finding robust tail" if tail else "finding robust", f)]
+    robust.append(_text(f"finding robust k {_shape([t.k_iqr, p.k_iqr])}", f))
+    robust += [_text("finding robust ratio", f)] if fam.condition == "link" else []
+    rising = t.k.above_zero or p.k.above_zero or t.k_iqr.above_zero or p.k_iqr.above_zero
     farther = (p.mean_h or 0) > (t.mean_h or 0)
     if not rising:
         key = "verdict flat"
-    elif fam.sign > 0:
+    elif fam.sd.sign != fam.iqr.sign:
+        key = "verdict split"
+    elif fam.sd.sign > 0:
         key = "verdict paths worse"
-    elif fam.sign < 0:
+    elif fam.sd.sign < 0:
         key = "verdict paths better"
     elif farther and (p.sd.value or 0) > (t.sd.value or 0):
         key = "verdict h"
@@ -811,7 +918,7 @@ def findings(fam: Families, rows: Sequence[tuple[str, str, Stats]], meta: Mappin
         for s in (t, p)
     )
     cv = _text("finding cv close" if close else "finding cv apart", f, close=f"{CLOSE:.0%}")
-    return "\n\n".join([" ".join(growth), " ".join(equal), cv]) + "\n"
+    return "\n\n".join([" ".join(growth), " ".join(robust), " ".join(equal), cv]) + "\n"
 
 
 def across(fams: Mapping[str, Families], meta: Mapping[str, Any]) -> str:
@@ -822,15 +929,17 @@ def across(fams: Mapping[str, Families], meta: Mapping[str, Any]) -> str:
     top = max(s.max_h or 0 for s in (link.tree, link.path))
     sds = [s.sd.value for f in (bare, link) for s in (f.tree, f.path) if s.sd.value is not None]
     f = dict(meta) | {
-        "bare_sign": _SIGN[bare.sign],
-        "link_sign": _SIGN[link.sign],
+        "bare_sign": _SIGN[bare.sd.sign],
+        "link_sign": _SIGN[link.sd.sign],
+        "bare_rsign": _SIGN[bare.iqr.sign],
+        "link_rsign": _SIGN[link.iqr.sign],
         "ratio": fmt(min(ratios, default=None), 0),
         "reference": fmt(math.sqrt(top) * sigma, 2),
         "top": top,
         "sd_lo": fmt(min(sds, default=None), 1),
         "sd_hi": fmt(max(sds, default=None), 1),
     }
-    if bare.sign == link.sign:
+    if bare.sd.sign == link.sd.sign and bare.iqr.sign == link.iqr.sign:
         return _text("across agree", f) + "\n"
     return _text("across hosts" if ratios and min(ratios) > HOSTS else "across disagree", f) + "\n"
 
@@ -910,7 +1019,15 @@ def summary_rows(rows: Sequence[tuple[str, str, Stats]]) -> Rows:
     for c, a, s in rows:
         r: dict[str, Any] = {"condition": c, "algorithm": a, "family": "tree" if a in TREES else "path"}
         r |= {"nodes": s.nodes, "mean_h": s.mean_h, "max_h": s.max_h, "ms_per_link": s.ms_per_link}
-        for name, fit in (("sd_ms", s.sd), ("a_ms", s.a), ("k", s.k), ("cv", s.cv)):
+        for name, fit in (
+            ("sd_ms", s.sd),
+            ("a_ms", s.a),
+            ("k", s.k),
+            ("iqr_sd_ms", s.iqr_sd),
+            ("a_iqr_ms", s.a_iqr),
+            ("k_iqr", s.k_iqr),
+            ("cv", s.cv),
+        ):
             stem = name.removesuffix("_ms")
             r |= {name: fit.value, f"{stem}_lo": fit.lo, f"{stem}_hi": fit.hi}
         out.append(r | {"cv_hops": s.cv_hops.value, "multicasts": s.multicasts})
@@ -1137,8 +1254,8 @@ def run(args: Any, ctx: Context) -> int:
         fam = families(read.nodes, read.cvs, cond, algorithms)
         if fam is not None:
             lines.append(
-                f"{_title(cond, meta)}: at equal h, paths − trees {fam.diff.cell(3)} ms "
-                f"({_SIGN[fam.sign]} 0); "
+                f"{_title(cond, meta)}: at equal h, paths − trees: SD {fam.sd.diff.cell(3)} ms "
+                f"({_SIGN[fam.sd.sign]} 0), robust SD {fam.iqr.diff.cell(3)} ms ({_SIGN[fam.iqr.sign]} 0); "
                 f"mean h trees {fmt(fam.tree.mean_h, 1)}, paths {fmt(fam.path.mean_h, 1)}; "
                 f"node-level CV trees {fam.tree.cv.cell(3)}, paths {fam.path.cv.cell(3)}"
             )
