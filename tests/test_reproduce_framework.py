@@ -36,7 +36,7 @@ def assert_rebuilds(name: str, tmp_path: Path) -> None:
         assert a == b
 
 
-@pytest.mark.parametrize("name", ["malani", "tasnem", "herley", "load", "chen", "aldubai"])
+@pytest.mark.parametrize("name", ["malani", "tasnem", "herley", "load", "chen", "aldubai", "variation"])
 def test_committed_report_rebuilds_from_committed_data(name: str, tmp_path: Path) -> None:
     assert_rebuilds(name, tmp_path)
 
