@@ -78,7 +78,7 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     assert "jitter" in text and "repetitions apart" in text
     assert "median µs" in text and "IQR µs" in text and "mean (SD) µs" in text
-    assert "the first 1 repetition(s) of each multicast ran and were discarded" in text
+    assert "the first 1 repetition of each multicast was run and discarded" in text
     with (out / "jitter.csv").open() as f:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames or ()) == JITTER_COLUMNS

@@ -284,7 +284,8 @@ def _warmup_note(run: dict[str, Any]) -> str:
     if not gone:
         return ""
     first = plural(n, "repetition")
-    return f"warm-up: the first {first} of each multicast ran and were discarded ({gone} in all); "
+    was = "was" if n == 1 else "were"
+    return f"warm-up: the first {first} of each multicast {was} run and discarded ({gone} in all); "
 
 
 def _model_line(settings: RunSettings) -> Callable[[int], float] | None:
