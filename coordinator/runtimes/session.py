@@ -53,6 +53,12 @@ FREE_SETTLE_PER_NODE = 0.002
 """Free clock across processes: the sources inject this long after the start (plus this much per
 node), once every node has taken the start in. Else a node still busy with its own start message
 (hundreds of processes wake for it on a few cores) holds the first packets for milliseconds."""
+FREE_HOP = 0.001
+FREE_QUIET_MAX = 1.0
+"""Free clock: before its first probe the coordinator lets a packet cross up to every node of the
+network (a path visits each node at most once), this long a hop across processes when links have
+no model (their model's bound when they do), at most ``FREE_QUIET_MAX`` seconds: a probe wakes
+every node, and while packets are in flight that is noise in their arrival times."""
 STOP_GRACE = 5.0
 BARRIER_WAIT = 60.0
 """Seconds the barrier's leader waits for the step-dones of one step (the nodes are up by then)."""
@@ -411,19 +417,18 @@ class Session:
     async def _free_until_quiescent(self, nodes: set[Coord]) -> None:
         """Free clock: probe counters until two probes in a row agree and sent == received.
 
-        The first probe waits for the sources' settling and, under a link model, for a packet to
-        cross the network: a probe wakes every node, and while packets move that is noise in
-        their arrival times.
+        The first probe waits for the sources' settling and for a packet to cross the network
+        (FREE_HOP, FREE_QUIET_MAX): a probe wakes every node, and while packets move that is
+        noise in their arrival times.
         """
         previous: tuple[int, int] | None = None
         # Probing costs what the start cost: a control message taken in at every node (a probe
         # round's own length is no measure: while packets move it includes their forwarding).
         interval = max(PROBE_INTERVAL, PROBE_SHARE * await self._settle())
-        first = self._free_settle(nodes)
+        settle = self._free_settle(nodes)
         model = self.settings.link_model
-        if model is not None:
-            first += (self.plan.topology.diameter + 1) * model.hop_bound()
-        wait = first + interval
+        hop = model.hop_bound() if model is not None else FREE_HOP if settle else 0.0
+        wait = settle + min(FREE_QUIET_MAX, (self.plan.topology.size + 1) * hop) + interval
         while True:
             with trio.move_on_after(wait):
                 while True:
