@@ -289,13 +289,7 @@ def test_netem_shaping_is_refused_where_it_cannot_be_had(capsys: pytest.CaptureF
 async def test_a_link_lost_before_the_run_s_end_is_still_named(tmp_path: Path) -> None:
     """Free clock, 1 s links: (1,0) is killed while its packet is on the way; (0,0), its
     neighbour, names the link it lost (not the run's own end, which is no error)."""
-    import os
-    import signal
-
-    import trio
-
-    from coordinator.runtimes.processes import run_processes
-    from tests.test_processes import _pid_of
+    from tests.test_processes import run_killing
 
     need_broker()
     plan = Plan(Topology.parse("mesh:3x3"), (Multicast(0, "vh", (0, 0), ((2, 0), (0, 2)), 0),))
@@ -303,20 +297,7 @@ async def test_a_link_lost_before_the_run_s_end_is_still_named(tmp_path: Path) -
     settings = RunSettings(
         clock="free", runtime="processes", run_dir=str(tmp_path), wall_budget=60, link_model=model
     )
-    result: list[RawRun] = []
-
-    async def run() -> None:
-        result.append(await run_processes(plan, settings))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        log = tmp_path / "logs" / "node-1-0.log"
-        with trio.fail_after(60):
-            while not (log.exists() and "started" in log.read_text()):
-                await trio.sleep(0.05)
-        await trio.sleep(0.5)
-        os.kill(_pid_of((1, 0)), signal.SIGKILL)
-    (raw,) = result
+    raw = await run_killing(plan, settings, tmp_path, (1, 0), after=0.5)
     assert raw.incomplete
     named = [e for e in raw.errors if e["kind"] == "link-down" and tuple(e["node"]) == (0, 0)]
     assert named and "+x closed before the run's end" in named[0]["cause"], raw.errors

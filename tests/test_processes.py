@@ -15,9 +15,9 @@ import trio
 
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.processes import BrokerNotFound, free_ports, local_broker, run_processes
-from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, random_plan
-from node.topology import Topology
+from node.topology import Coord, Topology
 from tests._env import need_broker
 
 pytestmark = pytest.mark.slow
@@ -94,24 +94,7 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(
     plan = long_plan(topo, every=40, count=400)  # far longer than the test lets it run
     settings = RunSettings(wall_budget=60, runtime="processes", run_dir=str(tmp_path), sync=sync)
     victim = (1, 1)
-    result: list[object] = []
-
-    async def run() -> None:
-        result.append(await run_processes(plan, settings))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        log = tmp_path / "logs" / "node-1-1.log"
-        with trio.fail_after(60):
-            while not (log.exists() and "started" in log.read_text()):
-                await trio.sleep(0.05)
-        await trio.sleep(1.0)
-        pid = _pid_of(victim)
-        os.kill(pid, signal.SIGKILL)
-    raw = result[0]
-    from coordinator.runtimes.records import RawRun
-
-    assert isinstance(raw, RawRun)
+    raw = await run_killing(plan, settings, tmp_path, victim, after=1.0)
     assert raw.incomplete
     text = "; ".join(raw.incomplete)
     assert "node (1,1) stopped early: lost:" in text, text
@@ -120,6 +103,27 @@ async def test_a_killed_node_process_is_named_and_partial_results_kept(
     ended = "link" if sync == "alpha" else "stopped by the coordinator"
     assert raw.node_status[(0, 0)].startswith(ended), raw.node_status
     assert raw.node_status[victim].startswith("lost:"), raw.node_status
+
+
+async def run_killing(
+    plan: Plan, settings: RunSettings, run_dir: Path, victim: Coord, after: float
+) -> RawRun:
+    """Run ``plan`` on processes and SIGKILL ``victim``'s process ``after`` s once its log says started."""
+    result: list[RawRun] = []
+
+    async def run() -> None:
+        result.append(await run_processes(plan, settings))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        log = run_dir / "logs" / f"node-{victim[0]}-{victim[1]}.log"
+        with trio.fail_after(60):
+            while not (log.exists() and "started" in log.read_text()):
+                await trio.sleep(0.05)
+        await trio.sleep(after)
+        os.kill(_pid_of(victim), signal.SIGKILL)
+    (raw,) = result
+    return raw
 
 
 def _pid_of(node: tuple[int, int]) -> int:

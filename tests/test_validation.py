@@ -74,6 +74,28 @@ def test_bad_numbers_exit_2(extra: list[str], words: str, capsys: pytest.Capture
     assert words in one_line_exit_2([*RUN, *extra], capsys)
 
 
+LOAD = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", "0.01", "--duration", "500"]
+
+
+@pytest.mark.parametrize("command", ["run", "load"])
+@pytest.mark.parametrize("timing", [[], ["--timing", "wormhole"]])
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--ts", "nan"], "--ts must be a finite number"),
+        (["--flits", "0"], "--flits must be at least 1"),
+        (["--flits", str(2**64)], "--flits must be at most"),
+        (["--beta", "inf"], "--beta must be a finite number"),
+    ],
+)
+def test_timing_numbers_exit_2_with_or_without_timing(
+    command: str, timing: list[str], extra: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: a flit or timing value no run can use is refused whether or not a run would use it."""
+    argv = RUN if command == "run" else LOAD
+    assert words in one_line_exit_2([*argv, *timing, *extra], capsys)
+
+
 def test_random_dests_negative(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--random-dests", "-2"]
     assert "--random-dests must be at least 1" in one_line_exit_2(argv, capsys)

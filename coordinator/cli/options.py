@@ -361,13 +361,22 @@ def link_model_from(args: argparse.Namespace, topology: Topology | None, seed: i
     return model
 
 
+def check_timing_params(args: argparse.Namespace) -> None:
+    """``--ts``, ``--beta``, ``--router-delay`` and ``--flits`` in range, or a UsageError.
+
+    Checked whether or not ``--timing`` or ``--switching wormhole`` uses them: a value no run can
+    use is a mistake to hear of at once, not one a run silently ignores or the wire refuses later.
+    """
+    for flag in ("--ts", "--beta", "--router-delay"):
+        in_range(flag, getattr(args, flag[2:].replace("-", "_"), None), 0, 1e12)
+    in_range("--flits", getattr(args, "flits", None), 1, MAX_COUNT)
+
+
 def timing_from(args: argparse.Namespace) -> Timing | None:
     """The timing model of ``--timing`` and its parameters, or None."""
+    check_timing_params(args)
     if getattr(args, "timing", None) is None:
         return None
-    for flag, value in (("--ts", args.ts), ("--beta", args.beta), ("--router-delay", args.router_delay)):
-        in_range(flag, value, 0, 1e12)
-    in_range("--flits", args.flits, 1, MAX_COUNT)
     try:
         return Timing(args.timing, args.ts, args.beta, args.flits, args.router_delay)
     except ValueError as exc:
@@ -461,6 +470,7 @@ def settings_from(
             dep = load(deployment)
         args.runtime, args.broker = dep.runtime, None
         extra = {**extra, "deployment": deployment}
+    check_timing_params(args)
     wormhole = getattr(args, "switching", "store-and-forward") == "wormhole"
     ts = getattr(args, "ts", 33)
     if wormhole and (not math.isfinite(ts) or ts != int(ts)):
