@@ -93,6 +93,30 @@ def test_the_coordinator_writes_results_as_the_runs_user(tmp_path: Path) -> None
     assert given.env["MESHCAST_USER"] == "7:8"
 
 
+def test_compose_says_how_to_tear_it_down_and_the_coordinator_sums_up() -> None:
+    """Issue 35: the compose file's header ends with the teardown; the coordinator's last lines
+    sum the run up (multicasts, destinations reached, latency, CV) and repeat it."""
+    from coordinator.cli.deploy_command import TEARDOWN, summary_line
+
+    assert f"# Tear down (else the exited containers and the network stay):\n#   {TEARDOWN}" in (
+        generated_compose()
+    )
+    doc: dict[str, Any] = {
+        "run": {"clock": "lockstep"},
+        "multicasts": [
+            {"destinations": [[1, 1], [2, 2]], "missing": []},
+            {"destinations": [[0, 1]], "missing": [[0, 1]]},
+        ],
+        "summary": {"time": {"mean": 3.5}, "cv": {"mean": 0.25}},
+    }
+    assert (
+        summary_line(doc)
+        == "2 multicasts, 2 of 3 destinations reached; mean latency 3.5 steps; node-level CV 0.25"
+    )
+    doc["run"]["clock"] = "free"  # steps mean nothing there
+    assert summary_line(doc) == "2 multicasts, 2 of 3 destinations reached; node-level CV 0.25"
+
+
 def test_compose_has_one_named_service_per_node() -> None:
     text = generated_compose()
     for x in range(4):
@@ -379,6 +403,9 @@ def test_compose_up_on_the_top_level_file_writes_results(engine: None, tmp_path:
             [*cli, *project, "down", "-v", "--remove-orphans", "-t", "2"], cwd=tmp_path, capture_output=True
         )
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    said = up.stdout + up.stderr  # the coordinator's summary and how to tear the experiment down
+    assert "coordinator: 20 multicasts, 100 of 100 destinations reached" in said, said[-3000:]
+    assert "tear down: docker compose down -v --remove-orphans" in said, said[-3000:]
     for name in ("run.json", "multicasts.csv", "arrivals.csv", "raw.json"):
         assert (tmp_path / "results" / "compose" / name).stat().st_size > 0  # results/<run-id>/
     raw = raw_from_json((tmp_path / "results" / "compose" / "raw.json").read_text())

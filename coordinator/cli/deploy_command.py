@@ -27,6 +27,7 @@ from coordinator.cli.options import add_run_options, settings_from, topology_fro
 from coordinator.cli.run_command import plan_from
 from coordinator.errors import Interrupted
 from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.wording import plural
 from coordinator.workloads.plan import Plan
 from node.topology import Coord, Topology
 
@@ -164,7 +165,8 @@ def cmd_compose(args: argparse.Namespace) -> int:
         "Results owned by you rather than root: mkdir -p results, and run with\n"
         "  MESHCAST_USER=$(id -u):$(id -g)\n"
         f"Results: ./results/{args.run_id}/ (run.json, multicasts.csv, arrivals.csv, raw.json;\n"
-        f"  ./results/{args.run_id}-2/ and so on for later runs: earlier results are kept)"
+        f"  ./results/{args.run_id}-2/ and so on for later runs: earlier results are kept)\n"
+        f"Tear down (else the exited containers and the network stay):\n  {TEARDOWN}"
     )
     sys.stdout.write(render_yaml(doc, header))
     return 0
@@ -299,7 +301,28 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
     status = "complete" if info["complete"] else "INCOMPLETE: " + "; ".join(info["incomplete"])
     steps_s = info["steps"] / raw.wall_s if raw.wall_s > 0 else 0.0
     log(f"{info['steps']} steps in {raw.wall_s:.2f} s ({steps_s:.0f} steps/s), {status}; results in {out}")
+    log(summary_line(doc))
+    if args.by_run_id:  # a compose file of `meshcast compose`, run by hand (a run tears its own down)
+        log(f"tear down: {TEARDOWN}")
     return 0 if info["complete"] else 1
+
+
+TEARDOWN = "docker compose down -v --remove-orphans   (compose v1: docker-compose down -v --remove-orphans)"
+"""How a compose experiment is removed once its coordinator has exited."""
+
+
+def summary_line(doc: dict[str, Any]) -> str:
+    """One line of what a run found: multicasts, destinations reached, mean latency and CV."""
+    mcs = doc["multicasts"]
+    wanted = sum(len(m["destinations"]) for m in mcs)
+    reached = wanted - sum(len(m["missing"]) for m in mcs)
+    parts = [f"{plural(len(mcs), 'multicast')}, {reached} of {wanted} destinations reached"]
+    summary = doc.get("summary", {})
+    if "time" in summary and doc["run"].get("clock") == "lockstep":
+        parts.append(f"mean latency {summary['time']['mean']:.3g} steps")
+    if "cv" in summary:
+        parts.append(f"node-level CV {summary['cv']['mean']:.3g}")
+    return "; ".join(parts)
 
 
 def run_dir(root: Path, run_id: str) -> Path:
