@@ -92,3 +92,29 @@ def test_instances_are_seeded_and_supported() -> None:
     a, b = instances(alg, 6, seed=9), instances(alg, 6, seed=9)
     assert a == b and all(i.topology.kind == "torus" and alg.unsupported(i.topology) is None for i in a)
     assert all(i.source not in i.destinations and len(i.destinations) >= 1 for i in a)
+
+
+def test_a_plug_in_missing_where_the_nodes_run_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: nodes that lack the plan's algorithm (a plug-in not in the image) refuse the run
+    before start-up; the command says so in one line and exits 2, as for any bad input."""
+    from coordinator.cli import main
+    from node.actor import Node
+
+    class Lacking(Node):
+        """(1,0) says in its hello that it cannot run vh, as a container without the plug-in would."""
+
+        def __init__(self, here: tuple[int, int], *args: object, **kwargs: object) -> None:
+            super().__init__(here, *args, **kwargs)  # type: ignore[arg-type]
+            if here == (1, 0):
+                self.registry = [a for a in registry if a.name != "vh"]  # type: ignore[assignment]
+
+    monkeypatch.setattr("coordinator.runtimes.inprocess.Node", Lacking)
+    rc = main(["run", "--topology", "mesh:2x2", "--algorithm", "vh", "--dests", "1,1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err.splitlines() == [
+        "meshcast: error: refused before start-up: node (1,0) lacks algorithm(s) vh: install the plug-in "
+        "where the nodes run (the container image: EXTRA_WHEELS=PROJECT make image)"
+    ]

@@ -11,8 +11,9 @@ from typing import Any
 from coordinator.analysis.completion import completion
 from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summarise
 from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.errors import UsageError
 from coordinator.runtimes import registry
-from coordinator.runtimes.records import RawRun, RunSettings
+from coordinator.runtimes.records import REFUSED, RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 
 __all__ = ["RUNTIMES", "emulate", "emulate_apart", "merge_runs", "result_document", "runtime_problem"]
@@ -49,9 +50,15 @@ def paused_gc() -> Iterator[None]:
 
 
 async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None = None) -> RawRun:
-    """Run ``plan`` on ``settings.runtime`` and return its raw records (GC paused meanwhile)."""
+    """Run ``plan`` on ``settings.runtime`` and return its raw records (GC paused meanwhile).
+
+    A run its nodes refused before start-up (a plug-in missing where they run) ran nothing: it is
+    the user's to mend, so it is a UsageError (one line, exit 2), not an incomplete result."""
     with paused_gc():
-        return await _emulate(plan, settings, progress)
+        raw = await _emulate(plan, settings, progress)
+    if raw.incomplete and raw.incomplete[0].startswith(REFUSED) and not raw.arrivals:
+        raise UsageError(raw.incomplete[0])
+    return raw
 
 
 async def emulate_apart(plan: Plan, settings: RunSettings, progress: Progress | None = None) -> RawRun:

@@ -14,7 +14,10 @@ from node import defaults, protocol
 from node.linkmodel import LinkModel
 from node.topology import Coord, port_names
 
-__all__ = ["Arrival", "Collector", "RawRun", "RunSettings"]
+__all__ = ["REFUSED", "Arrival", "Collector", "RawRun", "RunSettings"]
+
+REFUSED = "refused before start-up: "
+"""How ``RawRun.incomplete`` begins when a node could not run the plan at all (nothing ran)."""
 
 
 @dataclass(frozen=True, slots=True)

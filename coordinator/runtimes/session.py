@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from coordinator.runtimes.leader import Leader
-from coordinator.runtimes.records import Collector, RawRun, RunSettings
+from coordinator.runtimes.records import REFUSED, Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
 from node.protocol import Phase, ProtocolError
@@ -217,7 +217,7 @@ class Session:
             if lacking:
                 self._refusals.append(
                     f"node ({node[0]},{node[1]}) lacks algorithm(s) {', '.join(lacking)}: install the "
-                    "plug-in where the nodes run (the container image: EXTRA_WHEELS, docs/deploy.md)"
+                    "plug-in where the nodes run (the container image: EXTRA_WHEELS=PROJECT make image)"
                 )
                 raise _Refused
             await self._assign_those_ready(node)
@@ -311,7 +311,7 @@ class Session:
             except _BarrierStalled:
                 raw.incomplete.append(self._stalled)
             except _Refused:
-                raw.incomplete.append("refused before start-up: " + self._refusals[0])
+                raw.incomplete.append(REFUSED + self._refusals[0])
             finally:
                 self._watch_lost = False
         raw.wall_s = time.perf_counter() - t0
