@@ -17,6 +17,7 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.processes import BrokerNotFound, free_ports, local_broker, run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, random_plan
+from node.mqtt import BrokerAddress
 from node.topology import Coord, Topology
 from tests._env import need_broker
 
@@ -218,6 +219,52 @@ async def _mosquitto(exe: str, conf: Path, *, task_status: trio.TaskStatus[trio.
                     await trio.sleep(0.05)
             task_status.started(scope)
             await trio.sleep_forever()
+
+
+def _queued_for(address: BrokerAddress, client_id: str, publish: str) -> list[str]:
+    """Publish to ``publish`` as another client, then resume ``client_id``'s session (clean start
+    off): the topics of what the broker had queued for it."""
+    import paho.mqtt.client as paho
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    def client(cid: str) -> paho.Client:
+        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=paho.MQTTv5)
+        c.username_pw_set(address.username, address.password)
+        return c
+
+    sender = client("meshcast-test-sender")
+    sender.connect(address.host, address.port)
+    sender.loop_start()
+    sender.publish(publish, b"report", qos=1).wait_for_publish(5)
+    sender.disconnect()
+    sender.loop_stop()
+    got: list[str] = []
+    resumed = client(client_id)
+    resumed.on_message = lambda _c, _u, msg: got.append(msg.topic)
+    props = Properties(PacketTypes.CONNECT)
+    props.SessionExpiryInterval = 600
+    resumed.connect(address.host, address.port, clean_start=False, properties=props)
+    resumed.loop_start()
+    time.sleep(1.0)  # queued messages come at once after the CONNACK
+    resumed.disconnect()
+    resumed.loop_stop()
+    return got
+
+
+async def test_a_gone_coordinator_bus_leaves_no_subscribed_session(tmp_path: Path) -> None:
+    """The broker keeps a gone client's session; a coordinator's bus unsubscribes as it goes, so
+    nothing a node publishes afterwards is queued for it (every part of a run and every run on a
+    deployment opens a bus of its own: left subscribed, they grew mosquitto by gigabytes)."""
+    from node.mqtt import open_coordinator_bus
+
+    need_broker()
+    async with local_broker(tmp_path) as broker:
+        async with open_coordinator_bus(broker.address, "gone") as bus:
+            client_id, root = bus.client_id, bus.root
+        topic = f"{root}/up/0-0"  # a node report
+        got = await trio.to_thread.run_sync(_queued_for, broker.address, client_id, topic)
+    assert got == [], f"the broker queued {got} for a coordinator that had gone"
 
 
 async def test_missing_mosquitto_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
