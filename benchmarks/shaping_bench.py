@@ -41,21 +41,28 @@ class Noting:
         return None
 
 
+class NotingShaper(LinkShaper):
+    """A link model that notes when it said each frame is due."""
+
+    __slots__ = ("due",)
+
+    def __init__(self, spec: LinkSpec, rng: random.Random) -> None:
+        super().__init__(spec, rng)
+        self.due: list[float] = []
+
+    def release(self, now: float, nbytes: int) -> float:
+        at = super().release(now, nbytes)
+        self.due.append(at)
+        return at
+
+
 async def measure(frames: int) -> tuple[list[float], float, float]:
     """Lateness of each frame (s), wall seconds and CPU seconds of the run."""
     inner = Noting()
     spec = LinkSpec(delay=0.001, jitter=Jitter("normal", 0.00025))
-    due: list[float] = []
-    shaper = LinkShaper(spec, random.Random(1))
-    release = shaper.release
+    shaper = NotingShaper(spec, random.Random(1))
+    due = shaper.due
     link = ShapedLink(inner, shaper)
-
-    def noted(now: float, nbytes: int) -> float:
-        at = release(now, nbytes)
-        due.append(at)
-        return at
-
-    shaper.release = noted  # type: ignore[method-assign]
     gaps = random.Random(2)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     async with trio.open_nursery() as nursery:
