@@ -7,8 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["BUFFER_FLITS", "PREP", "SYNCS", "hop_limit"]
+__all__ = ["BUFFER_FLITS", "FLITS", "PREP", "SYNCS", "TS", "hop_limit"]
 
+FLITS: Final = 64
+"""A message's length L in flits (Al-Dubai, Ould-Khaoua & Mackenzie's 64)."""
+TS: Final = 33
+"""The start-up time Ts in cycles (Al-Dubai, Ould-Khaoua & Mackenzie's 33)."""
 BUFFER_FLITS: Final = 2
 """Wormhole: flits each input channel buffers (2: a worm moves at full rate, one flit a cycle)."""
 PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}

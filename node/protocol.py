@@ -411,9 +411,9 @@ class Assign(_Event):
     policy: str = field(metadata={"check": _str}, default="block")
     peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
     switching: str = field(metadata={"check": _str}, default="store-and-forward")
-    flits: int = field(metadata={"check": _nat}, default=64)
+    flits: int = field(metadata={"check": _nat}, default=defaults.FLITS)
     buffer_flits: int = field(metadata={"check": _nat}, default=defaults.BUFFER_FLITS)
-    ts: int = field(metadata={"check": _nat}, default=33)
+    ts: int = field(metadata={"check": _nat}, default=defaults.TS)
     prep: int | None = field(metadata={"check": _opt_nat}, default=None)
     sync: str = field(metadata={"check": _str}, default="alpha")
     """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""

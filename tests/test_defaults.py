@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from coordinator.errors import UsageError
 from node import defaults
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,6 +20,8 @@ PATTERNS = {
     "the hop limit 4·size + 16": re.compile(r"4\s*\*\s*[\w.]*size\s*\+\s*16"),
     "seed 004's preparation table": re.compile(r"\{\s*\"dp\"\s*:\s*2\s*,\s*\"mp\"\s*:\s*2"),
     "the lockstep syncs": re.compile(r"\(\s*\"alpha\"\s*,\s*\"barrier\"\s*\)"),
+    "the message length L in flits": re.compile(r"(?i)\bflits\s*:[^=]*=\s*(?:field\(.*default=)?64\b"),
+    "the start-up time Ts": re.compile(r"(?i)\bts\s*:[^=]*=\s*(?:field\(.*default=)?33(?:\.0)?\b"),
     "the wormhole buffer depth": re.compile(
         r"(?i)buffer_flits\s*(?::\s*\w+\s*)?=\s*(?:field\(.*default=)?2\b"
     ),
@@ -43,3 +49,52 @@ def test_the_defaults_are_used() -> None:
     assert RunSettings().buffer_flits == defaults.BUFFER_FLITS == wormhole.DEFAULT_BUFFER_FLITS
     assert protocol.Assign("r", "mesh:2x2", (0, 0), "one-port", "isolated", "lockstep", 10).buffer_flits == 2
     assert defaults.hop_limit(Topology.parse("mesh:4x4").size) == 80
+
+
+def _parser(settings: object = None) -> argparse.ArgumentParser:
+    from coordinator.cli.options import add_run_options
+
+    p = argparse.ArgumentParser(exit_on_error=False)
+    if settings is None:
+        add_run_options(p)
+    else:
+        add_run_options(p, settings=settings)
+    return p
+
+
+def test_every_option_of_a_setting_comes_from_its_field() -> None:
+    """Flag, default, choices and range: what the field says is what the command line offers."""
+    from coordinator.cli.options import validate_settings
+    from coordinator.runtimes.records import RunSettings
+    from coordinator.runtimes.setting import settings_of
+
+    actions = {a.dest: a for a in _parser()._actions}
+    flagged = [(f, meta) for f, meta in settings_of(RunSettings) if meta.flag is not None]
+    assert len(flagged) >= 15
+    for f, meta in flagged:
+        action = actions[f.name]
+        assert action.option_strings == [meta.flag]
+        assert action.default == (None if meta.unset else f.default), f.name
+        assert action.choices == meta.choices, f.name
+        if meta.low is not None and meta.high is not None:
+            with pytest.raises(UsageError, match=re.escape(str(meta.flag))):
+                too_big: Any = (float if isinstance(f.default, float) else int)(meta.high) + 1
+                validate_settings(replace(RunSettings(), **{f.name: too_big}))
+
+
+def test_a_new_setting_is_one_field() -> None:
+    """A field with a flag and a range is at once an option, with its default and its range check."""
+    from coordinator.cli.options import validate_settings
+    from coordinator.runtimes.records import RunSettings
+    from coordinator.runtimes.setting import setting
+
+    @dataclass(frozen=True)
+    class WithVCs(RunSettings):  # the slots of the base stay; this adds one field
+        vcs: int = setting(1, "--vcs", "virtual channels per physical channel", low=1, high=16, unit="VCs")
+
+    p = _parser(WithVCs)
+    assert p.parse_args([]).vcs == 1 and p.parse_args(["--vcs", "4"]).vcs == 4
+    assert "virtual channels per physical channel (1 to 16 VCs)" in " ".join(p.format_help().split())
+    assert validate_settings(WithVCs(vcs=16)) == WithVCs(vcs=16)
+    with pytest.raises(UsageError, match=r"--vcs must be at most 16, got 17"):
+        validate_settings(WithVCs(vcs=17))

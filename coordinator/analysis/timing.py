@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from node import defaults
+
 __all__ = ["TIMINGS", "Timing", "apply_timing"]
 
 TIMINGS = ("store-and-forward", "wormhole")
@@ -26,9 +28,9 @@ class Timing:
     """A timing model and its parameters."""
 
     model: str = "wormhole"
-    ts: float = 33.0
+    ts: float = float(defaults.TS)
     beta: float = 1.0
-    flits: int = 64
+    flits: int = defaults.FLITS
     router: float = 0.0
 
     def __post_init__(self) -> None:

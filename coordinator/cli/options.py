@@ -20,18 +20,18 @@ from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
-from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.records import TIMING, RunSettings
+from coordinator.runtimes.setting import MAX_COUNT, Setting, settings_of
 from node import defaults
-from node.engine import CONTENTIONS, PORT_MODELS
 from node.linkmodel import LinkModel, LinkSpec, parse_link_file
 from node.mqtt import parse_broker
 from node.routing import PlanError, UnknownAlgorithm, registry
-from node.switching import SWITCHINGS, check_switching
+from node.switching import check_switching
 from node.topology import Topology, TopologyError
-from node.wormhole import DEFAULT_BUFFER_FLITS
 
 __all__ = [
     "BROKER_PROBE_S",
+    "MAX_COUNT",
     "MAX_NODES",
     "add_run_options",
     "check_broker",
@@ -45,10 +45,6 @@ __all__ = [
     "validate_settings",
 ]
 
-INT64 = 2**63 - 1
-MAX_STEPS = 10**9
-MAX_WALL_S = 7 * 24 * 3600.0
-MAX_COUNT = 10**6
 MAX_REPEAT = 100_000
 MAX_NODES = {name: r.max_nodes for name, r in runtimes.RUNTIMES.items()}
 """The most nodes each runtime hosts (the registry's: one OS process per node, one container per node)."""
@@ -124,45 +120,49 @@ def _accepts(algorithm: str, name: str) -> bool:
     return any(p.type == "algorithm" for p in alg.params)
 
 
+def _add_setting(g: Any, name: str, default: Any, meta: Setting, annotation: Any) -> None:
+    """One setting's option, from its field: flag, type, default, choices and help."""
+    assert meta.flag is not None
+    kind = meta.kind or next(t for t in (int, float, str) if str(annotation).startswith(t.__name__))
+    g.add_argument(
+        meta.flag,
+        dest=name,
+        type=None if meta.choices else kind,
+        choices=meta.choices,
+        default=None if meta.unset or default is None else kind(default),
+        metavar=meta.metavar,
+        help=meta.describe(),
+    )
+
+
 def add_run_options(
     p: argparse.ArgumentParser,
     extra_runtimes: dict[str, str] | None = None,
     command: str = "run",
     *,
     network: bool = True,
+    settings: Any = RunSettings,
 ) -> None:
-    """Options shared by every command that runs an emulation: ``command``'s runtimes from the
-    registry (``extra_runtimes``: name -> help, runtimes only this command offers; ``network``:
+    """Options shared by every command that runs an emulation: one per field of ``settings`` that
+    has a flag (its metadata, :mod:`coordinator.runtimes.setting`), and ``command``'s runtimes from
+    the registry (``extra_runtimes``: name -> help, runtimes only this command offers; ``network``:
     offer ``--network``, which only a command that starts a containers run itself can honour)."""
     extra = extra_runtimes or {}
     offered = runtimes.names(command)
-    p.add_argument(
-        "--port-model",
-        choices=PORT_MODELS,
-        default="one-port",
-        help="ports a node may send on in one step",
-    )
-    p.add_argument(
-        "--contention",
-        choices=CONTENTIONS,
+    timing = p.add_argument_group(TIMING)
+    timing.add_argument(
+        "--timing",
+        choices=("store-and-forward", "wormhole"),
         default=None,
-        help="isolated: every multicast has the network to itself; shared: they compete for links "
-        "(default: isolated; shared under wormhole switching, which runs shared only)",
+        help="report latency under this timing model too (off when not given)",
     )
-    p.add_argument(
-        "--clock",
-        choices=("lockstep", "free"),
-        default="lockstep",
-        help="lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
+    timing.add_argument(
+        "--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)"
     )
-    p.add_argument(
-        "--sync",
-        choices=SYNCS,
-        default=None,
-        help="lockstep: alpha: a frame on every link every step (α-synchronizer); barrier: only nodes "
-        "with work step, no null frames (processes/containers: the coordinator leads a step barrier). "
-        "Same records. Default: barrier",
-    )
+    timing.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+    for f, meta in settings_of(settings):
+        if meta.flag is not None:
+            _add_setting(timing if meta.group == TIMING else p, f.name, f.default, meta, f.type)
     p.add_argument(
         "--runtime",
         choices=(*offered, *(e for e in extra if e not in offered)),
@@ -181,89 +181,7 @@ def add_run_options(
             "the links share one loopback (no node's network of its own to cut or shape); host: the "
             f"host's network. Default: ${NETWORK_ENV} if set, else bridge (docs/deploy.md)",
         )
-    p.add_argument("--max-steps", type=int, default=10_000, help="step budget (lockstep)")
-    p.add_argument("--wall-budget", type=float, default=600.0, help="wall-clock budget in seconds")
-    p.add_argument("--hop-limit", type=int, default=None, help="drop packets beyond this many hops")
-    p.add_argument(
-        "--buffer",
-        type=int,
-        default=None,
-        metavar="N",
-        help="shared contention: packets each input link's buffer holds (default unbounded)",
-    )
-    p.add_argument(
-        "--out-buffer",
-        type=int,
-        default=None,
-        metavar="N",
-        help="shared contention: packets a node's output buffer holds (default unbounded)",
-    )
-    p.add_argument(
-        "--policy",
-        choices=("block", "drop"),
-        default="block",
-        help="when an input buffer is full: block the upstream link (no loss) or drop and count",
-    )
-    p.add_argument(
-        "--switching",
-        choices=SWITCHINGS,
-        default="store-and-forward",
-        help="wormhole: flit-level wormhole switching, one step per cycle (docs/wormhole.md); "
-        "uses --flits, --ts, --buffer-flits, --prep",
-    )
-    p.add_argument(
-        "--buffer-flits",
-        type=int,
-        default=DEFAULT_BUFFER_FLITS,
-        metavar="B",
-        help=f"wormhole: flits each input channel buffers (default {DEFAULT_BUFFER_FLITS}, full rate)",
-    )
-    p.add_argument(
-        "--prep",
-        type=int,
-        default=None,
-        metavar="CYCLES",
-        help="wormhole: preparation cycles at the source "
-        "(default per algorithm: dp 2, mp 2, cp 4, qg 16, else 0)",
-    )
-    p.add_argument("--broker", default=None, help="MQTT broker URL (processes/containers runtimes)")
-    p.add_argument(
-        "--deployment",
-        default=None,
-        metavar="NAME",
-        help="run on the long-lived deployment NAME ('meshcast deploy'; its runtime replaces --runtime)",
-    )
-    p.add_argument(
-        "--shards",
-        type=int,
-        default=1,
-        metavar="N",
-        help="in-process: split the nodes over N OS processes, one per core, links between them "
-        "over loopback TCP (default 1: all in this process; same records; docs/deploy.md)",
-    )
-    p.add_argument("--seed", type=int, default=1, help="seed of every random choice (sets, sources)")
     add_link_options(p)
-    t = p.add_argument_group("timing model (reported on the recorded steps, hops and start-ups)")
-    t.add_argument(
-        "--timing",
-        choices=("store-and-forward", "wormhole"),
-        default=None,
-        help="report latency under this timing model too (off when not given)",
-    )
-    t.add_argument(
-        "--ts",
-        type=float,
-        default=33.0,
-        help=f"start-up time Ts ({ALDUBAI}: 33 cycles; also wormhole switching)",
-    )
-    t.add_argument("--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)")
-    t.add_argument(
-        "--flits",
-        type=int,
-        default=64,
-        help=f"message length L in flits ({ALDUBAI}: 64; also wormhole switching)",
-    )
-    t.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
 
 
 def add_link_options(p: argparse.ArgumentParser) -> None:
@@ -367,9 +285,11 @@ def check_timing_params(args: argparse.Namespace) -> None:
     Checked whether or not ``--timing`` or ``--switching wormhole`` uses them: a value no run can
     use is a mistake to hear of at once, not one a run silently ignores or the wire refuses later.
     """
-    for flag in ("--ts", "--beta", "--router-delay"):
+    for flag in ("--beta", "--router-delay"):
         in_range(flag, getattr(args, flag[2:].replace("-", "_"), None), 0, 1e12)
-    in_range("--flits", getattr(args, "flits", None), 1, MAX_COUNT)
+    for f, meta in settings_of(RunSettings):
+        if meta.group == TIMING and meta.low is not None and meta.high is not None:
+            in_range(str(meta.flag), getattr(args, f.name, None), meta.low, meta.high)
 
 
 def timing_from(args: argparse.Namespace) -> Timing | None:
@@ -385,17 +305,10 @@ def timing_from(args: argparse.Namespace) -> Timing | None:
 
 def validate_settings(settings: RunSettings) -> RunSettings:
     """``settings`` if every field is in range and the runtime is available, else a UsageError."""
-    in_range("--max-steps", settings.max_steps, 1, MAX_STEPS)
-    in_range("--wall-budget", settings.wall_budget, 0.001, MAX_WALL_S)
-    in_range("--hop-limit", settings.hop_limit, 1, MAX_COUNT)
-    in_range("--buffer", settings.buffer, 1, MAX_COUNT)
-    in_range("--out-buffer", settings.out_buffer, 1, MAX_COUNT)
-    in_range("--seed", settings.seed, 0, INT64)
+    for f, meta in settings_of(type(settings)):  # each setting's range, from its field
+        if meta.low is not None and meta.high is not None:
+            in_range(meta.flag or f.name, getattr(settings, f.name), meta.low, meta.high)
     if settings.switching == "wormhole":
-        in_range("--flits", settings.flits, 1, MAX_COUNT)
-        in_range("--buffer-flits", settings.buffer_flits, 1, MAX_COUNT)
-        in_range("--ts", settings.ts, 0, MAX_COUNT)
-        in_range("--prep", settings.prep, 0, MAX_COUNT)
         why = check_switching(settings)
         if why is not None:
             raise UsageError(f"--switching wormhole: {why}")
@@ -417,7 +330,6 @@ def validate_settings(settings: RunSettings) -> RunSettings:
                 f"--network applies to --runtime containers only, not {settings.runtime}"
                 " (its nodes are not containers)"
             )
-    in_range("--shards", settings.shards, 1, MAX_COUNT)
     if settings.shards > 1 and (settings.runtime != "in-process" or settings.deployment is not None):
         where = f"the {settings.runtime} runtime"
         if settings.deployment is not None:
@@ -472,34 +384,22 @@ def settings_from(
         extra = {**extra, "deployment": deployment}
     check_timing_params(args)
     wormhole = getattr(args, "switching", "store-and-forward") == "wormhole"
-    ts = getattr(args, "ts", 33)
-    if wormhole and (not math.isfinite(ts) or ts != int(ts)):
+    ts = getattr(args, "ts", None)
+    ts = RunSettings().ts if ts is None else ts
+    if wormhole and ts != int(ts):
         raise UsageError(f"--ts must be a whole number of cycles under --switching wormhole, got {ts:g}")
+    given = {  # every setting's value as given (an option a command does not offer: its default)
+        f.name: getattr(args, f.name)
+        for f, meta in settings_of(RunSettings)
+        if meta.flag is not None and hasattr(args, f.name) and f.name not in extra
+    }
+    given |= {"runtime": args.runtime, "network": getattr(args, "network", None)}
+    if given.get("contention") is None:
+        given["contention"] = "shared" if wormhole else "isolated"
+    if "ts" in given:
+        given["ts"] = int(ts)
     settings = validate_settings(
-        RunSettings(
-            port_model=args.port_model,
-            contention=args.contention or ("shared" if wormhole else "isolated"),
-            clock=args.clock,
-            hop_limit=args.hop_limit,
-            max_steps=args.max_steps,
-            wall_budget=args.wall_budget,
-            seed=args.seed,
-            runtime=args.runtime,
-            network=getattr(args, "network", None),
-            broker=args.broker,
-            buffer=args.buffer,
-            out_buffer=args.out_buffer,
-            policy=args.policy,
-            switching=getattr(args, "switching", "store-and-forward"),
-            flits=getattr(args, "flits", 64),
-            buffer_flits=getattr(args, "buffer_flits", DEFAULT_BUFFER_FLITS),
-            ts=int(ts) if math.isfinite(ts) else 0,
-            prep=getattr(args, "prep", None),
-            sync=getattr(args, "sync", None),
-            shards=getattr(args, "shards", 1),
-            link_model=link_model_from(args, topology, args.seed),
-            **extra,
-        )
+        RunSettings(**given, link_model=link_model_from(args, topology, args.seed), **extra)
     )
     if topology is not None:
         check_nodes(topology, settings.runtime)

@@ -22,6 +22,7 @@ stopped and marked incomplete, naming the nodes it waited for.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -38,7 +39,15 @@ from node.protocol import Phase, ProtocolError
 from node.tcp import dials
 from node.topology import Coord
 
-__all__ = ["Session"]
+__all__ = ["ASSIGNED", "Session"]
+
+ASSIGNED = tuple(
+    f.name
+    for f in dataclasses.fields(protocol.Assign)
+    if f.name in {g.name for g in dataclasses.fields(RunSettings)} and f.name != "sync"
+)
+"""The settings a node is told as they are (the rest of Assign is the session's own: run, node,
+token, the sync it leads, the link model's wire form, the peers)."""
 
 SendTo = Callable[[Coord, bytes], Awaitable[None]]
 Broadcast = Callable[[bytes], Awaitable[None]]
@@ -131,29 +140,17 @@ class Session:
         return self.lead and self.settings.clock == "lockstep" and self.settings.sync != "alpha"
 
     def _assign(self, node: Coord) -> protocol.Assign:
+        """``node``'s assignment: every setting the wire's Assign names, copied by name."""
         s = self.settings
         return protocol.Assign(
             run=self.run_id,
             topology=self.plan.topology.spec,
             node=node,
-            port_model=s.port_model,
-            contention=s.contention,
-            clock=s.clock,
-            max_steps=s.max_steps,
-            hop_limit=s.hop_limit,
-            trace=s.trace,
             token=self.token,
-            buffer=s.buffer,
-            out_buffer=s.out_buffer,
-            policy=s.policy,
-            switching=s.switching,
-            flits=s.flits,
-            buffer_flits=s.buffer_flits,
-            ts=s.ts,
-            prep=s.prep,
             sync="barrier" if self.barrier else "alpha",
             links=s.link_model.to_wire() if s.link_model is not None else {},
             peers=self.peers(node) if self.peers else {},
+            **{name: getattr(s, name) for name in ASSIGNED},
         )
 
     # -- the phase table, coordinator side ------------------------------------------------------
