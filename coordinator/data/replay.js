@@ -6,7 +6,8 @@
   const DATA = JSON.parse(document.getElementById("replay-data").textContent);
   const runs = DATA.runs;
   const STEPS = Math.max(0, ...runs.map((r) => r.steps));
-  const HEAT = ["#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"];
+  const HEAT = ["#fdae61", "#f88d52", "#f46d43", "#d73027", "#a50026"];  // link load, light to heavy
+  const TRAIL = 12;  // wormhole: cycles a header's crossing stays drawn, fading
   const DEST = "#ff9f1c", DEST_EDGE = "#8a5300", PACKET = "#1f4fd1", SOURCE = "#c62828";
   const unit = runs.some((r) => r.switching === "wormhole") ? "cycle" : "step";
 
@@ -151,13 +152,14 @@
     const now = this.load(shown, step);
     let most = 1;
     for (const v of this.load(shown, Infinity).values()) most = Math.max(most, v);
+    most = Math.max(most, 4);  // a link crossed once stays a light colour, whatever the run
     this.most = most;
     ctx.lineCap = "round";
     for (const [key, k] of now) {
       const a = Math.floor(key / n), b = key % n;
-      const f = most > 1 ? (k - 1) / (most - 1) : 1;
+      const f = (k - 1) / (most - 1);
       ctx.strokeStyle = HEAT[Math.min(HEAT.length - 1, Math.round(f * (HEAT.length - 1)))];
-      ctx.lineWidth = 2.5 + f * Math.max(2, this.cell * 0.12);
+      ctx.lineWidth = 3.5 + f * Math.max(3, this.cell * 0.14);
       for (const [x0, y0, x1, y1] of this.segments(a, b)) {
         ctx.beginPath();
         ctx.moveTo(x0, y0);
@@ -179,19 +181,24 @@
   }
 
   // Packets in flight: the traversals sent in this step, as arrows with a packet moving along.
+  // Under wormhole switching the trace holds one crossing per link and worm (its header's), so
+  // the crossings of the last TRAIL cycles stay drawn, fading, to show where the worms went.
   Panel.prototype.drawFlight = function (shown, many) {
     const ctx = this.ctx, c = this.cell, r = Math.max(2.5, c * 0.13);
+    const trail = this.run.switching === "wormhole" ? TRAIL : 1;
     let count = 0;
     for (const m of shown) {
       const colour = many ? m.colour : PACKET;
       const L = m.links;
       for (let i = 0; i < L.length; i += 3) {
-        if (L[i + 2] !== step) continue;
-        count++;
+        const age = step - L[i + 2];
+        if (age < 0 || age >= trail) continue;
+        if (age === 0) count++;
+        ctx.globalAlpha = 1 - age / trail;
         const segs = this.segments(L[i], L[i + 1]);
         ctx.strokeStyle = colour;
         ctx.fillStyle = colour;
-        ctx.lineWidth = Math.max(2, c * 0.08);
+        ctx.lineWidth = Math.max(3, c * 0.11);
         segs.forEach(([x0, y0, x1, y1], j) => {
           const sh = (j === segs.length - 1 ? r * 1.6 : 0);
           const len = Math.hypot(x1 - x0, y1 - y0) || 1;
@@ -202,6 +209,7 @@
           ctx.stroke();
           if (j === segs.length - 1) arrowHead(ctx, x0, y0, ex, ey, Math.max(6, c * 0.28));
         });
+        if (age > 0) continue;
         // the packet: a dot along the whole path, at this step's phase (half way when paused)
         const f = playing ? phase : 0.5;
         let total = 0;
@@ -223,6 +231,7 @@
         }
       }
     }
+    ctx.globalAlpha = 1;
     return count;
   };
 
@@ -340,7 +349,7 @@
       if (m.missing) row("not reached", String(m.missing));
     }
     row("delivered by now", got + " of " + total);
-    row("in flight now", String(flying));
+    row(this.run.switching === "wormhole" ? "headers crossing now" : "packets sent now", String(flying));
     let html = "<h2>" + escape(run.title) + "</h2><table>" + rows.join("") + "</table>";
     if (!many) {  // the latest arrivals, with wall-clock times where the run measured them
       const m = shown[0], recent = [];
@@ -361,8 +370,8 @@
       "<div><span class='key' style='border-radius:50%;background:" + (many ? "#888" : DEST) +
       "'></span>destination, delivered (arrival " + unit + ")</div>" +
       "<div><span class='key' style='border-radius:50%;background:#fff'></span>relay passed</div>" +
-      "<div><span class='key' style='background:" + (many ? "#888" : PACKET) + "'></span>packet sent this " + unit +
-      (run.switching === "wormhole" ? " (a worm's header)" : "") + "</div>" +
+      "<div><span class='key' style='background:" + (many ? "#888" : PACKET) + "'></span>packet sent this " + unit + (run.switching === "wormhole" ? "" : ", arriving the next") +
+      (run.switching === "wormhole" ? " (a worm's header; faded: the last " + TRAIL + " cycles)" : "") + "</div>" +
       "<div style='margin-top:4px'>link load so far (traversals)</div><div class='heatbar'></div>" +
       "<div style='display:flex;justify-content:space-between'><span>1</span><span>" + (this.most || 1) +
       "</span></div></div>";
@@ -416,7 +425,7 @@
   function render() {
     slider.value = String(step);
     label.textContent = unit + " " + step + " / " + STEPS;
-    playButton.innerHTML = playing ? "&#9208;" : "&#9654;";
+    playButton.textContent = playing ? "pause" : "play";
     for (const p of panels) p.draw();
   }
 
