@@ -202,3 +202,20 @@ def test_all_multicasts_at_once(browser: Any, runs: dict[str, Path]) -> None:
         t = browser.execute_script(f"return window.replay.seek({t})")
         union = sorted({node for got in both.values() for node, step in got if step <= t})
         assert browser.execute_script("return window.replay.state().delivered") == [list(n) for n in union]
+
+
+def test_two_runs_side_by_side_share_the_slider(browser: Any, runs: dict[str, Path], tmp_path: Path) -> None:
+    names = ["tree-mesh", "path-mesh-wormhole"]
+    page = tmp_path / "two.html"
+    assert main(["replay", *(str(runs[n]) for n in names), "--out", str(page)]) == 0
+    open_page(browser, page)
+    assert len(browser.find_elements("tag name", "canvas")) == 2
+    longest = max(max(s for _, s in arrivals(runs[n])[0]) for n in names)
+    assert browser.execute_script("return window.replay.state().steps") >= longest
+    for t in (0, 6, 30, 60, longest):
+        browser.execute_script(f"window.replay.seek({t})")
+        for i, n in enumerate(names):
+            state = browser.execute_script(f"return window.replay.state({i})")
+            assert state["step"] == t
+            assert state["delivered"] == [list(node) for node, step in arrivals(runs[n])[0] if step <= t]
+    assert browser.get_log("browser") == []
