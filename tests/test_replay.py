@@ -192,6 +192,10 @@ def test_play_advances_and_slider_and_seek_agree(browser: Any, runs: dict[str, P
     browser.find_element("id", "back").click()
     assert browser.execute_script("return window.replay.state().step") == 4
     assert slider.get_attribute("value") == "4"
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()  # the page's own keys
+    assert browser.execute_script("return window.replay.state().step") == 5
+    ActionChains(browser).send_keys(" ").perform()  # on the focused back button: its click, once
+    assert browser.execute_script("return window.replay.state().step") == 4
 
 
 def test_all_multicasts_at_once(browser: Any, runs: dict[str, Path]) -> None:
@@ -219,3 +223,11 @@ def test_two_runs_side_by_side_share_the_slider(browser: Any, runs: dict[str, Pa
             assert state["step"] == t
             assert state["delivered"] == [list(node) for node, step in arrivals(runs[n])[0] if step <= t]
     assert browser.get_log("browser") == []
+
+
+def test_a_strange_directory_name_stays_text(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "{{SCRIPT}}<b>&"
+    make_run(run, [*RUNS["tree-torus"], "--trace"], replay=False)
+    assert main(["replay", str(run)]) == 0
+    html = (run / "replay.html").read_text()
+    assert html.count("window.replay =") == 1 and "<b>&" not in html

@@ -486,7 +486,8 @@
   slider.addEventListener("input", () => { const v = slider.value; playing = false; seek(v); });
   mcSelect.addEventListener("change", () => select(mcSelect.value));
   document.addEventListener("keydown", (e) => {
-    if (e.target && (e.target.tagName === "SELECT" || e.target.tagName === "INPUT")) return;
+    const tag = e.target && e.target.tagName;
+    if (tag === "SELECT" || tag === "INPUT" || (tag === "BUTTON" && e.key === " ")) return;  // theirs
     if (e.key === "ArrowLeft") { pause(); seek(step - 1); e.preventDefault(); }
     else if (e.key === "ArrowRight") { pause(); seek(step + 1); e.preventDefault(); }
     else if (e.key === " ") { (playing ? pause : play)(); e.preventDefault(); }

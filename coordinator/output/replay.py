@@ -12,6 +12,7 @@ free clock counted); wall-clock arrival times are shown beside them, not replaye
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -140,7 +141,8 @@ def page(runs: Sequence[Mapping[str, Any]]) -> str:
     script = (folder / "replay.js").read_text(encoding="utf-8")
     title = " | ".join(str(r["title"]) for r in runs)
     title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return template.replace("{{TITLE}}", title).replace("{{DATA}}", data).replace("{{SCRIPT}}", script)
+    fill = {"TITLE": title, "DATA": data, "SCRIPT": script}
+    return re.sub(r"\{\{(TITLE|DATA|SCRIPT)\}\}", lambda m: fill[m.group(1)], template)  # one pass
 
 
 def write_replay(out: Path, docs: Sequence[tuple[Mapping[str, Any], str]]) -> Path:
