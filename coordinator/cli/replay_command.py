@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from coordinator.cli.ui import plain
 from coordinator.errors import UsageError
 from coordinator.output import replay as replay_mod
 from coordinator.output.paths import prepare_out_file
@@ -21,7 +22,7 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser(
         "replay",
         help="an HTML page that plays a traced run step by step (offline, one file)",
-        description=replay_mod.__doc__,
+        description=plain(replay_mod.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -1,6 +1,6 @@
 """Replay pages: one self-contained HTML file that plays a traced run step by step.
 
-``meshcast replay RUN_DIR`` and ``meshcast run --trace --replay --out DIR`` read the result
+``meshcast replay RUN_DIR`` and ``meshcast run --replay --out DIR`` (which traces) read the result
 document (``run.json``: the topology, each multicast's metrics, arrivals and, with ``--trace``,
 its link traversals) and write one HTML file holding everything it needs: the data as compact
 integer arrays, the style and a hand-written script drawing on a ``<canvas>``
