@@ -231,3 +231,13 @@ def test_a_strange_directory_name_stays_text(runs: dict[str, Path], tmp_path: Pa
     assert main(["replay", str(run)]) == 0
     html = (run / "replay.html").read_text()
     assert html.count("window.replay =") == 1 and "<b>&" not in html
+
+
+def test_an_unreached_destination_is_never_delivered(runs: dict[str, Path]) -> None:
+    from coordinator.output.replay import replay_data
+
+    doc = json.loads((runs["tree-mesh"] / "run.json").read_text())
+    lost = doc["multicasts"][0]["arrivals"].pop()
+    mc = replay_data(doc, "lost")["multicasts"][0]
+    at = mc["dests"].index(lost["node"][0] * 6 + lost["node"][1])
+    assert mc["arrive"][at] == -1 and all(t >= 0 for i, t in enumerate(mc["arrive"]) if i != at)

@@ -150,10 +150,13 @@
   Panel.prototype.drawLoad = function (shown) {
     const ctx = this.ctx, n = this.run.cols * this.run.rows;
     const now = this.load(shown, step);
-    let most = 1;
-    for (const v of this.load(shown, Infinity).values()) most = Math.max(most, v);
-    most = Math.max(most, 4);  // a link crossed once stays a light colour, whatever the run
-    this.most = most;
+    if (this.mostFor !== selected) {  // the scale: the busiest link at the end, per choice
+      let top = 1;
+      for (const v of this.load(shown, Infinity).values()) top = Math.max(top, v);
+      this.most = Math.max(top, 4);  // a link crossed once stays a light colour, whatever the run
+      this.mostFor = selected;
+    }
+    const most = this.most;
     ctx.lineCap = "round";
     for (const [key, k] of now) {
       const a = Math.floor(key / n), b = key % n;
@@ -349,6 +352,11 @@
       if (m.missing) row("not reached", String(m.missing));
     }
     row("delivered by now", got + " of " + total);
+    let first = Infinity;
+    for (const m of shown) for (let i = 2; i < m.links.length; i += 3) first = Math.min(first, m.links[i]);
+    if (step < first && first !== Infinity) {  // e.g. a wormhole source's start-up and preparation
+      row("first packet", "leaves in " + unit + " " + first);
+    }
     row(this.run.switching === "wormhole" ? "headers crossing now" : "packets sent now", String(flying));
     let html = "<h2>" + escape(run.title) + "</h2><table>" + rows.join("") + "</table>";
     if (!many) {  // the latest arrivals, with wall-clock times where the run measured them
