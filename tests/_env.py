@@ -1,8 +1,9 @@
 """What the distributed-runtime tests need from the machine, and what to do when it is missing.
 
-A test that needs mosquitto or a Docker engine skips, naming what is missing, unless CI asks
-for it with ``MESHCAST_REQUIRE_BROKER=1`` / ``MESHCAST_REQUIRE_DOCKER=1``: then it fails, so a
-missing broker or engine can never turn the distributed tests into silent skips.
+A test that needs mosquitto, a Docker engine or a browser skips, naming what is missing, unless
+CI asks for it with ``MESHCAST_REQUIRE_BROKER=1`` / ``MESHCAST_REQUIRE_DOCKER=1`` /
+``MESHCAST_REQUIRE_BROWSER=1``: then it fails, so a missing broker, engine or browser can never
+turn its tests into silent skips.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from functools import cache
 
 import pytest
 
-__all__ = ["compose_command", "docker_client", "need_broker", "need_docker", "need_image"]
+__all__ = [
+    "CHROMEDRIVER",
+    "CHROMIUM",
+    "compose_command",
+    "docker_client",
+    "need_broker",
+    "need_browser",
+    "need_docker",
+    "need_image",
+]
 
 
 def _missing(what: str, variable: str) -> None:
@@ -32,6 +42,25 @@ def need_broker() -> str:
         _missing("mosquitto is not installed (apt-get install mosquitto)", "MESHCAST_REQUIRE_BROKER")
     assert exe is not None
     return exe
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+"""Debian's browser and its driver (apt-get install chromium chromium-driver): nothing downloaded."""
+
+
+def need_browser() -> None:
+    """Debian's chromium, its chromedriver and selenium, or skip (fail under MESHCAST_REQUIRE_BROWSER=1)."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        _missing(
+            f"{' and '.join(missing)} not installed (apt-get install chromium chromium-driver)",
+            "MESHCAST_REQUIRE_BROWSER",
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        _missing("selenium is not installed (pip install -e '.[test]')", "MESHCAST_REQUIRE_BROWSER")
 
 
 @cache

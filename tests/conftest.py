@@ -1,6 +1,6 @@
-"""Under CI (MESHCAST_REQUIRE_BROKER / MESHCAST_REQUIRE_DOCKER set) no test may skip at all.
+"""Under CI (MESHCAST_REQUIRE_BROKER / _DOCKER / _BROWSER set) no test may skip at all.
 
-The distributed tests already fail instead of skipping when their broker or engine is missing
+The distributed and browser tests already fail instead of skipping when what they need is missing
 (tests/_env.py); this catches any other skip, so a green CI run has run every test.
 """
 
@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-_REQUIRED = ("MESHCAST_REQUIRE_BROKER", "MESHCAST_REQUIRE_DOCKER")
+_REQUIRED = ("MESHCAST_REQUIRE_BROKER", "MESHCAST_REQUIRE_DOCKER", "MESHCAST_REQUIRE_BROWSER")
 
 
 def _required() -> bool:

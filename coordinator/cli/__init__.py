@@ -1,4 +1,4 @@
-"""The meshcast command line: run, sweep, show, load, reproduce, bench, demo, compose, ...
+"""The meshcast command line: run, sweep, show, replay, load, reproduce, bench, demo, compose, ...
 
 The only layer that knows argparse, rich and exit statuses. Every bad argument ends in one
 line naming the cause and exit status 2, a run that did not complete in status 1, an
@@ -19,6 +19,7 @@ from coordinator.cli import (
     deploy_command,
     load_command,
     plot_command,
+    replay_command,
     reproduce_command,
     run_command,
     show_command,
@@ -56,6 +57,7 @@ _MODULES: tuple[Any, ...] = (
     run_command,
     sweep_command,
     show_command,
+    replay_command,
     load_command,
     plot_command,
     check_command,

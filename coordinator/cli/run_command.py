@@ -399,7 +399,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     topo = topology_from(args.topology)
     if args.port_model is None:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model is all-port
         args.port_model = "all-port" if args.mcast_set else "one-port"
-    settings = settings_from(args, topo, trace=args.trace)
+    if args.replay and not args.out:
+        raise UsageError("--replay writes replay.html into the results: give --out DIR")
+    settings = settings_from(args, topo, trace=args.trace or args.replay)
     if args.predict and (settings.link_model is None or settings.clock != "free"):
         raise UsageError(
             "--predict compares free-clock arrivals with a link model: give --clock free and --link-*"
@@ -429,6 +431,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             doc["prediction"] = predict(doc["multicasts"], settings.link_model)
     if out is not None:
         written = write_outputs(out, doc, plan, predict=_model_line(settings))
+        if args.replay:
+            from coordinator.output.replay import write_replay
+
+            written.append(write_replay(out / "replay.html", [(doc, out.absolute().name)]))
         if not args.json:
             print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if args.json:
@@ -596,6 +602,11 @@ def add_command(sub: Any) -> None:
         help="algorithm parameter",
     )
     run.add_argument("--trace", action="store_true", help="record every link traversal")
+    run.add_argument(
+        "--replay",
+        action="store_true",
+        help="also write replay.html into --out: a page that plays the run step by step (implies --trace)",
+    )
     run.add_argument(
         "--predict",
         action="store_true",

@@ -1,0 +1,516 @@
+// meshcast replay: draws a traced run on a <canvas>, step by step. No libraries, no network.
+// Data (from coordinator/output/replay.py): runs[], each with cols, rows, torus, steps and
+// multicasts[] holding node ids (x * rows + y), and links as flat [from, to, step, ...] triples.
+(function () {
+  "use strict";
+  const DATA = JSON.parse(document.getElementById("replay-data").textContent);
+  const runs = DATA.runs;
+  const STEPS = Math.max(0, ...runs.map((r) => r.steps));
+  const HEAT = ["#fdae61", "#f88d52", "#f46d43", "#d73027", "#a50026"];  // link load, light to heavy
+  const TRAIL = 12;  // wormhole: cycles a header's crossing stays drawn, fading
+  const DEST = "#ff9f1c", DEST_EDGE = "#8a5300", PACKET = "#1f4fd1", SOURCE = "#c62828";
+  const unit = runs.some((r) => r.switching === "wormhole") ? "cycle" : "step";
+
+  let step = 0;
+  let selected = runs[0].multicasts.length > 1 ? "all" : String(runs[0].multicasts[0].id);
+  let playing = false, phase = 0, lastTime = null;
+
+  const $ = (id) => document.getElementById(id);
+  const slider = $("slider"), label = $("steplabel"), playButton = $("play"), mcSelect = $("mc");
+  slider.max = String(STEPS);
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined) return "–";
+    return typeof v === "number" && !Number.isInteger(v) ? v.toFixed(digits === undefined ? 3 : digits) : String(v);
+  }
+
+  // --- one panel per run: its canvas, its geometry and its side table ----------------------
+  function Panel(run) {
+    this.run = run;
+    const n = Math.max(run.cols, run.rows);
+    this.cell = Math.max(12, Math.min(56, Math.floor(620 / n)));
+    this.pad = run.torus ? 0.95 : 0.45;
+    const c = this.cell;
+    this.left = 28;
+    this.top = 6;
+    this.width = Math.round(this.left + (run.cols - 1 + 2 * this.pad) * c + 6);
+    this.height = Math.round(this.top + (run.rows - 1 + 2 * this.pad) * c + 22);
+    const box = document.createElement("div");
+    box.className = "panel";
+    this.canvas = document.createElement("canvas");
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(this.width * dpr);
+    this.canvas.height = Math.round(this.height * dpr);
+    this.canvas.style.width = this.width + "px";
+    this.canvas.style.height = this.height + "px";
+    this.ctx = this.canvas.getContext("2d");
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.side = document.createElement("div");
+    this.side.className = "side";
+    box.appendChild(this.canvas);
+    box.appendChild(this.side);
+    $("panels").appendChild(box);
+  }
+
+  Panel.prototype.xy = function (id) {
+    return [Math.floor(id / this.run.rows), id % this.run.rows];
+  };
+  Panel.prototype.px = function (x) {
+    return this.left + (x + this.pad) * this.cell;
+  };
+  Panel.prototype.py = function (y) {
+    return this.top + (this.run.rows - 1 - y + this.pad) * this.cell;
+  };
+
+  // The shown multicasts: the selected one, or all of them.
+  Panel.prototype.shown = function () {
+    const all = this.run.multicasts;
+    if (selected === "all") return all;
+    const one = all.filter((m) => String(m.id) === selected);
+    return one.length ? one : all;
+  };
+
+  // Pixel segments of link a -> b: one, or two stubs for a torus wrap-around link.
+  Panel.prototype.segments = function (a, b) {
+    const [ax, ay] = this.xy(a), [bx, by] = this.xy(b);
+    const x0 = this.px(ax), y0 = this.py(ay), x1 = this.px(bx), y1 = this.py(by);
+    const wx = Math.abs(bx - ax) > 1 ? (bx > ax ? -1 : 1) : 0;
+    const wy = Math.abs(by - ay) > 1 ? (by > ay ? -1 : 1) : 0;
+    if (!wx && !wy) return [[x0, y0, x1, y1]];
+    const s = this.cell * (this.pad - 0.12);
+    // leaving a's edge outwards, entering b from the opposite edge (screen y grows downwards)
+    return [
+      [x0, y0, x0 + wx * s, y0 - wy * s],
+      [x1 - wx * s, y1 + wy * s, x1, y1],
+    ];
+  };
+
+  Panel.prototype.drawGrid = function () {
+    const ctx = this.ctx, run = this.run, c = this.cell;
+    ctx.clearRect(0, 0, this.width, this.height);
+    ctx.lineWidth = 1;
+    ctx.strokeStyle = "#d0d0d0";
+    ctx.beginPath();
+    for (let y = 0; y < run.rows; y++) {
+      ctx.moveTo(this.px(0), this.py(y));
+      ctx.lineTo(this.px(run.cols - 1), this.py(y));
+    }
+    for (let x = 0; x < run.cols; x++) {
+      ctx.moveTo(this.px(x), this.py(0));
+      ctx.lineTo(this.px(x), this.py(run.rows - 1));
+    }
+    ctx.stroke();
+    if (run.torus) {  // wrap-around links: dashed stubs beyond every edge
+      const s = c * (this.pad - 0.12);
+      ctx.setLineDash([3, 3]);
+      ctx.beginPath();
+      for (let y = 0; y < run.rows; y++) {
+        ctx.moveTo(this.px(0) - s, this.py(y));
+        ctx.lineTo(this.px(0), this.py(y));
+        ctx.moveTo(this.px(run.cols - 1), this.py(y));
+        ctx.lineTo(this.px(run.cols - 1) + s, this.py(y));
+      }
+      for (let x = 0; x < run.cols; x++) {
+        ctx.moveTo(this.px(x), this.py(0) + s);
+        ctx.lineTo(this.px(x), this.py(0));
+        ctx.moveTo(this.px(x), this.py(run.rows - 1));
+        ctx.lineTo(this.px(x), this.py(run.rows - 1) - s);
+      }
+      ctx.stroke();
+      ctx.setLineDash([]);
+    }
+    // coordinates: x along the bottom, y up the left side (row 0 at the bottom)
+    const every = Math.ceil(16 / c);
+    ctx.fillStyle = "#666";
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    for (let x = 0; x < run.cols; x += every) ctx.fillText(String(x), this.px(x), this.height - 16);
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (let y = 0; y < run.rows; y += every) ctx.fillText(String(y), this.left - 6, this.py(y));
+  };
+
+  // Link load up to step t (traversals sent in steps <= t), summed over the shown multicasts.
+  Panel.prototype.load = function (shown, t) {
+    const counts = new Map();
+    const n = this.run.cols * this.run.rows;
+    for (const m of shown) {
+      const L = m.links;
+      for (let i = 0; i < L.length; i += 3) {
+        if (L[i + 2] > t) continue;
+        const a = L[i], b = L[i + 1];
+        const key = a < b ? a * n + b : b * n + a;
+        counts.set(key, (counts.get(key) || 0) + 1);
+      }
+    }
+    return counts;
+  };
+
+  Panel.prototype.drawLoad = function (shown) {
+    const ctx = this.ctx, n = this.run.cols * this.run.rows;
+    const now = this.load(shown, step);
+    if (this.mostFor !== selected) {  // the scale: the busiest link at the end, per choice
+      let top = 1;
+      for (const v of this.load(shown, Infinity).values()) top = Math.max(top, v);
+      this.most = Math.max(top, 4);  // a link crossed once stays a light colour, whatever the run
+      this.mostFor = selected;
+    }
+    const most = this.most;
+    ctx.lineCap = "round";
+    for (const [key, k] of now) {
+      const a = Math.floor(key / n), b = key % n;
+      const f = (k - 1) / (most - 1);
+      ctx.strokeStyle = HEAT[Math.min(HEAT.length - 1, Math.round(f * (HEAT.length - 1)))];
+      ctx.lineWidth = 3.5 + f * Math.max(3, this.cell * 0.14);
+      for (const [x0, y0, x1, y1] of this.segments(a, b)) {
+        ctx.beginPath();
+        ctx.moveTo(x0, y0);
+        ctx.lineTo(x1, y1);
+        ctx.stroke();
+      }
+    }
+    ctx.lineCap = "butt";
+  };
+
+  function arrowHead(ctx, x0, y0, x1, y1, size) {
+    const ang = Math.atan2(y1 - y0, x1 - x0);
+    ctx.beginPath();
+    ctx.moveTo(x1, y1);
+    ctx.lineTo(x1 - size * Math.cos(ang - 0.45), y1 - size * Math.sin(ang - 0.45));
+    ctx.lineTo(x1 - size * Math.cos(ang + 0.45), y1 - size * Math.sin(ang + 0.45));
+    ctx.closePath();
+    ctx.fill();
+  }
+
+  // Packets in flight: the traversals sent in this step, as arrows with a packet moving along.
+  // Under wormhole switching the trace holds one crossing per link and worm (its header's), so
+  // the crossings of the last TRAIL cycles stay drawn, fading, to show where the worms went.
+  Panel.prototype.drawFlight = function (shown, many) {
+    const ctx = this.ctx, c = this.cell, r = Math.max(2.5, c * 0.13);
+    const trail = this.run.switching === "wormhole" ? TRAIL : 1;
+    let count = 0;
+    for (const m of shown) {
+      const colour = many ? m.colour : PACKET;
+      const L = m.links;
+      for (let i = 0; i < L.length; i += 3) {
+        const age = step - L[i + 2];
+        if (age < 0 || age >= trail) continue;
+        if (age === 0) count++;
+        ctx.globalAlpha = 1 - age / trail;
+        const segs = this.segments(L[i], L[i + 1]);
+        ctx.strokeStyle = colour;
+        ctx.fillStyle = colour;
+        ctx.lineWidth = Math.max(3, c * 0.11);
+        segs.forEach(([x0, y0, x1, y1], j) => {
+          const sh = (j === segs.length - 1 ? r * 1.6 : 0);
+          const len = Math.hypot(x1 - x0, y1 - y0) || 1;
+          const ex = x1 - ((x1 - x0) / len) * sh, ey = y1 - ((y1 - y0) / len) * sh;
+          ctx.beginPath();
+          ctx.moveTo(x0, y0);
+          ctx.lineTo(ex, ey);
+          ctx.stroke();
+          if (j === segs.length - 1) arrowHead(ctx, x0, y0, ex, ey, Math.max(6, c * 0.28));
+        });
+        if (age > 0) continue;
+        // the packet: a dot along the whole path, at this step's phase (half way when paused)
+        const f = playing ? phase : 0.5;
+        let total = 0;
+        for (const [x0, y0, x1, y1] of segs) total += Math.hypot(x1 - x0, y1 - y0);
+        let d = f * total;
+        for (const [x0, y0, x1, y1] of segs) {
+          const len = Math.hypot(x1 - x0, y1 - y0);
+          if (d <= len || len === 0) {
+            const g = len ? d / len : 0;
+            ctx.beginPath();
+            ctx.arc(x0 + g * (x1 - x0), y0 + g * (y1 - y0), r, 0, 2 * Math.PI);
+            ctx.fill();
+            ctx.lineWidth = 1;
+            ctx.strokeStyle = "#fff";
+            ctx.stroke();
+            break;
+          }
+          d -= len;
+        }
+      }
+    }
+    ctx.globalAlpha = 1;
+    return count;
+  };
+
+  Panel.prototype.drawNodes = function (shown, many) {
+    const ctx = this.ctx, run = this.run, c = this.cell;
+    const reached = new Set(), dests = new Map(), sources = new Map();
+    for (const m of shown) {
+      sources.set(m.source, many ? m.colour : SOURCE);
+      const L = m.links;
+      for (let i = 0; i < L.length; i += 3) if (L[i + 2] + 1 <= step) reached.add(L[i + 1]);
+      m.dests.forEach((d, k) => {
+        const t = m.arrive[k];
+        const prev = dests.get(d);
+        const done = t >= 0 && t <= step;
+        if (!prev || (done && !prev.done)) dests.set(d, { done: done, t: t, colour: m.colour });
+      });
+    }
+    const small = Math.max(1.5, c * 0.09);
+    ctx.fillStyle = "#b5b5b5";
+    ctx.beginPath();
+    for (let id = 0; id < run.cols * run.rows; id++) {
+      if (reached.has(id) || dests.has(id) || sources.has(id)) continue;
+      const [x, y] = this.xy(id);
+      ctx.moveTo(this.px(x) + small, this.py(y));
+      ctx.arc(this.px(x), this.py(y), small, 0, 2 * Math.PI);
+    }
+    ctx.fill();
+    const relay = Math.max(2.5, c * 0.16);
+    ctx.lineWidth = 1.2;
+    for (const id of reached) {  // relays the multicast has passed through
+      if (dests.has(id) || sources.has(id)) continue;
+      const [x, y] = this.xy(id);
+      ctx.beginPath();
+      ctx.arc(this.px(x), this.py(y), relay, 0, 2 * Math.PI);
+      ctx.fillStyle = "#fff";
+      ctx.fill();
+      ctx.strokeStyle = "#555";
+      ctx.stroke();
+    }
+    const rd = Math.max(4, c * 0.3);
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    ctx.font = "bold " + Math.max(8, Math.round(c * 0.3)) + "px system-ui, sans-serif";
+    for (const [id, d] of dests) {
+      const [x, y] = this.xy(id), X = this.px(x), Y = this.py(y);
+      const colour = many ? d.colour : DEST;
+      ctx.beginPath();
+      ctx.arc(X, Y, rd, 0, 2 * Math.PI);
+      if (d.done) {
+        ctx.fillStyle = colour;
+        ctx.fill();
+        ctx.lineWidth = 1;
+        ctx.strokeStyle = many ? "#222" : DEST_EDGE;
+        ctx.stroke();
+        if (c >= 18) {
+          ctx.fillStyle = many ? "#fff" : "#222";
+          ctx.fillText(String(d.t), X, Y + 0.5);
+        }
+      } else {  // waiting: a ring
+        ctx.fillStyle = "#fff";
+        ctx.fill();
+        ctx.lineWidth = Math.max(1.5, c * 0.07);
+        ctx.strokeStyle = colour;
+        ctx.stroke();
+      }
+    }
+    const rs = Math.max(5, c * 0.34);
+    for (const [id, colour] of sources) {
+      const [x, y] = this.xy(id), X = this.px(x), Y = this.py(y);
+      ctx.fillStyle = colour;
+      ctx.fillRect(X - rs, Y - rs, 2 * rs, 2 * rs);
+      ctx.lineWidth = 1.5;
+      ctx.strokeStyle = "#000";
+      ctx.strokeRect(X - rs, Y - rs, 2 * rs, 2 * rs);
+      if (c >= 14) {
+        ctx.fillStyle = "#fff";
+        ctx.fillText("S", X, Y + 0.5);
+      }
+    }
+  };
+
+  Panel.prototype.delivered = function () {
+    const out = new Map();
+    for (const m of this.shown()) {
+      m.dests.forEach((d, k) => {
+        if (m.arrive[k] >= 0 && m.arrive[k] <= step) out.set(d, this.xy(d));
+      });
+    }
+    return Array.from(out.values()).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+  };
+
+  Panel.prototype.drawSide = function (shown, many, flying) {
+    const run = this.run;
+    const rows = [];
+    const row = (k, v) => rows.push("<tr><td>" + k + "</td><td>" + v + "</td></tr>");
+    row("network", run.topology + (run.torus ? " (wrap links dashed)" : ""));
+    row("switching", run.switching + (run.switching === "wormhole" ? " (steps are cycles)" : ""));
+    row("clock", run.clock);
+    let total = 0, got = 0;
+    for (const m of shown) {
+      total += m.dests.length;
+      m.arrive.forEach((t) => { if (t >= 0 && t <= step) got++; });
+    }
+    if (many) {
+      row("multicasts", shown.length + " (one colour each)");
+    } else {
+      const m = shown[0], M = m.metrics, [sx, sy] = this.xy(m.source);
+      row("multicast", "#" + m.id + " " + m.algorithm + (m.injected ? " (injected at " + m.injected + ")" : ""));
+      row("source", "(" + sx + "," + sy + ")");
+      row("time", fmt(M.time) + " " + unit + "s");
+      row("traffic", fmt(M.traffic) + " link traversals");
+      row("additional traffic", fmt(M.additional_traffic));
+      row("CV of arrivals", fmt(M.cv));
+      if (M.cv_wall !== null && M.cv_wall !== undefined) row("CV (wall clock)", fmt(M.cv_wall));
+      if (m.missing) row("not reached", String(m.missing));
+    }
+    row("delivered by now", got + " of " + total);
+    let first = Infinity;
+    for (const m of shown) for (let i = 2; i < m.links.length; i += 3) first = Math.min(first, m.links[i]);
+    if (step < first && first !== Infinity) {  // e.g. a wormhole source's start-up and preparation
+      row("first packet", "leaves in " + unit + " " + first);
+    }
+    row(this.run.switching === "wormhole" ? "headers crossing now" : "packets sent now", String(flying));
+    let html = "<h2>" + escape(run.title) + "</h2><table>" + rows.join("") + "</table>";
+    if (!many) {  // the latest arrivals, with wall-clock times where the run measured them
+      const m = shown[0], recent = [];
+      m.dests.forEach((d, k) => { if (m.arrive[k] >= 0 && m.arrive[k] <= step) recent.push(k); });
+      recent.sort((p, q) => m.arrive[q] - m.arrive[p]);
+      if (recent.length) {
+        html += "<div class='note'>latest arrivals: " + recent.slice(0, 6).map((k) => {
+          const [x, y] = this.xy(m.dests[k]);
+          const wall = run.clock === "free" && m.wall[k] >= 0 ? " (" + (m.wall[k] / 1000).toFixed(0) + " µs)" : "";
+          return "(" + x + "," + y + ")@" + m.arrive[k] + wall;
+        }).join(", ") + (recent.length > 6 ? ", …" : "") + "</div>";
+      }
+    }
+    html += "<div class='legend'>" +
+      "<div><span class='key' style='background:" + (many ? "#888" : SOURCE) + "'></span>source S</div>" +
+      "<div><span class='key' style='border-radius:50%;background:#fff;border:2px solid " + (many ? "#888" : DEST) +
+      "'></span>destination, waiting</div>" +
+      "<div><span class='key' style='border-radius:50%;background:" + (many ? "#888" : DEST) +
+      "'></span>destination, delivered (arrival " + unit + ")</div>" +
+      "<div><span class='key' style='border-radius:50%;background:#fff'></span>relay passed</div>" +
+      "<div><span class='key' style='background:" + (many ? "#888" : PACKET) + "'></span>packet sent this " + unit + (run.switching === "wormhole" ? "" : ", arriving the next") +
+      (run.switching === "wormhole" ? " (a worm's header; faded: the last " + TRAIL + " cycles)" : "") + "</div>" +
+      "<div style='margin-top:4px'>link load so far (traversals)</div><div class='heatbar'></div>" +
+      "<div style='display:flex;justify-content:space-between'><span>1</span><span>" + (this.most || 1) +
+      "</span></div></div>";
+    if (run.clock === "free") {
+      html += "<div class='note'>Free clock: replayed on the steps the nodes counted " +
+        "(one per hop); wall-clock arrival times are listed, not replayed.</div>";
+    }
+    if (run.switching === "wormhole") {
+      html += "<div class='note'>Wormhole: the trace holds each worm header's link crossing; " +
+        "a destination is delivered when the tail flit arrives.</div>";
+    }
+    this.side.innerHTML = html;
+  };
+
+  function escape(s) {
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  Panel.prototype.draw = function () {
+    const shown = this.shown(), many = shown.length > 1;
+    this.drawGrid();
+    this.drawLoad(shown);
+    const flying = this.drawFlight(shown, many);
+    this.drawNodes(shown, many);
+    this.drawSide(shown, many, flying);
+  };
+
+  const panels = runs.map((r) => new Panel(r));
+
+  // --- the multicast choice: one, or all at once ------------------------------------------
+  const ids = [];
+  for (const r of runs) for (const m of r.multicasts) if (!ids.some((e) => e.id === String(m.id))) {
+    const [sx, sy] = panels[0].xy(m.source);
+    ids.push({ id: String(m.id), text: "#" + m.id + " " + m.algorithm + " from (" + sx + "," + sy + "), " +
+      m.dests.length + " destinations" });
+  }
+  if (ids.length > 1) {
+    const o = document.createElement("option");
+    o.value = "all";
+    o.textContent = "all " + ids.length + " at once";
+    mcSelect.appendChild(o);
+  }
+  for (const e of ids) {
+    const o = document.createElement("option");
+    o.value = e.id;
+    o.textContent = e.text;
+    mcSelect.appendChild(o);
+  }
+  mcSelect.value = selected;
+
+  function render() {
+    slider.value = String(step);
+    label.textContent = unit + " " + step + " / " + STEPS;
+    playButton.textContent = playing ? "pause" : "play";
+    for (const p of panels) p.draw();
+  }
+
+  function seek(t) {
+    const n = Math.round(Number(t));
+    step = Math.max(0, Math.min(STEPS, Number.isFinite(n) ? n : 0));
+    phase = 0;
+    render();
+    return step;
+  }
+
+  function select(id) {
+    const want = String(id);
+    if (want !== "all" && !ids.some((e) => e.id === want)) throw new Error("no multicast " + want);
+    selected = ids.length > 1 || want !== "all" ? want : ids[0].id;
+    mcSelect.value = selected;
+    render();
+    return selected;
+  }
+
+  function tick(now) {
+    if (!playing) return;
+    if (lastTime !== null) {
+      phase += ((now - lastTime) / 1000) * Number($("speed").value);
+      while (phase >= 1 && step < STEPS) {
+        phase -= 1;
+        step++;
+      }
+      if (step >= STEPS) {
+        playing = false;
+        phase = 0;
+      }
+    }
+    lastTime = now;
+    render();
+    if (playing) requestAnimationFrame(tick);
+  }
+
+  function play() {
+    if (playing) return;
+    if (step >= STEPS) step = 0;
+    playing = true;
+    lastTime = null;
+    phase = 0;
+    render();
+    requestAnimationFrame(tick);
+  }
+
+  function pause() {
+    playing = false;
+    phase = 0;
+    render();
+  }
+
+  playButton.addEventListener("click", () => (playing ? pause() : play()));
+  $("back").addEventListener("click", () => { pause(); seek(step - 1); });
+  $("fwd").addEventListener("click", () => { pause(); seek(step + 1); });
+  slider.addEventListener("input", () => { const v = slider.value; playing = false; seek(v); });
+  mcSelect.addEventListener("change", () => select(mcSelect.value));
+  document.addEventListener("keydown", (e) => {
+    const tag = e.target && e.target.tagName;
+    if (tag === "SELECT" || tag === "INPUT" || (tag === "BUTTON" && e.key === " ")) return;  // theirs
+    if (e.key === "ArrowLeft") { pause(); seek(step - 1); e.preventDefault(); }
+    else if (e.key === "ArrowRight") { pause(); seek(step + 1); e.preventDefault(); }
+    else if (e.key === " ") { (playing ? pause : play)(); e.preventDefault(); }
+  });
+
+  // The scripting interface (tests, screenshots): seek, state, select, play, pause.
+  window.replay = {
+    seek: seek,
+    select: select,
+    play: play,
+    pause: pause,
+    state: function (run) {
+      const p = panels[run === undefined ? 0 : run];
+      return { step: step, steps: STEPS, selected: selected, playing: playing, delivered: p.delivered() };
+    },
+  };
+  render();
+})();

@@ -1,0 +1,151 @@
+"""Replay pages: one self-contained HTML file that plays a traced run step by step.
+
+``meshcast replay RUN_DIR`` and ``meshcast run --replay --out DIR`` (which traces) read the result
+document (``run.json``: the topology, each multicast's metrics, arrivals and, with ``--trace``,
+its link traversals) and write one HTML file holding everything it needs: the data as compact
+integer arrays, the style and a hand-written script drawing on a ``<canvas>``
+(``coordinator/data/replay.html`` and ``replay.js``). Nothing is fetched, so it opens offline
+from disk. Steps are the recorded steps (cycles under wormhole switching, the logical steps the
+free clock counted); wall-clock arrival times are shown beside them, not replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from coordinator.errors import UsageError
+from coordinator.output.palette import algorithm_colour
+from coordinator.output.results import atomic_write
+from node.topology import Topology, TopologyError
+
+__all__ = ["load_run", "page", "replay_data", "write_replay"]
+
+_SPARE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+"""Colours of multicasts that share an algorithm (repetitions), one each, in id order."""
+
+
+_METRICS = ("time", "traffic", "distinct_links", "additional_traffic", "mean_arrival", "cv", "cv_wall")
+"""The multicast's metrics the side panel shows, as the result document has them."""
+
+
+def load_run(directory: str | Path) -> dict[str, Any]:
+    """The result document of run directory ``directory``, checked to hold a trace, or a UsageError."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such run directory (give the --out directory of a meshcast run)")
+    doc_path = path / "run.json"
+    try:
+        doc = json.loads(doc_path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no run.json here (give the --out directory of a meshcast run)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{doc_path}: cannot read the result ({exc})") from None
+    try:
+        Topology.parse(doc["run"]["topology"])
+        multicasts = doc["multicasts"]
+        if not isinstance(multicasts, list) or not multicasts:
+            raise ValueError("no multicasts")
+        if not any("links" in m for m in multicasts):
+            raise UsageError(
+                f"{path}: the run has no trace; make it again with meshcast run --trace (or --replay)"
+            )
+        replay_data(doc, path.name)  # every field the page reads is there and well formed
+    except UsageError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, TopologyError) as exc:
+        raise UsageError(f"{doc_path}: not a meshcast result ({type(exc).__name__}: {exc})") from None
+    return dict(doc)
+
+
+def _colours(multicasts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One colour per multicast: its algorithm's, unless two share an algorithm."""
+    algorithms = [str(m["algorithm"]) for m in multicasts]
+    if len(set(algorithms)) == len(algorithms):
+        return [algorithm_colour(a) for a in algorithms]
+    return [_SPARE[i % len(_SPARE)] for i in range(len(multicasts))]
+
+
+def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, Any]:
+    """One multicast as the page reads it: node ids (x * rows + y) and steps as flat int arrays."""
+    rows = topo.rows
+
+    def nid(c: Sequence[int]) -> int:
+        x, y = int(c[0]), int(c[1])
+        if not (0 <= x < topo.cols and 0 <= y < rows):
+            raise ValueError(f"node ({x},{y}) outside {topo.spec}")
+        return x * rows + y
+
+    first: dict[int, tuple[int, int | None]] = {}
+    for a in m["arrivals"]:
+        n = nid(a["node"])
+        if n not in first or int(a["step"]) < first[n][0]:
+            wall = a.get("wall_ns")
+            first[n] = (int(a["step"]), None if wall is None else int(wall))
+    dests = [nid(d) for d in m["destinations"]]
+    links: list[int] = []
+    for lk in m.get("links") or []:
+        if lk.get("to") is None:  # a send off the grid's edge (a rule error): nothing to draw
+            continue
+        links += [nid(lk["from"]), nid(lk["to"]), int(lk["step"])]
+    return {
+        "id": int(m["id"]),
+        "algorithm": str(m["algorithm"]),
+        "colour": colour,
+        "source": nid(m["source"]),
+        "injected": int(m.get("injected") or 0),
+        "dests": dests,
+        "arrive": [first[d][0] if d in first else -1 for d in dests],
+        "wall": [first[d][1] if d in first and first[d][1] is not None else -1 for d in dests],
+        "links": links,
+        "traced": "links" in m,
+        "metrics": {k: m.get(k) for k in _METRICS},
+        "missing": len(m.get("missing") or []),
+    }
+
+
+def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
+    """What the page needs of one result document, and nothing else."""
+    run = doc["run"]
+    topo = Topology.parse(run["topology"])
+    multicasts = list(doc["multicasts"])
+    records = [_multicast(m, topo, c) for m, c in zip(multicasts, _colours(multicasts), strict=True)]
+    last = 0
+    for r in records:
+        last = max([last, *r["arrive"], *(s + 1 for s in r["links"][2::3])])
+    switching = run.get("switching") or {}
+    return {
+        "title": title,
+        "topology": topo.spec,
+        "torus": topo.is_torus,
+        "cols": topo.cols,
+        "rows": topo.rows,
+        "clock": str(run.get("clock", "lockstep")),
+        "switching": str(switching.get("mode", "store-and-forward")),
+        "complete": bool(run.get("complete", True)),
+        "steps": last,
+        "multicasts": records,
+    }
+
+
+def page(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The HTML page replaying ``runs`` (from :func:`replay_data`) side by side on one slider."""
+    data = json.dumps({"runs": list(runs)}, separators=(",", ":"))
+    data = data.replace("<", "\\u003c")  # no "</script>" can end the data block early
+    folder = resources.files("coordinator") / "data"
+    template = (folder / "replay.html").read_text(encoding="utf-8")
+    script = (folder / "replay.js").read_text(encoding="utf-8")
+    title = " | ".join(str(r["title"]) for r in runs)
+    title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    fill = {"TITLE": title, "DATA": data, "SCRIPT": script}
+    return re.sub(r"\{\{(TITLE|DATA|SCRIPT)\}\}", lambda m: fill[m.group(1)], template)  # one pass
+
+
+def write_replay(out: Path, docs: Sequence[tuple[Mapping[str, Any], str]]) -> Path:
+    """Write the replay page of ``docs`` (result document, title) into ``out``, atomically."""
+    atomic_write(out, page([replay_data(doc, title) for doc, title in docs]))
+    return out

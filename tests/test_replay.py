@@ -1,0 +1,243 @@
+"""``meshcast replay`` and ``run --replay``: one offline page; refusals in one line; in a browser,
+the page shows exactly the destinations each run's own arrivals.csv says were reached by a step."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.cli import main
+from tests._env import CHROMEDRIVER, CHROMIUM, need_browser
+
+DESTS = "3,2 5,5 1,4 0,5 4,0"
+
+MESH, TORUS = ["--topology", "mesh:6x6"], ["--topology", "torus:6x5", "--source", "2,2"]
+WORMHOLE, FREE = ["--switching", "wormhole", "--flits", "4"], ["--clock", "free"]
+RUNS: dict[str, list[str]] = {
+    "tree-mesh": [*MESH, "--algorithm", "diag", "--dests", DESTS],
+    "path-mesh-wormhole": [*MESH, "--algorithm", "dp", "--dests", DESTS, *WORMHOLE],
+    "tree-torus": [*TORUS, "--algorithm", "vh", "--dests", "0,0 5,4 3,1 1,3"],
+    "free-clock": ["--topology", "mesh:5x5", "--algorithm", "vh", "--dests", "4,4 0,4 2,1", *FREE],
+    "two-multicasts": [*MESH, "--algorithm", "diag,dp", "--dests", DESTS],
+}
+
+
+def make_run(out: Path, argv: list[str], replay: bool = True) -> Path:
+    """One small run in this process, written to ``out`` (with its replay page unless told not to)."""
+    flags = ["--replay"] if replay else []
+    assert main(["run", *argv, *flags, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("replay")
+    return {name: make_run(base / name, argv) for name, argv in RUNS.items()}
+
+
+def arrivals(run: Path) -> dict[int, list[tuple[tuple[int, int], int]]]:
+    """Each multicast's (destination, first arrival step), from the run's own arrivals.csv."""
+    out: dict[int, dict[tuple[int, int], int]] = {}
+    with (run / "arrivals.csv").open() as f:
+        for row in csv.DictReader(f):
+            x, y = (int(v) for v in row["node"].split(","))
+            mine = out.setdefault(int(row["mc"]), {})
+            mine[(x, y)] = min(int(row["step"]), mine.get((x, y), 1 << 30))
+    return {mc: sorted(d.items()) for mc, d in out.items()}
+
+
+# -- the page as a file -----------------------------------------------------------------------
+def test_run_writes_an_offline_page(runs: dict[str, Path]) -> None:
+    html = (runs["tree-mesh"] / "replay.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "window.replay" in html
+    assert "http://" not in html and "https://" not in html and "//cdn" not in html
+    for ref in re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)""", html):
+        assert ref.startswith("data:"), ref
+    data = json.loads(re.search(r'id="replay-data">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    run = data["runs"][0]
+    assert (run["cols"], run["rows"], run["torus"]) == (6, 6, False)
+    mc = run["multicasts"][0]
+    assert len(mc["links"]) == 3 * mc["metrics"]["traffic"] and all(isinstance(v, int) for v in mc["links"])
+
+
+def test_replay_command_writes_the_page_and_two_side_by_side(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "two.html"
+    assert main(["replay", str(runs["tree-mesh"]), str(runs["tree-torus"]), "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    data = json.loads(re.search(r'id="replay-data">(.*?)</script>', out.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    assert [r["topology"] for r in data["runs"]] == ["mesh:6x6", "torus:6x5"]
+
+
+def test_a_run_without_a_trace_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run(tmp_path / "plain", RUNS["tree-mesh"], replay=False)
+    capsys.readouterr()
+    assert main(["replay", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--trace" in err
+    assert not (run / "replay.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (None, "no such run directory"),
+        ("", "no run.json"),
+        ("{not json", "cannot read"),
+        ('{"run": {"topology": "mesh:4x4"}}', "not a meshcast result"),
+        ('{"run": {"topology": "hex:4"}, "multicasts": [{"links": []}]}', "not a meshcast result"),
+    ],
+)
+def test_a_missing_or_garbled_run_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, words: str
+) -> None:
+    run = tmp_path / "run"
+    if content is not None:
+        run.mkdir()
+        if content:
+            (run / "run.json").write_text(content)
+    assert main(["replay", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *RUNS["tree-mesh"], "--replay"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["replay", "a", "b", "c"]) == 2
+    assert "at most two" in capsys.readouterr().err
+
+
+# -- the page in a browser ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Debian chromium for the module; Selenium Manager kept off the network."""
+    need_browser()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SE_OFFLINE", "true")
+        mp.setenv("SE_AVOID_STATS", "true")
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+            options.add_argument(arg)
+        options.add_argument("--window-size=1300,900")
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def open_page(driver: Any, page: Path) -> None:
+    driver.get(page.absolute().as_uri())
+    driver.get_log("browser")  # what an earlier page logged is not this page's
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_page_loads_offline_without_errors(browser: Any, runs: dict[str, Path], name: str) -> None:
+    open_page(browser, runs[name] / "replay.html")
+    browser.execute_script("window.replay.seek(3)")
+    urls = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert all(u.startswith(("file:", "data:")) for u in urls), urls
+    assert browser.execute_script("return location.protocol") == "file:"
+    severe = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert severe == []
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_delivered_matches_the_recorded_arrivals(browser: Any, runs: dict[str, Path], name: str) -> None:
+    open_page(browser, runs[name] / "replay.html")
+    for mc, got in arrivals(runs[name]).items():
+        browser.execute_script(f"window.replay.select({mc})")
+        last = max(step for _, step in got)
+        steps = browser.execute_script("return window.replay.state().steps")
+        assert steps >= last
+        for t in sorted({0, 1, 2, last // 2, last - 1, last, steps}):
+            browser.execute_script(f"window.replay.seek({t})")
+            state = browser.execute_script("return window.replay.state()")
+            assert state["step"] == t
+            assert state["delivered"] == [list(node) for node, step in got if step <= t], (mc, t)
+
+
+def test_play_advances_and_slider_and_seek_agree(browser: Any, runs: dict[str, Path]) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    open_page(browser, runs["tree-mesh"] / "replay.html")
+    browser.execute_script("window.replay.seek(0)")
+    browser.find_element("id", "speed").send_keys("5")
+    browser.find_element("id", "play").click()
+    WebDriverWait(browser, 10).until(lambda d: d.execute_script("return window.replay.state().step") >= 2)
+    browser.find_element("id", "play").click()  # pause
+    assert browser.execute_script("return window.replay.state().playing") is False
+    browser.execute_script("window.replay.seek(4)")
+    slider = browser.find_element("id", "slider")
+    assert slider.get_attribute("value") == "4"
+    browser.execute_script("arguments[0].focus()", slider)
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()
+    assert browser.execute_script("return window.replay.state().step") == 5
+    assert slider.get_attribute("value") == "5"
+    browser.find_element("id", "back").click()
+    assert browser.execute_script("return window.replay.state().step") == 4
+    assert slider.get_attribute("value") == "4"
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()  # the page's own keys
+    assert browser.execute_script("return window.replay.state().step") == 5
+    ActionChains(browser).send_keys(" ").perform()  # on the focused back button: its click, once
+    assert browser.execute_script("return window.replay.state().step") == 4
+
+
+def test_all_multicasts_at_once(browser: Any, runs: dict[str, Path]) -> None:
+    open_page(browser, runs["two-multicasts"] / "replay.html")
+    assert browser.execute_script("return window.replay.state().selected") == "all"
+    both = arrivals(runs["two-multicasts"])
+    for t in (0, 5, 9, 10**6):
+        t = browser.execute_script(f"return window.replay.seek({t})")
+        union = sorted({node for got in both.values() for node, step in got if step <= t})
+        assert browser.execute_script("return window.replay.state().delivered") == [list(n) for n in union]
+
+
+def test_two_runs_side_by_side_share_the_slider(browser: Any, runs: dict[str, Path], tmp_path: Path) -> None:
+    names = ["tree-mesh", "path-mesh-wormhole"]
+    page = tmp_path / "two.html"
+    assert main(["replay", *(str(runs[n]) for n in names), "--out", str(page)]) == 0
+    open_page(browser, page)
+    assert len(browser.find_elements("tag name", "canvas")) == 2
+    longest = max(max(s for _, s in arrivals(runs[n])[0]) for n in names)
+    assert browser.execute_script("return window.replay.state().steps") >= longest
+    for t in (0, 6, 30, 60, longest):
+        browser.execute_script(f"window.replay.seek({t})")
+        for i, n in enumerate(names):
+            state = browser.execute_script(f"return window.replay.state({i})")
+            assert state["step"] == t
+            assert state["delivered"] == [list(node) for node, step in arrivals(runs[n])[0] if step <= t]
+    assert browser.get_log("browser") == []
+
+
+def test_a_strange_directory_name_stays_text(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "{{SCRIPT}}<b>&"
+    make_run(run, [*RUNS["tree-torus"], "--trace"], replay=False)
+    assert main(["replay", str(run)]) == 0
+    html = (run / "replay.html").read_text()
+    assert html.count("window.replay =") == 1 and "<b>&" not in html
+
+
+def test_an_unreached_destination_is_never_delivered(runs: dict[str, Path]) -> None:
+    from coordinator.output.replay import replay_data
+
+    doc = json.loads((runs["tree-mesh"] / "run.json").read_text())
+    lost = doc["multicasts"][0]["arrivals"].pop()
+    mc = replay_data(doc, "lost")["multicasts"][0]
+    at = mc["dests"].index(lost["node"][0] * 6 + lost["node"][1])
+    assert mc["arrive"][at] == -1 and all(t >= 0 for i, t in enumerate(mc["arrive"]) if i != at)
