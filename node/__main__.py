@@ -147,7 +147,11 @@ async def _one_run(
         links.report = report
         try:
             await node.run()
-        except trio.TooSlowError:
+        except (trio.TooSlowError, ExceptionGroup) as exc:  # trio's nurseries wrap what they raise
+            if isinstance(exc, ExceptionGroup) and exc.subgroup(
+                lambda e: not isinstance(e, trio.TooSlowError)
+            ):
+                raise
             log("the coordinator went silent during the handshake")
             return 1
         aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
@@ -201,8 +205,18 @@ async def serve_node(
             except ConnectionError as exc:
                 log(f"{exc}; retrying in {SERVE_RETRY:g} s")
                 await trio.sleep(SERVE_RETRY)
+            except Exception as exc:  # a run that could not go on ends that run, not the node
+                log(f"run ended by {_describe(exc)}; serving again in {SERVE_RETRY:g} s")
+                await trio.sleep(SERVE_RETRY)
     finally:
         await links.aclose()
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception (or the first leaf of a group) as one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def run_node(

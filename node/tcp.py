@@ -9,10 +9,13 @@ bytes, which :func:`node.wire.decode_link` checks strictly. The declared length 
 before anything is buffered: at most :data:`node.wire.MAX_HELLO` for the first frame of an
 accepted connection, :data:`node.wire.MAX_FRAME` once the peer is authenticated. At most
 :data:`MAX_PENDING` accepted connections may wait for their hello at a time, each for at most
-:data:`HELLO_TIMEOUT` seconds, so a stranger can hold only a few KiB of a node's memory.
+:data:`HELLO_TIMEOUT` seconds, so a stranger can hold only a few KiB of a node's memory; one more
+closes the longest-waiting of them, not itself, so connections held open by a stranger never
+crowd out a neighbour's dial (which says hello at once).
 
-A bad connection (garbage, a wrong token, an unknown caller, an oversized frame) is reported
-through :attr:`TcpLinks.report` (the node's error list) and closed; the node keeps serving
+A bad connection (garbage, a wrong token, an unknown caller, an oversized frame, one silent too
+long) is rejected: reported through :attr:`TcpLinks.report` as kind :data:`REJECTED` (counted
+apart from the run's errors: a stranger cannot fail a run) and closed; the node keeps serving
 its real links. The peers' addresses come from the ``assign`` message: ``peers`` maps each
 port to ``{"host": ..., "port": ...}`` (see :func:`peer_entry`).
 """
@@ -43,6 +46,7 @@ from node.wire import (
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "REJECTED",
     "FrameError",
     "FrameReader",
     "TcpLink",
@@ -57,7 +61,9 @@ HELLO_TIMEOUT: Final = 10.0
 """How long an accepted connection may take to send its hello frame."""
 MAX_PENDING: Final = 16
 """Accepted connections that may wait for their hello at once (a node has at most 4 dialling
-neighbours); the next one is closed on accept and reported."""
+neighbours); one more closes the one that has waited longest."""
+REJECTED: Final = "rejected"
+"""The kind under which a connection refused before it authenticated is reported."""
 CLOSE_GRACE: Final = 2.0
 """How long closing a link waits for the peer's end of stream (so no frame is cut off)."""
 CHUNK: Final = 65536
@@ -195,8 +201,9 @@ class TcpLinks:
         self.connect_timeout = connect_timeout
         self.max_pending = max_pending
         self.hello_timeout = hello_timeout
-        self.pending = 0
-        """Accepted connections waiting for their hello now."""
+        self._waiting: dict[int, trio.CancelScope] = {}
+        """Accepted connections waiting for their hello now, oldest first (by accept number)."""
+        self._accepted = 0
         self.report: Reporter = report or _report_nowhere
         self._log = log
         self.rejected = 0
@@ -208,6 +215,11 @@ class TcpLinks:
         return cls(listeners, **kw)
 
     @property
+    def pending(self) -> int:
+        """Accepted connections waiting for their hello now."""
+        return len(self._waiting)
+
+    @property
     def port(self) -> int:
         return int(self.listeners[0].socket.getsockname()[1])
 
@@ -217,7 +229,7 @@ class TcpLinks:
 
     def _reject(self, kind: str, cause: str) -> None:
         self.rejected += 1
-        self.report(kind, cause)
+        self.report(REJECTED, f"{kind}: {cause}")
         self.log(f"rejected a link connection: {kind}: {cause}")
 
     async def aclose(self) -> None:
@@ -306,31 +318,34 @@ class TcpLinks:
                 self._reject("link-accept", f"accept failed: {exc}")
                 await trio.sleep(0.1)
                 continue
-            if self.pending >= self.max_pending:
-                self._reject(
-                    "link-auth",
-                    f"connection from {_caller(stream)}: over {self.max_pending} connections"
-                    " waiting for their hello; closed",
-                )
-                await trio.aclose_forcefully(stream)
-                continue
-            self.pending += 1
-            nursery.start_soon(self._greet, stream, assign, expected, links, up)
+            if self._waiting and len(self._waiting) >= self.max_pending:
+                oldest = next(iter(self._waiting))  # the longest silent makes room
+                self._waiting.pop(oldest).cancel()
+            self._accepted += 1
+            scope = self._waiting[self._accepted] = trio.CancelScope(
+                deadline=trio.current_time() + self.hello_timeout
+            )
+            nursery.start_soon(self._greet, stream, scope, self._accepted, assign, expected, links, up)
 
     async def _greet(
         self,
         stream: trio.SocketStream,
+        scope: trio.CancelScope,
+        number: int,
         assign: Assignment,
         expected: dict[Coord, str],
         links: dict[str, TcpLink],
         up: Callable[[str, TcpLink], None],
     ) -> None:
-        """Read an accepted connection's first frame; keep it only if it is the announced peer."""
+        """Read an accepted connection's first frame; keep it only if it is the announced peer.
+
+        ``scope`` ends the wait at the hello deadline, or sooner when the connection is the
+        longest waiting and one more arrives (:meth:`_accept_loop`)."""
         caller = _caller(stream)
         reader = FrameReader(stream, self.max_frame)
-        frame: Any
+        frame: Any = None
         try:
-            with trio.move_on_after(self.hello_timeout) as waited:
+            with scope:
                 try:
                     frame = decode_link(await reader.next(MAX_HELLO))
                 except FrameError as exc:
@@ -338,9 +353,13 @@ class TcpLinks:
                 except (trio.EndOfChannel, trio.BrokenResourceError, OSError):
                     frame = WireError("closed before its hello frame")
         finally:
-            self.pending -= 1
-        if waited.cancelled_caught:
-            frame = WireError(f"no hello frame within {self.hello_timeout:g} s")
+            self._waiting.pop(number, None)
+        if scope.cancelled_caught:
+            frame = WireError(
+                f"no hello frame within {self.hello_timeout:g} s"
+                if trio.current_time() >= scope.deadline
+                else f"no hello frame yet, and {self.max_pending} newer connections wait: closed to make room"
+            )
         kind, cause = "", ""
         if isinstance(frame, WireError):
             kind, cause = "bad-frame", frame.cause

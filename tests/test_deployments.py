@@ -9,6 +9,7 @@ two free-clock runs end cleanly on it, a mismatched topology fails at once with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -101,6 +102,7 @@ async def test_deploy_once_run_lockstep_and_free_experiments_destroy(runtime: st
         assert raw.traffic == ref.traffic
         assert raw.last_step == ref.last_step
     await _free_clock_ends_cleanly(name, runtime, topo)
+    await _strangers_do_not_fail_a_run(dep, runtime, topo)
 
     t0 = time.monotonic()
     bad = meshcast(
@@ -139,6 +141,65 @@ async def _free_clock_ends_cleanly(name: str, runtime: str, topo: Topology) -> N
         # every arrival has its wall-clock latency
         hosts = {a.host for a in raw.arrivals} | {h for _, h in raw.injected.values()}
         assert len(hosts) == 1 and all(a.wall_ns is not None for a in raw.arrivals), hosts
+
+
+def _link_address(dep: deployments.Deployment, node: str) -> tuple[str, int]:
+    """Where node ``node`` ("x,y") of the deployment listens for its links, from this host."""
+    if dep.runtime == "processes":
+        return "127.0.0.1", int(dep.nodes[node]["port"])
+    from tests._env import docker_client
+
+    service = "node-" + node.replace(",", "-")
+    (c,) = docker_client().containers.list(
+        filters={
+            "label": [f"com.docker.compose.project={dep.project}", f"com.docker.compose.service={service}"]
+        }
+    )
+    nets = c.attrs["NetworkSettings"]["Networks"]
+    address = next(n["IPAddress"] for n in nets.values() if n.get("IPAddress"))
+    return address, dep.node_port
+
+
+async def _strangers_do_not_fail_a_run(dep: deployments.Deployment, runtime: str, topo: Topology) -> None:
+    """Issue 37: 200 connections held on one node's link port while the deployment is idle, and
+    garbage sent to it during the run: the run is complete, equal to the in-process records,
+    with no errors; the strangers are counted as rejected; every node still serves."""
+    import trio
+
+    host, port = _link_address(dep, "1,1")
+    held: list[trio.SocketStream] = []
+    with trio.move_on_after(10):  # the kernel stops completing handshakes once the backlog is full
+        for _ in range(200):
+            held.append(await trio.open_tcp_stream(host, port))
+    assert len(held) >= 100, f"only {len(held)} connections could be opened"
+    plan = random_plan(topo, ["vh"], 4, repeat=3, seed=7)
+    settings = RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name)
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def garbage() -> None:
+                await trio.sleep(0.5)
+                with contextlib.suppress(OSError, trio.BrokenResourceError):
+                    s = await trio.open_tcp_stream(host, port)
+                    await s.send_all(b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1")
+                    await s.aclose()
+
+            nursery.start_soon(garbage)
+            raw = await emulate(plan, settings)
+    finally:
+        for s in held:
+            await s.aclose()
+    ref = await run_inprocess(plan, RunSettings())
+    assert not raw.incomplete, raw.incomplete
+    assert raw.errors == [], raw.errors[:3]
+    assert raw.logical_arrivals() == ref.logical_arrivals()
+    assert len(raw.rejected.get((1, 1), [])) >= 50, {n: len(c) for n, c in raw.rejected.items()}
+    listing = meshcast("deployments")
+    assert any(
+        ln.split()[:4] == [dep.name, runtime, TOPOLOGY, "9/9"] for ln in listing.stdout.splitlines()
+    ), listing.stdout
+    again = await emulate(plan, settings)  # and the next run is as good
+    assert not again.incomplete and again.errors == [], (again.incomplete, again.errors[:3])
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

@@ -350,9 +350,18 @@ def print_mcast(doc: dict[str, Any]) -> None:
 
 
 def print_incomplete(doc: dict[str, Any]) -> None:
-    """One line on stderr per kind of cause that kept the run from completing."""
+    """One line on stderr per kind of cause that kept the run from completing, and one for the
+    strangers the nodes' link ports refused (which did not)."""
     for line in doc["run"].get("incomplete", []):
         print(f"meshcast: incomplete: {line}", file=sys.stderr)
+    rejected = doc["run"].get("rejected", {})
+    if rejected:
+        where = ", ".join(f"({node}) {n}" for node, n in rejected.items())
+        print(
+            f"meshcast: refused {plural(sum(rejected.values()), 'unauthenticated connection')} at the "
+            f"link ports ({where}); not the run's errors ('rejected' in the JSON)",
+            file=sys.stderr,
+        )
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -120,6 +120,8 @@ def merge_runs(parts: Sequence[RawRun]) -> RawRun:
         out.last_step = max(out.last_step, p.last_step)
         out.wall_s += p.wall_s
         out.incomplete.extend(c for c in p.incomplete if c not in out.incomplete)
+        for node, causes in p.rejected.items():
+            out.rejected.setdefault(node, []).extend(causes)
     return out
 
 
@@ -179,6 +181,13 @@ def result_document(
         "jitter": jitter(records),
         "errors": errors,
     }
+    if raw.rejected:  # strangers at the nodes' link ports: refused, counted, not the run's errors
+        doc["run"]["rejected"] = {f"{x},{y}": len(c) for (x, y), c in sorted(raw.rejected.items())}
+        doc["rejected"] = [
+            {"node": list(node), "cause": cause}
+            for node, causes in sorted(raw.rejected.items())
+            for cause in causes[:5]
+        ]
     if settings.link_model is not None:  # each link's behaviour (wall-clock arrivals carry it)
         doc["run"]["link_model"] = settings.link_model.describe()
     if settings.sync is not None:  # asked for: say how lockstep was synchronized

@@ -15,6 +15,7 @@ from node import defaults, protocol
 from node.engine import CONTENTIONS, PORT_MODELS
 from node.linkmodel import LinkModel
 from node.switching import SWITCHINGS
+from node.tcp import REJECTED as REJECTED_KIND
 from node.topology import Coord, port_names
 
 __all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
@@ -212,6 +213,9 @@ class RawRun:
     last_step: int = 0
     wall_s: float = 0.0
     incomplete: list[str] = field(default_factory=list)
+    rejected: dict[Coord, list[str]] = field(default_factory=dict)
+    """Per node, connections to its link port refused before they authenticated (strangers:
+    garbage, a wrong token, silence): counted and shown, but not errors of the run."""
 
     def logical_arrivals(self) -> list[tuple[int, Coord, int, int, int]]:
         return sorted(a.logical() for a in self.arrivals)
@@ -261,7 +265,10 @@ class Collector:
                 if node in self._dest_sets.get(mc, ()):
                     self._reached.add((mc, node))
             for kind, cause, mc_ in msg.errors:
-                raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc_})
+                if kind == REJECTED_KIND:  # a stranger at the link port: not the run's fault
+                    raw.rejected.setdefault(node, []).append(cause)
+                else:
+                    raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc_})
         elif isinstance(msg, protocol.Error):
             raw.errors.append({"node": list(node), "kind": "control", "cause": msg.cause})
         else:
