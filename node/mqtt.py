@@ -84,6 +84,9 @@ KEEPALIVE: Final = 5
 """MQTT keep-alive, seconds (``MESHCAST_MQTT_KEEPALIVE`` raises it: see :func:`keepalive`)."""
 CLOSE_GRACE: Final = 5.0
 """How long closing an endpoint waits for its unsent messages to be acknowledged."""
+ABORT_GRACE: Final = 0.3
+"""The same when the block was cancelled (a signal): what the broker acknowledges at once goes,
+and nothing holds the run's end up (a signal ends a run within 2 s)."""
 
 _ENVELOPE = struct.Struct(">c8sQ")  # magic, publisher epoch, sequence number
 _MAGIC = b"M"
@@ -284,6 +287,7 @@ class _Endpoint:
         self._seen: dict[bytes, set[int]] = {}
         self._out_tx, self._out_rx = trio.open_memory_channel[tuple[str, bytes, bool]](math.inf)
         self._unsent = 0
+        self._abandoned = False
         self._client: aiomqtt.Client | None = None
         self._up = trio.Event()
         self._may_publish = trio.Event()
@@ -355,8 +359,14 @@ class _Endpoint:
                 await trio.sleep(0.1)
             self._unsent -= 1
 
+    def abandon(self) -> None:
+        """Give up on the broker: closing then waits for nothing (the run ended without it)."""
+        self._abandoned = True
+
     async def flush(self, timeout: float = CLOSE_GRACE) -> bool:
         """Wait (at most ``timeout`` s) until every queued message was acknowledged."""
+        if self._abandoned:
+            return not self._unsent
         with trio.move_on_after(timeout):
             while self._unsent:
                 await trio.sleep(0.01)
@@ -438,12 +448,26 @@ async def _running(endpoint: _Endpoint, connect_timeout: float) -> AsyncIterator
                 f"cannot reach the MQTT broker at {endpoint.broker} within {connect_timeout:g} s"
                 f" ({endpoint.connect_error or 'no answer'})"
             )
+        grace = CLOSE_GRACE
         try:
             yield
+        except BaseException as exc:
+            grace = _grace(exc)
+            raise
         finally:
             with trio.CancelScope(shield=True):
-                await endpoint.flush()
+                await endpoint.flush(grace)
                 nursery.cancel_scope.cancel()
+
+
+def _grace(exc: BaseException) -> float:
+    """How long a block that ended with ``exc`` may flush: short if it was cancelled (the
+    connection is being cancelled with it), else the full :data:`CLOSE_GRACE`."""
+    if isinstance(exc, trio.Cancelled):
+        return ABORT_GRACE
+    if isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled) is not None:
+        return ABORT_GRACE
+    return CLOSE_GRACE
 
 
 # -- node side ------------------------------------------------------------------------------------
@@ -581,6 +605,8 @@ class CoordinatorBus(_Endpoint):
         """Turn a node that went offline and stayed away into a ``done`` with a lost status."""
         while True:
             await trio.sleep(0.5)
+            if self._client is None:  # this bus is cut off itself: nobody's absence means anything
+                continue
             now = trio.current_time()
             for node, since in list(self._offline_since.items()):
                 after_restart = self.connections > 1 and since - self.connected_at < RESTART_WINDOW
@@ -629,7 +655,7 @@ class CoordinatorBus(_Endpoint):
         self.broadcasts += 1
         self.publish_nowait(f"{self.root}/down/all", data)
 
-    async def withdraw(self) -> None:
+    async def withdraw(self, timeout: float = 2.0) -> None:
         """Clear the retained presence (so a later run with this id waits for its coordinator), and
         unsubscribe: the broker keeps a gone client's session for :data:`SESSION_EXPIRY` s, and a
         session left subscribed queues every later node report of the run id. Every part of a
@@ -637,8 +663,8 @@ class CoordinatorBus(_Endpoint):
         grew mosquitto to 2.3 GB in 16 minutes of a variation study, each report copied to
         hundreds of gone coordinators."""
         client = self._client
-        if client is not None:
-            with trio.move_on_after(2), contextlib.suppress(aiomqtt.MqttError):
+        if client is not None and not self._abandoned:
+            with trio.move_on_after(timeout), contextlib.suppress(aiomqtt.MqttError):
                 await trio_asyncio.aio_as_trio(client.publish)(self.presence_topic, b"", qos=1, retain=True)
                 await trio_asyncio.aio_as_trio(client.unsubscribe)(list(self.subscriptions))
 
@@ -663,9 +689,13 @@ async def open_coordinator_bus(
     addr = parse_broker(broker) if isinstance(broker, str) else broker
     bus = CoordinatorBus(addr, run_id, log=log)
     async with _running(bus, connect_timeout):
+        grace = CLOSE_GRACE
         try:
             yield bus
+        except BaseException as exc:  # cancelled: withdraw only if the broker answers at once
+            grace = _grace(exc)
+            raise
         finally:
             with trio.CancelScope(shield=True):
-                await bus.flush()
-                await bus.withdraw()
+                await bus.flush(grace)
+                await bus.withdraw(min(grace, 2.0))

@@ -202,6 +202,44 @@ async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
     assert "lost the broker" in reconnected
 
 
+async def test_a_broker_gone_for_good_ends_the_run_named(tmp_path: Path) -> None:
+    """Issue 37: the broker killed mid-run and not restarted: the run ends once it has been gone
+    BROKER_LOSS_LIMIT seconds (not at the step barrier's 60 s deadline), says so, and keeps what
+    arrived with the step it reached."""
+    from coordinator.runtimes.session import BROKER_LOSS_LIMIT
+
+    exe = need_broker()
+    topo = Topology.parse("mesh:3x3")
+    plan = long_plan(topo, every=10, count=3000)  # far longer than the test lets it run
+    port = free_ports(1)[0]
+    conf = tmp_path / "m.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n")
+    settings = RunSettings(
+        wall_budget=300, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
+    )
+    result: list[RawRun] = []
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            broker = await nursery.start(_mosquitto, exe, conf)
+
+            async def run() -> None:
+                result.append(await run_processes(plan, settings))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run)
+            log = tmp_path / "logs" / "node-1-1.log"
+            while not (log.exists() and "started" in log.read_text()):
+                await trio.sleep(0.05)
+            await trio.sleep(1.0)
+            broker.cancel()  # gone, for good
+            await trio.sleep_forever()
+    (raw,) = result
+    text = "; ".join(raw.incomplete)
+    assert f"the broker was gone for {BROKER_LOSS_LIMIT:g} s" in text, text
+    assert "no step-done" not in text, text  # not the barrier's own 60 s deadline
+    assert raw.arrivals and raw.last_step >= max(a.step for a in raw.arrivals) > 0
+
+
 async def _mosquitto(exe: str, conf: Path, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:

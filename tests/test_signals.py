@@ -52,6 +52,7 @@ async def test_a_signal_ends_an_in_process_run_with_its_partial_records() -> Non
     assert "interrupted by SIGTERM" in raw.incomplete  # type: ignore[attr-defined]
     expected = sum(len(m.destinations) for m in plan.multicasts)
     assert len({a.logical()[:2] for a in raw.arrivals}) < expected  # type: ignore[attr-defined]
+    assert raw.last_step >= max(a.step for a in raw.arrivals) > 0  # type: ignore[attr-defined]
 
 
 async def test_the_runs_own_errors_come_out_unwrapped() -> None:
@@ -151,3 +152,6 @@ def test_a_signalled_processes_run_leaves_nothing_behind(tmp_path: Path, signum:
     doc = json.loads((out / "run.json").read_text())
     assert doc["run"]["complete"] is False
     assert any("interrupted" in cause for cause in doc["run"]["incomplete"]), doc["run"]["incomplete"]
+    # steps: the last step the run reached (the leader's barrier), not 0 for want of final reports
+    steps = [a["step"] for m in doc["multicasts"] for a in m["arrivals"]]
+    assert steps and doc["run"]["steps"] >= max(steps) > 0, (doc["run"]["steps"], max(steps, default=None))

@@ -372,6 +372,8 @@ async def run_on_deployment(
                 peers=dep.peers(topo), progress=progress, run_id=dep.run_id,
             )  # fmt: skip
             raw = await session.run(set(topo.nodes()))
+            if session.broker_gone:
+                bus.abandon()  # nothing queued can go now: don't wait on it
             # the nodes' final reports are all in: they now wait for this coordinator to leave
             await trio.sleep(0)
             return raw

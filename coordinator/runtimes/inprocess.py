@@ -128,4 +128,4 @@ async def run_inprocess(
             nursery.cancel_scope.cancel()
         return raw
 
-    return await run_interruptible(run, lambda: session.collector.raw)
+    return await run_interruptible(run, session.partial)

@@ -411,7 +411,7 @@ async def run_processes_parts(
         return raws[-1]
 
     def partial() -> RawRun:
-        return sessions[-1].collector.raw if sessions else RawRun()
+        return sessions[-1].partial() if sessions else RawRun()
 
     ok = False
     try:
@@ -512,6 +512,8 @@ async def _run(
                     sessions.append(session)
                     raw = await session.run(set(nodes))
                     raws.append(raw)
+                    if session.broker_gone:
+                        bus.abandon()  # nothing queued can go now: don't wait on it
                     t1 = time.perf_counter()
                     if not serve:
                         # a node declared lost may hang (SIGSTOP): its fellows had their stop; end now

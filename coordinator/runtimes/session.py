@@ -23,6 +23,7 @@ stopped and marked incomplete, naming the nodes it waited for.
 from __future__ import annotations
 
 import dataclasses
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -69,6 +70,8 @@ network (a path visits each node at most once), this long a hop across processes
 no model (their model's bound when they do), at most ``FREE_QUIET_MAX`` seconds: a probe wakes
 every node, and while packets are in flight that is noise in their arrival times."""
 STOP_GRACE = 5.0
+BROKER_LOSS_LIMIT = 10.0
+"""Seconds a run waits for its lost broker to come back (a restart) before it ends, incomplete."""
 BARRIER_WAIT = 60.0
 """Seconds the barrier's leader waits for the step-dones of one step (the nodes are up by then)."""
 RESEND_EVERY = 2.0
@@ -128,6 +131,8 @@ class Session:
         self._algorithms = {m.algorithm for m in plan.multicasts}
         self._broker_down: str | None = None
         self._broker_lost: list[str] = []
+        self._broker_wait = trio.CancelScope()
+        """Ends the run when the broker has been gone :data:`BROKER_LOSS_LIMIT` seconds."""
         self._end_go: protocol.Go | None = None
         self._watch_lost = False
         self._leader: Leader | None = None
@@ -152,6 +157,17 @@ class Session:
             peers=self.peers(node) if self.peers else {},
             **{name: getattr(s, name) for name in ASSIGNED},
         )
+
+    def partial(self) -> RawRun:
+        """What the run gathered so far, its ``last_step`` the last step it is known to have
+        reached (the barrier's, else the latest arrival's): a run cut short (a signal) has no
+        node's final report to say it."""
+        raw = self.collector.raw
+        known = max((a.step for a in raw.arrivals), default=0)
+        if self._leader is not None and self._leader.step is not None:
+            known = max(known, self._leader.step)
+        raw.last_step = max(raw.last_step, known)
+        return raw
 
     # -- the phase table, coordinator side ------------------------------------------------------
     def _error(self, node: Coord | None, cause: str) -> None:
@@ -195,9 +211,13 @@ class Session:
             self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
             if self._broker_down not in self._broker_lost:
                 self._broker_lost.append(self._broker_down)
+            self._broker_wait.deadline = min(
+                self._broker_wait.deadline, trio.current_time() + BROKER_LOSS_LIMIT
+            )
             return None
         if isinstance(msg, protocol.BrokerBack):
             self._broker_down = None
+            self._broker_wait.deadline = math.inf
             return None
         if msg.TYPE not in protocol.TO_COORDINATOR:
             self._error(None, f"{msg.TYPE!r} is not a message for the coordinator")
@@ -254,8 +274,16 @@ class Session:
         return sorted(self._algorithms - set(hello.algorithms))
 
     @property
+    def broker_gone(self) -> bool:
+        """Whether the run ended because its broker stayed gone (nothing more can be sent)."""
+        return self._broker_wait.cancelled_caught
+
+    @property
     def lost(self) -> list[Coord]:
-        """The nodes declared lost during the run (their processes may hang: don't wait for them)."""
+        """The nodes declared lost during the run (their processes may hang: don't wait for them);
+        every node when the broker was lost for good (none can hear the stop)."""
+        if self._broker_wait.cancelled_caught:
+            return sorted(self._nodes)
         return list(self._lost)
 
     async def _gather(self, phase: Phase, nodes: set[Coord]) -> None:
@@ -282,7 +310,7 @@ class Session:
         phase = "waiting for nodes to say hello"
         t0 = time.perf_counter()
         lost = False
-        with trio.move_on_after(self.settings.wall_budget) as budget:
+        with trio.move_on_after(self.settings.wall_budget) as budget, self._broker_wait:
             try:
                 self._watch_lost = True
                 await self._gather(Phase.ASSIGNED, nodes)
@@ -316,13 +344,17 @@ class Session:
             raw.incomplete.append(
                 f"wall-clock budget of {self.settings.wall_budget:g} s ran out while {phase}"
             )
+        if self._broker_wait.cancelled_caught:
+            raw.incomplete.append(
+                f"the broker was gone for {BROKER_LOSS_LIMIT:g} s while {phase}: the run ended there"
+            )
         if lost:
             raw.incomplete.append(
                 "run ended early while " + phase + ": "
                 + ", ".join(f"node ({x},{y}) lost" for x, y in self._lost)
             )  # fmt: skip
-        if self.collector.done != nodes:
-            await self._to_all(protocol.Stop())
+        if self.collector.done != nodes and not self._broker_wait.cancelled_caught:
+            await self._to_all(protocol.Stop())  # (with the broker gone, no node could hear it)
             with trio.move_on_after(STOP_GRACE):
                 await self._gather(Phase.DONE, nodes)
             silent = sorted(nodes - self.collector.done)
@@ -342,6 +374,8 @@ class Session:
                 raw.incomplete.append(f"node ({n[0]},{n[1]}) stopped early: {status}")
         if raw.last_step >= self.settings.max_steps and self.settings.clock == "lockstep":
             raw.incomplete.append(f"step budget of {self.settings.max_steps} steps ran out")
+        if raw.incomplete:  # final reports may be missing: the step it is known to have reached
+            self.partial()
         return raw
 
     async def _send_plan(self, nodes: set[Coord]) -> None:

@@ -219,4 +219,4 @@ async def run_shards(
         assert raw is not None
         return raw
 
-    return await run_interruptible(run, lambda: session.collector.raw)
+    return await run_interruptible(run, session.partial)
