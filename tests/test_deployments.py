@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -103,6 +104,7 @@ async def test_deploy_once_run_lockstep_and_free_experiments_destroy(runtime: st
         assert raw.last_step == ref.last_step
     await _free_clock_ends_cleanly(name, runtime, topo)
     await _strangers_do_not_fail_a_run(dep, runtime, topo)
+    await _a_killed_node_is_named_and_repaired(dep, runtime, topo)
 
     t0 = time.monotonic()
     bad = meshcast(
@@ -200,6 +202,42 @@ async def _strangers_do_not_fail_a_run(dep: deployments.Deployment, runtime: str
     ), listing.stdout
     again = await emulate(plan, settings)  # and the next run is as good
     assert not again.incomplete and again.errors == [], (again.incomplete, again.errors[:3])
+
+
+async def _a_killed_node_is_named_and_repaired(
+    dep: deployments.Deployment, runtime: str, topo: Topology
+) -> None:
+    """Issue 37: a node killed between runs is named by ``deployments`` and by a run that is
+    refused at once; ``deploy --repair`` starts it again and the next run is complete."""
+    if runtime == "processes":
+        os.kill(int(dep.nodes["2,2"]["pid"]), signal.SIGKILL)
+    else:
+        from tests._env import docker_client
+
+        (c,) = docker_client().containers.list(
+            filters={
+                "label": [f"com.docker.compose.project={dep.project}", "com.docker.compose.service=node-2-2"]
+            }
+        )
+        c.kill()
+    deadline = time.monotonic() + 30
+    while deployments.nodes_alive(deployments.load(dep.name))[0] == 9 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    listing = meshcast("deployments").stdout
+    row = next(ln.split() for ln in listing.splitlines() if ln.startswith(dep.name + " "))
+    assert row[3] == "8/9" and "(2,2)" in row, listing
+    args = ("--topology", TOPOLOGY, "--algorithm", "vh", "--random-dests", "3")
+    refused = meshcast("run", "--deployment", dep.name, *args)
+    assert refused.returncode == 2 and "(2,2) gone" in refused.stderr and "--repair" in refused.stderr, (
+        refused.stderr
+    )
+    fixed = meshcast("deploy", "--repair", dep.name)
+    assert fixed.returncode == 0 and "(2,2)" in fixed.stderr, (fixed.stdout, fixed.stderr)
+    assert deployments.nodes_alive(deployments.load(dep.name)) == (9, 9)
+    plan = random_plan(topo, ["vh"], 4, repeat=2, seed=8)
+    raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
+    assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
+    assert raw.logical_arrivals() == (await run_inprocess(plan, RunSettings())).logical_arrivals()
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

@@ -93,8 +93,14 @@ def add_command(sub: Any) -> None:
         description="Start a broker and one serving node per node of TOPOLOGY, detached, and return. "
         "Then: meshcast run --deployment NAME ...; meshcast deployments; meshcast destroy NAME.",
     )
-    dep.add_argument("--name", required=True, help="the deployment's name (lower-case letters, digits, - _)")
-    dep.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN")
+    dep.add_argument("--name", default=None, help="the deployment's name (lower-case letters, digits, - _)")
+    dep.add_argument("--topology", default=None, help="mesh:MxN or torus:MxN")
+    dep.add_argument(
+        "--repair",
+        default=None,
+        metavar="NAME",
+        help="start again the nodes of deployment NAME that are gone ('meshcast deployments' names them)",
+    )
     dep.add_argument(
         "--runtime",
         choices=("processes", "containers"),
@@ -347,8 +353,18 @@ def _say(text: str) -> None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     """``meshcast deploy``: start broker and nodes, detached, record them, return."""
     from coordinator.cli.options import check_nodes
+    from coordinator.errors import UsageError
     from coordinator.runtimes import deployments
 
+    if args.repair is not None:
+        if args.name is not None or args.topology is not None:
+            raise UsageError("--repair NAME takes no --name or --topology: the deployment has them")
+        gone = deployments.repair(args.repair, log=_say)
+        if not gone:
+            _say(f"deployment {args.repair}: every node is running; nothing to repair")
+        return 0
+    if args.name is None or args.topology is None:
+        raise UsageError("deploy needs --name and --topology (or --repair NAME)")
     topo = topology_from(args.topology)
     check_nodes(topo, args.runtime)
     deployments.check_name(args.name)
@@ -369,11 +385,13 @@ def cmd_deployments(args: argparse.Namespace) -> int:
     """``meshcast deployments``: one line per deployment."""
     from coordinator.runtimes import deployments
 
-    rows = [("NAME", "RUNTIME", "TOPOLOGY", "NODES", "AGE")]
+    rows = [("NAME", "RUNTIME", "TOPOLOGY", "NODES", "AGE", "GONE")]
     for d in deployments.list_deployments():
         alive, total = deployments.nodes_alive(d)
-        rows.append((d.name, d.runtime, d.topology, f"{alive}/{total}", _age(time.time() - d.created)))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        gone = deployments.nodes_gone(d) if alive < total else []
+        named = " ".join(f"({n})" for n in gone[:8]) + (f" +{len(gone) - 8}" if len(gone) > 8 else "")
+        rows.append((d.name, d.runtime, d.topology, f"{alive}/{total}", _age(time.time() - d.created), named))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return 0

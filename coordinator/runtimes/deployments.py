@@ -49,6 +49,8 @@ __all__ = [
     "list_deployments",
     "load",
     "nodes_alive",
+    "nodes_gone",
+    "repair",
     "run_on_deployment",
     "state_root",
 ]
@@ -173,6 +175,68 @@ def nodes_alive(dep: Deployment) -> tuple[int, int]:
     return len(_container_ids(dep, running=True, service_prefix="node-")), total
 
 
+def nodes_gone(dep: Deployment) -> list[str]:
+    """The deployed nodes ("x,y") that are not running: their process or container is gone."""
+    topo = Topology.parse(dep.topology)
+    names = [f"{x},{y}" for x, y in topo.nodes()]
+    if dep.runtime == "processes":
+        return [n for n in names if not _pid_alive(dep.nodes.get(n, {}).get("pid"), dep.run_id)]
+    running = set(_container_services(dep, running=True))
+    return [n for n in names if "node-" + n.replace(",", "-") not in running]
+
+
+def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
+    """Start again the nodes of deployment ``name`` that are gone; the nodes restarted ("x,y").
+
+    A processes node gets its old link port if it is free (else a new one: runs read the ports
+    from the deployment's state); a containers deployment's compose file is brought ``up -d``
+    again, which starts what was killed or stopped."""
+    dep = load(name)
+    gone = nodes_gone(dep)
+    if not gone:
+        return []
+    if dep.runtime == "processes":
+        env = dict(
+            os.environ, MESHCAST_MQTT_USER=dep.user, MESHCAST_MQTT_PASSWORD=dep.password, PYTHONUNBUFFERED="1"
+        )
+        for n in gone:
+            old = int(dep.nodes.get(n, {}).get("port", 0))
+            port = old if old and _port_free(old) else _free_ports(1)[0]
+            cmd = [sys.executable, "-m", "node", "--serve", "--broker", dep.broker, "--run-id", dep.run_id,
+                   "--node", n, "--listen", f"{LOOPBACK}:{port}"]  # fmt: skip
+            pid = _spawn(cmd, dep.directory / "logs" / f"node-{n.replace(',', '-')}.log", env)
+            dep.nodes[n] = {"pid": pid, "port": port}
+            if not _wait_port(LOOPBACK, port, 30.0):
+                raise UsageError(f"node ({n}) of {name!r} did not listen again within 30 s; see its log")
+        dep.save()
+    else:
+        from coordinator.runtimes.containers import compose_cli
+
+        cli = compose_cli()
+        if cli is None:
+            raise UsageError("repairing a containers deployment needs 'docker compose' or 'docker-compose'")
+        cmd = [*cli, "-p", dep.project, "-f", "compose.yaml", "up", "-d"]
+        with (dep.directory / "compose.log").open("ab") as out:
+            rc = subprocess.run(
+                cmd, cwd=dep.directory, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=600
+            )
+        if rc.returncode != 0:
+            raise UsageError(f"compose up failed; see {dep.directory / 'compose.log'}")
+    if log:
+        log(f"deployment {name}: started again " + ", ".join(f"({n})" for n in gone))
+    return gone
+
+
+def _port_free(port: int) -> bool:
+    """Whether a listener could bind ``port`` on the loopback now."""
+    try:
+        with socket.socket() as probe:
+            probe.bind((LOOPBACK, port))
+        return True
+    except OSError:
+        return False
+
+
 def _free_ports(n: int) -> list[int]:
     from coordinator.runtimes.processes import free_ports
 
@@ -279,6 +343,21 @@ def _reap(pids: list[int]) -> None:
 
 
 # -- containers -------------------------------------------------------------------------------------
+def _container_services(dep: Deployment, *, running: bool) -> list[str]:
+    """The compose services of the deployment's containers (running ones only, or all)."""
+    if not dep.project or shutil.which("docker") is None:
+        return []
+    cmd = ["docker", "ps", "--filter", f"label=com.docker.compose.project={dep.project}"]
+    cmd += ["--format", '{{.Label "com.docker.compose.service"}}']
+    if not running:
+        cmd.insert(2, "-a")
+    return [
+        ln.strip()
+        for ln in subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split("\n")
+        if ln.strip()
+    ]
+
+
 def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") -> list[str]:
     """The ids of the deployment's containers (by compose project label)."""
     if not dep.project or shutil.which("docker") is None:
@@ -349,9 +428,13 @@ def attach_check(name: str, topo: Topology) -> Deployment:
     check_topology(dep, topo)
     alive, total = nodes_alive(dep)
     if alive < total:
+        gone = nodes_gone(dep)
+        named = ", ".join(f"({n})" for n in gone[:8]) + (
+            f" and {len(gone) - 8} more" if len(gone) > 8 else ""
+        )
         raise UsageError(
-            f"deployment {name!r}: only {alive} of {total} nodes are running; "
-            f"'meshcast destroy {name}' and deploy it again"
+            f"deployment {name!r}: only {alive} of {total} nodes are running ({named} gone); "
+            f"'meshcast deploy --repair {name}' starts them again"
         )
     return dep
 
