@@ -26,6 +26,7 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
+from node.wire import HelloFrame, encode_link, frame_bytes
 from tests._env import need_broker, need_docker, need_image
 
 pytestmark = pytest.mark.slow
@@ -179,12 +180,17 @@ async def _strangers_do_not_fail_a_run(dep: deployments.Deployment, runtime: str
     try:
         async with trio.open_nursery() as nursery:
 
-            async def garbage() -> None:
+            async def garbage() -> None:  # during the run: garbage, a wrong token, 20 more held
                 await trio.sleep(0.5)
-                with contextlib.suppress(OSError, trio.BrokenResourceError):
-                    s = await trio.open_tcp_stream(host, port)
-                    await s.send_all(b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1")
-                    await s.aclose()
+                wrong = frame_bytes(encode_link(HelloFrame("not-the-run-token", (0, 1))))
+                for data in (b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1", wrong):
+                    with contextlib.suppress(OSError, trio.BrokenResourceError):
+                        s = await trio.open_tcp_stream(host, port)
+                        await s.send_all(data)
+                        await s.aclose()
+                with trio.move_on_after(5), contextlib.suppress(OSError):
+                    for _ in range(20):
+                        held.append(await trio.open_tcp_stream(host, port))
 
             nursery.start_soon(garbage)
             raw = await emulate(plan, settings)
@@ -238,6 +244,16 @@ async def _a_killed_node_is_named_and_repaired(
     raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
     assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
     assert raw.logical_arrivals() == (await run_inprocess(plan, RunSettings())).logical_arrivals()
+    if runtime == "processes":  # the broker killed between runs: named, refused, started again
+        os.kill(int(deployments.load(dep.name).broker_pid or 0), signal.SIGKILL)
+        time.sleep(0.5)
+        assert "broker" in meshcast("deployments").stdout
+        refused = meshcast("run", "--deployment", dep.name, *args)
+        assert refused.returncode == 2 and "broker is gone" in refused.stderr, refused.stderr
+        fixed = meshcast("deploy", "--repair", dep.name)
+        assert fixed.returncode == 0 and "broker" in fixed.stderr, fixed.stderr
+        raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
+        assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

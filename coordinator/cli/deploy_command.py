@@ -388,8 +388,12 @@ def cmd_deployments(args: argparse.Namespace) -> int:
     rows = [("NAME", "RUNTIME", "TOPOLOGY", "NODES", "AGE", "GONE")]
     for d in deployments.list_deployments():
         alive, total = deployments.nodes_alive(d)
-        gone = deployments.nodes_gone(d) if alive < total else []
-        named = " ".join(f"({n})" for n in gone[:8]) + (f" +{len(gone) - 8}" if len(gone) > 8 else "")
+        gone = ([] if deployments.broker_alive(d) else ["broker"]) + (
+            deployments.nodes_gone(d) if alive < total else []
+        )
+        named = " ".join(n if n == "broker" else f"({n})" for n in gone[:8]) + (
+            f" +{len(gone) - 8}" if len(gone) > 8 else ""
+        )
         rows.append((d.name, d.runtime, d.topology, f"{alive}/{total}", _age(time.time() - d.created), named))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:

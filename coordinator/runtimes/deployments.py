@@ -43,6 +43,7 @@ from node.topology import Coord, Topology
 
 __all__ = [
     "Deployment",
+    "broker_alive",
     "check_topology",
     "deploy_processes",
     "destroy",
@@ -175,6 +176,11 @@ def nodes_alive(dep: Deployment) -> tuple[int, int]:
     return len(_container_ids(dep, running=True, service_prefix="node-")), total
 
 
+def broker_alive(dep: Deployment) -> bool:
+    """Whether a processes deployment's broker runs (a containers deployment's is a container)."""
+    return dep.runtime != "processes" or _pid_alive(dep.broker_pid, str(dep.directory / "mosquitto.conf"))
+
+
 def nodes_gone(dep: Deployment) -> list[str]:
     """The deployed nodes ("x,y") that are not running: their process or container is gone."""
     topo = Topology.parse(dep.topology)
@@ -186,20 +192,39 @@ def nodes_gone(dep: Deployment) -> list[str]:
 
 
 def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
-    """Start again the nodes of deployment ``name`` that are gone; the nodes restarted ("x,y").
+    """Start again the nodes of deployment ``name`` that are gone, and a processes deployment's
+    broker if it is gone; what was restarted ("x,y" of each node, "broker").
 
     A processes node gets its old link port if it is free (else a new one: runs read the ports
     from the deployment's state); a containers deployment's compose file is brought ``up -d``
     again, which starts what was killed or stopped."""
     dep = load(name)
     gone = nodes_gone(dep)
-    if not gone:
-        return []
+    if dep.runtime == "processes" and not broker_alive(dep):  # its configuration keeps its port
+        from coordinator.runtimes.processes import mosquitto_exe
+
+        conf = dep.directory / "mosquitto.conf"
+        dep.broker_pid = _spawn(
+            [mosquitto_exe() or "mosquitto", "-c", str(conf)], dep.directory / "mosquitto.log"
+        )
+        port = int(dep.broker.rpartition(":")[2])
+        if not _wait_port(LOOPBACK, port, 10.0):
+            raise UsageError(
+                f"the broker of {name!r} did not start again; see {dep.directory / 'mosquitto.log'}"
+            )
+        dep.save()
+        gone = ["broker", *gone]
+    if not [n for n in gone if n != "broker"]:
+        if gone and log:
+            log(f"deployment {name}: started the broker again")
+        return gone
     if dep.runtime == "processes":
         env = dict(
             os.environ, MESHCAST_MQTT_USER=dep.user, MESHCAST_MQTT_PASSWORD=dep.password, PYTHONUNBUFFERED="1"
         )
         for n in gone:
+            if n == "broker":
+                continue
             old = int(dep.nodes.get(n, {}).get("port", 0))
             port = old if old and _port_free(old) else _free_ports(1)[0]
             cmd = [sys.executable, "-m", "node", "--serve", "--broker", dep.broker, "--run-id", dep.run_id,
@@ -223,7 +248,7 @@ def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
         if rc.returncode != 0:
             raise UsageError(f"compose up failed; see {dep.directory / 'compose.log'}")
     if log:
-        log(f"deployment {name}: started again " + ", ".join(f"({n})" for n in gone))
+        log(f"deployment {name}: started again " + ", ".join(n if n == "broker" else f"({n})" for n in gone))
     return gone
 
 
@@ -426,6 +451,10 @@ def attach_check(name: str, topo: Topology) -> Deployment:
     """The deployment ``name`` if an experiment on ``topo`` can run on it now, else UsageError."""
     dep = load(name)
     check_topology(dep, topo)
+    if not broker_alive(dep):
+        raise UsageError(
+            f"deployment {name!r}: its broker is gone; 'meshcast deploy --repair {name}' starts it again"
+        )
     alive, total = nodes_alive(dep)
     if alive < total:
         gone = nodes_gone(dep)
