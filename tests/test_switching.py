@@ -179,7 +179,7 @@ def test_cli_wormhole_run_arrives_at_eq7(capsys: pytest.CaptureFixture[str]) -> 
             "--json"]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["run"]["complete"] and doc["run"]["contention"] == "shared"
+    assert doc["run"]["complete"] and doc["run"]["contention"] == "isolated"
     assert doc["run"]["switching"] == {
         "mode": "wormhole",
         "flits": 16,
@@ -197,7 +197,7 @@ def test_cli_wormhole_run_arrives_at_eq7(capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--contention", "isolated"], "shared contention only"),
+        (["--contention", "shared", "--repeat", "3"], "--contention shared under wormhole switching"),
         (["--clock", "free"], "lockstep clock only"),
         (["--flits", "0"], "--flits must be at least 1"),
         (["--buffer-flits", "0"], "--buffer-flits must be at least 1"),

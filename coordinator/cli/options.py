@@ -13,6 +13,7 @@ import math
 import socket
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -308,8 +309,8 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     for f, meta in settings_of(type(settings)):  # each setting's range, from its field
         if meta.low is not None and meta.high is not None:
             in_range(meta.flag or f.name, getattr(settings, f.name), meta.low, meta.high)
-    if settings.switching == "wormhole":
-        why = check_switching(settings)
+    if settings.switching == "wormhole":  # isolated: each multicast apart, on shared engines (emulate)
+        why = check_switching(replace(settings, contention="shared"))
         if why is not None:
             raise UsageError(f"--switching wormhole: {why}")
     if settings.sync is not None and settings.sync not in SYNCS:

@@ -151,9 +151,7 @@ def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
         return False
     if together or getattr(args, "mcast_set", None):
         return False
-    if getattr(args, "switching", "") == "wormhole":
-        # wormhole switching shares the channels (its only contention mode): sets injected
-        # together would compete, and trees of several can deadlock; each is measured alone
+    if getattr(args, "switching", "") == "wormhole":  # isolated (see _wormhole_contention): each alone
         return args.repeat > 1 or (args.dests is None and len(algorithms_of(args.algorithm)) > 1)
     if args.dests is None:
         return False
@@ -403,6 +401,26 @@ def print_prediction(doc: dict[str, Any]) -> None:
         console().print("no node was reached in two or more repetitions: nothing to compare (--repeat N)")
 
 
+def _wormhole_contention(args: argparse.Namespace) -> None:
+    """Under wormhole switching: each multicast in an idle network of its own (isolated) unless
+    the run makes them compete (``--together``, ``--inject-every``, ``--mcast-set``); shared
+    contention with several multicasts and neither is refused, as it would inject every set at
+    once into one network (where trees of several deadlock)."""
+    if getattr(args, "switching", "") != "wormhole":
+        return
+    competing = args.together or args.inject_every is not None or bool(args.mcast_set)
+    if args.contention is None:
+        args.contention = "shared" if competing else "isolated"
+        return
+    several = args.repeat > 1 or (args.dests is None and len(algorithms_of(args.algorithm)) > 1)
+    if args.contention == "shared" and several and not competing:
+        raise UsageError(
+            "--contention shared under wormhole switching would inject every multicast at once into "
+            "one network: add --inject-every N to space them, --together to make them compete, "
+            "or use --contention isolated (each in an idle network of its own)"
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
@@ -410,6 +428,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.port_model = "all-port" if args.mcast_set else "one-port"
     if args.replay and not args.out:
         raise UsageError("--replay writes replay.html into the results: give --out DIR")
+    _wormhole_contention(args)
     settings = settings_from(args, topo, trace=args.trace or args.replay)
     if args.predict and (settings.link_model is None or settings.clock != "free"):
         raise UsageError(

@@ -123,6 +123,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     in_range("--repeat", args.repeat, 1, MAX_REPEAT)
     in_range("--jobs", args.jobs, 1, MAX_JOBS)
     in_range("--chunk", args.chunk, 0, 10**7)
+    if args.contention is None:  # a sweep measures single multicasts (wormhole: each in its own network)
+        args.contention = "isolated"
     settings = settings_from(args, topo)
     params = check_params(algorithms, parse_params(args.param))
     try:

@@ -53,7 +53,15 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
     """Run ``plan`` on ``settings.runtime`` and return its raw records (GC paused meanwhile).
 
     A run its nodes refused before start-up (a plug-in missing where they run) ran nothing: it is
-    the user's to mend, so it is a UsageError (one line, exit 2), not an incomplete result."""
+    the user's to mend, so it is a UsageError (one line, exit 2), not an incomplete result.
+    Wormhole switching in isolated contention runs every multicast in an idle network of its own."""
+    if settings.switching == "wormhole" and settings.contention == "isolated":
+        # each multicast in a network of its own: the flit engines know only shared channels,
+        # and one multicast alone in them is isolated (its arrivals are eq. 7's exactly)
+        shared = replace(settings, contention="shared")
+        if len(plan.multicasts) > 1:
+            return await emulate_apart(plan, shared, progress)
+        settings = shared
     with paused_gc():
         raw = await _emulate(plan, settings, progress)
     if raw.incomplete and raw.incomplete[0].startswith(REFUSED) and not raw.arrivals:

@@ -41,8 +41,9 @@ class RunSettings:
     contention: str = setting(
         "isolated",
         "--contention",
-        "isolated: every multicast has the network to itself; shared: they compete for links "
-        "(default: isolated; shared under wormhole switching, which runs shared only)",
+        "isolated: every multicast has the network to itself (under wormhole switching each in an "
+        "idle network of its own); shared: they compete for links and channels (default: isolated; "
+        "run --together or --inject-every and load: shared)",
         choices=CONTENTIONS,
         unset=True,
     )
