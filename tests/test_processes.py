@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -171,27 +172,13 @@ async def test_broker_restart_mid_run_never_hangs(tmp_path: Path) -> None:
     settings = RunSettings(  # a complete run takes ~13 s here, one that stalls its budget
         wall_budget=40, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
     )
-    result: list[object] = []
-    with trio.fail_after(90):
-        async with trio.open_nursery() as nursery:
-            broker = await nursery.start(_mosquitto, exe, conf)
 
-            async def run() -> None:
-                result.append(await run_processes(plan, settings))
-                nursery.cancel_scope.cancel()
+    async def restart(broker: trio.CancelScope, nursery: trio.Nursery) -> None:
+        broker.cancel()  # stop the broker ...
+        await trio.sleep(1.0)
+        await nursery.start(_mosquitto, exe, conf)  # ... and start it again on the same port
 
-            nursery.start_soon(run)
-            log = tmp_path / "logs" / "node-1-1.log"
-            while not (log.exists() and "started" in log.read_text()):
-                await trio.sleep(0.05)
-            broker.cancel()  # stop the broker ...
-            await trio.sleep(1.0)
-            await nursery.start(_mosquitto, exe, conf)  # ... and start it again on the same port
-            await trio.sleep_forever()
-    from coordinator.runtimes.records import RawRun
-
-    raw = result[0]
-    assert isinstance(raw, RawRun)
+    raw = await _run_beside(plan, settings, exe, conf, restart, limit=90)
     expected = sum(len(m.destinations) for m in plan.multicasts)
     if raw.incomplete:  # allowed (a node's reconnection sometimes never completes), but it must say why
         causes = ("budget", "stopped early", "no final report", "lost in transit")
@@ -217,8 +204,32 @@ async def test_a_broker_gone_for_good_ends_the_run_named(tmp_path: Path) -> None
     settings = RunSettings(
         wall_budget=300, runtime="processes", broker=f"mqtt://127.0.0.1:{port}", run_dir=str(tmp_path)
     )
+
+    async def kill(broker: trio.CancelScope, nursery: trio.Nursery) -> None:
+        await trio.sleep(1.0)
+        broker.cancel()  # gone, for good
+
+    raw = await _run_beside(plan, settings, exe, conf, kill, limit=120)
+    text = "; ".join(raw.incomplete)
+    assert f"the broker was gone for {BROKER_LOSS_LIMIT:g} s" in text, text
+    assert "no step-done" not in text, text  # not the barrier's own 60 s deadline
+    assert raw.arrivals and raw.last_step >= max(a.step for a in raw.arrivals) > 0
+
+
+async def _run_beside(
+    plan: Plan,
+    settings: RunSettings,
+    exe: str,
+    conf: Path,
+    then: Callable[[trio.CancelScope, trio.Nursery], Awaitable[None]],
+    *,
+    limit: float,
+) -> RawRun:
+    """Run ``plan`` on processes against a mosquitto of the test's own (``conf``); once node (1,1)
+    has started, ``then`` acts on the broker (its cancel scope, and the nursery to start another)."""
+    assert settings.run_dir is not None
     result: list[RawRun] = []
-    with trio.fail_after(120):
+    with trio.fail_after(limit):
         async with trio.open_nursery() as nursery:
             broker = await nursery.start(_mosquitto, exe, conf)
 
@@ -227,17 +238,13 @@ async def test_a_broker_gone_for_good_ends_the_run_named(tmp_path: Path) -> None
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(run)
-            log = tmp_path / "logs" / "node-1-1.log"
+            log = Path(settings.run_dir) / "logs" / "node-1-1.log"
             while not (log.exists() and "started" in log.read_text()):
                 await trio.sleep(0.05)
-            await trio.sleep(1.0)
-            broker.cancel()  # gone, for good
+            await then(broker, nursery)
             await trio.sleep_forever()
     (raw,) = result
-    text = "; ".join(raw.incomplete)
-    assert f"the broker was gone for {BROKER_LOSS_LIMIT:g} s" in text, text
-    assert "no step-done" not in text, text  # not the barrier's own 60 s deadline
-    assert raw.arrivals and raw.last_step >= max(a.step for a in raw.arrivals) > 0
+    return raw
 
 
 async def _mosquitto(exe: str, conf: Path, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:

@@ -368,23 +368,8 @@ def _reap(pids: list[int]) -> None:
 
 
 # -- containers -------------------------------------------------------------------------------------
-def _container_services(dep: Deployment, *, running: bool) -> list[str]:
-    """The compose services of the deployment's containers (running ones only, or all)."""
-    if not dep.project or shutil.which("docker") is None:
-        return []
-    cmd = ["docker", "ps", "--filter", f"label=com.docker.compose.project={dep.project}"]
-    cmd += ["--format", '{{.Label "com.docker.compose.service"}}']
-    if not running:
-        cmd.insert(2, "-a")
-    return [
-        ln.strip()
-        for ln in subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split("\n")
-        if ln.strip()
-    ]
-
-
-def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") -> list[str]:
-    """The ids of the deployment's containers (by compose project label)."""
+def _containers(dep: Deployment, *, running: bool) -> list[tuple[str, str]]:
+    """(id, compose service) of the deployment's containers (by its compose project label)."""
     if not dep.project or shutil.which("docker") is None:
         return []
     cmd = ["docker", "ps", "--filter", f"label=com.docker.compose.project={dep.project}"]
@@ -392,8 +377,17 @@ def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") 
     if not running:
         cmd.insert(2, "-a")
     out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split("\n")
-    rows = [ln.split() for ln in out if ln.strip()]
-    return [r[0] for r in rows if not service_prefix or (len(r) > 1 and r[1].startswith(service_prefix))]
+    return [(r[0], r[1] if len(r) > 1 else "") for r in (ln.split() for ln in out if ln.strip())]
+
+
+def _container_services(dep: Deployment, *, running: bool) -> list[str]:
+    """The compose services of the deployment's containers (running ones only, or all)."""
+    return [service for _, service in _containers(dep, running=running)]
+
+
+def _container_ids(dep: Deployment, *, running: bool, service_prefix: str = "") -> list[str]:
+    """The ids of the deployment's containers (of the services starting ``service_prefix``)."""
+    return [cid for cid, service in _containers(dep, running=running) if service.startswith(service_prefix)]
 
 
 def _compose_down(dep: Deployment) -> None:
