@@ -241,3 +241,30 @@ def test_an_unreached_destination_is_never_delivered(runs: dict[str, Path]) -> N
     mc = replay_data(doc, "lost")["multicasts"][0]
     at = mc["dests"].index(lost["node"][0] * 6 + lost["node"][1])
     assert mc["arrive"][at] == -1 and all(t >= 0 for i, t in enumerate(mc["arrive"]) if i != at)
+
+
+def test_a_free_clock_run_replays_on_its_wall_clock_latencies(browser: Any, runs: dict[str, Path]) -> None:
+    """Issue 38: in wall time a destination is delivered once its measured latency has passed;
+    a lockstep run offers no wall time."""
+    doc = json.loads((runs["free-clock"] / "run.json").read_text())
+    (m,) = doc["multicasts"]
+    latency = {tuple(a["node"]): a["wall_ns"] for a in m["arrivals"]}
+    assert all(w is not None and w > 0 for w in latency.values())
+    open_page(browser, runs["free-clock"] / "replay.html")
+    assert browser.execute_script("return window.replay.timebase('wall')") == "wall"
+    ticks = browser.execute_script("return window.replay.state().steps")
+    seen = set()
+    for t in range(ticks + 1):
+        browser.execute_script(f"window.replay.seek({t})")
+        state = browser.execute_script("return window.replay.state()")
+        assert state["timebase"] == "wall" and state["step"] == t
+        want = sorted([list(n) for n, w in latency.items() if w <= state["wall_ns"]])
+        assert state["delivered"] == want, (t, state["wall_ns"])
+        seen.add(len(want))
+    assert seen == set(range(len(latency) + 1))  # each destination in turn, as the latencies say
+    assert browser.execute_script("return window.replay.timebase('steps')") == "steps"
+    open_page(browser, runs[next(n for n in runs if n != "free-clock")] / "replay.html")
+    refused = browser.execute_script(
+        "try { window.replay.timebase('wall'); return ''; } catch (e) { return String(e); }"
+    )
+    assert "no wall-clock latencies" in refused

@@ -11,7 +11,22 @@
   const DEST = "#ff9f1c", DEST_EDGE = "#8a5300", PACKET = "#1f4fd1", SOURCE = "#c62828";
   const unit = runs.some((r) => r.switching === "wormhole") ? "cycle" : "step";
 
-  let step = 0;
+  // The time base: "steps" (the recorded steps; cycles under wormhole) or, for free-clock runs
+  // that measured wall-clock latencies, "wall": the slider then runs over WTICKS equal slices of
+  // the longest latency, a destination is delivered once its own latency has passed, and each
+  // panel draws the packets of the furthest step its multicasts had reached by then.
+  const WTICKS = 200;
+  const WALLMAX = Math.max(0, ...runs.filter((r) => r.clock === "free")
+    .flatMap((r) => r.multicasts.flatMap((m) => m.wall.filter((w) => w >= 0))));
+  let timebase = "steps";
+  let pos = 0;  // the slider's position: a step, or a wall-clock slice
+  let step = 0;  // the step a panel draws (pos in steps; in wall time, set per panel by render)
+  const top = () => (timebase === "wall" ? WTICKS : STEPS);
+  const wallAt = (t) => (t / WTICKS) * WALLMAX;  // ns since injection
+  function isDelivered(m, k) {  // destination k of multicast m delivered by now
+    if (timebase === "wall") return m.wall[k] >= 0 && m.wall[k] <= wallAt(pos);
+    return m.arrive[k] >= 0 && m.arrive[k] <= step;
+  }
   let selected = runs[0].multicasts.length > 1 ? "all" : String(runs[0].multicasts[0].id);
   let playing = false, phase = 0, lastTime = null;
 
@@ -83,6 +98,14 @@
       [x0, y0, x0 + wx * s, y0 - wy * s],
       [x1 - wx * s, y1 + wy * s, x1, y1],
     ];
+  };
+
+  // In wall time: the furthest step reached by any delivered destination of the shown multicasts.
+  Panel.prototype.stepAt = function () {
+    if (timebase !== "wall") return pos;
+    let s = 0;
+    for (const m of this.shown()) m.dests.forEach((d, k) => { if (isDelivered(m, k)) s = Math.max(s, m.arrive[k]); });
+    return s;
   };
 
   Panel.prototype.drawGrid = function () {
@@ -248,7 +271,7 @@
       m.dests.forEach((d, k) => {
         const t = m.arrive[k];
         const prev = dests.get(d);
-        const done = t >= 0 && t <= step;
+        const done = isDelivered(m, k);
         if (!prev || (done && !prev.done)) dests.set(d, { done: done, t: t, colour: m.colour });
       });
     }
@@ -320,7 +343,7 @@
     const out = new Map();
     for (const m of this.shown()) {
       m.dests.forEach((d, k) => {
-        if (m.arrive[k] >= 0 && m.arrive[k] <= step) out.set(d, this.xy(d));
+        if (isDelivered(m, k)) out.set(d, this.xy(d));
       });
     }
     return Array.from(out.values()).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
@@ -336,7 +359,7 @@
     let total = 0, got = 0;
     for (const m of shown) {
       total += m.dests.length;
-      m.arrive.forEach((t) => { if (t >= 0 && t <= step) got++; });
+      m.dests.forEach((d, k) => { if (isDelivered(m, k)) got++; });
     }
     if (many) {
       row("multicasts", shown.length + " (one colour each)");
@@ -361,7 +384,7 @@
     let html = "<h2>" + escape(run.title) + "</h2><table>" + rows.join("") + "</table>";
     if (!many) {  // the latest arrivals, with wall-clock times where the run measured them
       const m = shown[0], recent = [];
-      m.dests.forEach((d, k) => { if (m.arrive[k] >= 0 && m.arrive[k] <= step) recent.push(k); });
+      m.dests.forEach((d, k) => { if (isDelivered(m, k)) recent.push(k); });
       recent.sort((p, q) => m.arrive[q] - m.arrive[p]);
       if (recent.length) {
         html += "<div class='note'>latest arrivals: " + recent.slice(0, 6).map((k) => {
@@ -384,8 +407,11 @@
       "<div style='display:flex;justify-content:space-between'><span>1</span><span>" + (this.most || 1) +
       "</span></div></div>";
     if (run.clock === "free") {
-      html += "<div class='note'>Free clock: replayed on the steps the nodes counted " +
-        "(one per hop); wall-clock arrival times are listed, not replayed.</div>";
+      html += timebase === "wall"
+        ? "<div class='note'>Wall clock: a destination is delivered once its measured latency has " +
+          "passed; packets are drawn at the furthest step reached by then (the trace has steps only).</div>"
+        : "<div class='note'>Free clock: replayed on the steps the nodes counted (one per hop); " +
+          "'time: wall clock' replays the measured latencies.</div>";
     }
     if (run.switching === "wormhole") {
       html += "<div class='note'>Wormhole: the trace holds each worm header's link crossing; " +
@@ -431,18 +457,35 @@
   mcSelect.value = selected;
 
   function render() {
-    slider.value = String(step);
-    label.textContent = unit + " " + step + " / " + STEPS;
+    slider.max = String(top());
+    slider.value = String(pos);
+    label.textContent = timebase === "wall"
+      ? (wallAt(pos) / 1e6).toFixed(3) + " ms / " + (WALLMAX / 1e6).toFixed(3) + " ms"
+      : unit + " " + pos + " / " + STEPS;
     playButton.textContent = playing ? "pause" : "play";
-    for (const p of panels) p.draw();
+    for (const p of panels) {
+      step = p.stepAt();
+      p.draw();
+    }
+    step = timebase === "wall" ? panels[0].stepAt() : pos;
   }
 
   function seek(t) {
     const n = Math.round(Number(t));
-    step = Math.max(0, Math.min(STEPS, Number.isFinite(n) ? n : 0));
+    pos = Math.max(0, Math.min(top(), Number.isFinite(n) ? n : 0));
     phase = 0;
     render();
-    return step;
+    return pos;
+  }
+
+  function setTimebase(mode) {
+    if (mode !== "steps" && mode !== "wall") throw new Error("no time base " + mode);
+    if (mode === "wall" && !(WALLMAX > 0)) throw new Error("no wall-clock latencies in this run");
+    timebase = mode;
+    $("timebase").value = mode;
+    pos = 0;
+    pause();
+    return timebase;
   }
 
   function select(id) {
@@ -458,11 +501,11 @@
     if (!playing) return;
     if (lastTime !== null) {
       phase += ((now - lastTime) / 1000) * Number($("speed").value);
-      while (phase >= 1 && step < STEPS) {
+      while (phase >= 1 && pos < top()) {
         phase -= 1;
-        step++;
+        pos++;
       }
-      if (step >= STEPS) {
+      if (pos >= top()) {
         playing = false;
         phase = 0;
       }
@@ -474,7 +517,7 @@
 
   function play() {
     if (playing) return;
-    if (step >= STEPS) step = 0;
+    if (pos >= top()) pos = 0;
     playing = true;
     lastTime = null;
     phase = 0;
@@ -489,27 +532,36 @@
   }
 
   playButton.addEventListener("click", () => (playing ? pause() : play()));
-  $("back").addEventListener("click", () => { pause(); seek(step - 1); });
-  $("fwd").addEventListener("click", () => { pause(); seek(step + 1); });
+  $("back").addEventListener("click", () => { pause(); seek(pos - 1); });
+  $("fwd").addEventListener("click", () => { pause(); seek(pos + 1); });
+  if (WALLMAX > 0) {
+    $("timebase-box").style.display = "";
+    $("timebase").addEventListener("change", () => setTimebase($("timebase").value));
+  }
   slider.addEventListener("input", () => { const v = slider.value; playing = false; seek(v); });
   mcSelect.addEventListener("change", () => select(mcSelect.value));
   document.addEventListener("keydown", (e) => {
     const tag = e.target && e.target.tagName;
     if (tag === "SELECT" || tag === "INPUT" || (tag === "BUTTON" && e.key === " ")) return;  // theirs
-    if (e.key === "ArrowLeft") { pause(); seek(step - 1); e.preventDefault(); }
-    else if (e.key === "ArrowRight") { pause(); seek(step + 1); e.preventDefault(); }
+    if (e.key === "ArrowLeft") { pause(); seek(pos - 1); e.preventDefault(); }
+    else if (e.key === "ArrowRight") { pause(); seek(pos + 1); e.preventDefault(); }
     else if (e.key === " ") { (playing ? pause : play)(); e.preventDefault(); }
   });
 
-  // The scripting interface (tests, screenshots): seek, state, select, play, pause.
+  // The scripting interface (tests, screenshots): seek, state, select, play, pause, timebase.
+  // In wall time ``step`` is the slider's slice and ``wall_ns`` the latency it stands for.
   window.replay = {
     seek: seek,
     select: select,
     play: play,
     pause: pause,
+    timebase: setTimebase,
     state: function (run) {
       const p = panels[run === undefined ? 0 : run];
-      return { step: step, steps: STEPS, selected: selected, playing: playing, delivered: p.delivered() };
+      const out = { step: pos, steps: top(), selected: selected, playing: playing, delivered: p.delivered(),
+        timebase: timebase };
+      if (timebase === "wall") out.wall_ns = wallAt(pos);
+      return out;
     },
   };
   render();

@@ -6,7 +6,7 @@ its link traversals) and write one HTML file holding everything it needs: the da
 integer arrays, the style and a hand-written script drawing on a ``<canvas>``
 (``coordinator/data/replay.html`` and ``replay.js``). Nothing is fetched, so it opens offline
 from disk. Steps are the recorded steps (cycles under wormhole switching, the logical steps the
-free clock counted); wall-clock arrival times are shown beside them, not replayed.
+free clock counted); a free-clock run can also be replayed on its measured wall-clock latencies.
 """
 
 from __future__ import annotations
