@@ -19,7 +19,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from node import defaults, protocol
-from node.barrier import NoGo, RemoteBarrier
+from node.barrier import LockstepDriver, NoGo, RemoteBarrier
 from node.engine import Engine, Injection
 from node.linkmodel import LinkModel
 from node.links import Control, DirectLink, Link, PolledLink, StepBarrier, Stepper
@@ -486,7 +486,7 @@ class Node:
         self,
         assign: Assignment,
         clock: Lockstep,
-        barrier: StepBarrier | RemoteBarrier,
+        barrier: LockstepDriver,
         links: dict[str, Link],
     ) -> None:
         """Lockstep at the barrier's pace: only the steps with work, only non-empty frames."""
@@ -497,19 +497,21 @@ class Node:
         # Let this node's other tasks (the stop watcher) take their first step before joining:
         # else thousands of them start inside the run's first steps, in the measured span.
         await trio.lowlevel.checkpoint()
-        if isinstance(barrier, StepBarrier):  # in one process: the barrier calls our steps
-            await barrier.drive(self.here, clock, self._polled_stepper(clock, links, neighbours))
-        else:
-            t = await barrier.done(self.here, clock)
-            while t is not None:
-                self._step = t
-                frames = await self._expected_frames(t, barrier.expect, links) if t > 0 else {}
-                out = clock.work(t, frames)
-                for p, frame in out.items():
-                    await self._transmit(links, p, frame)
-                if self._report_due(engine):
-                    await self._flush()
-                t = await barrier.done(self.here, clock, {p: neighbours[p] for p in out})
+
+        async def exchange(t: int, expect: tuple[str, ...]) -> Mapping[str, Hashable]:
+            """Across processes: this node's step ``t``, its frames read and sent over the links."""
+            self._step = t
+            frames = await self._expected_frames(t, expect, links) if t > 0 else {}
+            out = clock.work(t, frames)
+            for p, frame in out.items():
+                await self._transmit(links, p, frame)
+            if self._report_due(engine):
+                await self._flush()
+            return {p: neighbours[p] for p in out}
+
+        await barrier.run_node(
+            self.here, clock, lambda: self._polled_stepper(clock, links, neighbours), exchange
+        )
         assert barrier.end is not None
         clock.finish(barrier.end)
         self._step = clock.step

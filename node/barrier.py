@@ -12,14 +12,34 @@ step before: over TCP the node awaits exactly those, and no null frame is ever s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Protocol
 
 import trio
 
 from node import protocol
+from node.links import Exchange, Stepper
 from node.lockstep import Lockstep
 from node.topology import Coord
 
-__all__ = ["NoGo", "RemoteBarrier"]
+__all__ = ["LockstepDriver", "NoGo", "RemoteBarrier"]
+
+
+class LockstepDriver(Protocol):
+    """What paces a node's lockstep without null frames: the in-process
+    :class:`node.links.StepBarrier` (it calls the node's steps) and :class:`RemoteBarrier` (the
+    node exchanges each step's frames when the coordinator says go). The actor calls
+    :meth:`run_node` and knows no more of which one it has."""
+
+    @property
+    def end(self) -> int | None:
+        """The run's last step, once it is over."""
+        ...
+
+    async def run_node(
+        self, node: Hashable, clock: Lockstep, stepper: Callable[[], Stepper], exchange: Exchange
+    ) -> None:
+        """Take ``node`` through every step it is due at, until the run is over."""
+        ...
 
 
 class NoGo(Exception):
@@ -50,6 +70,17 @@ class RemoteBarrier:
         self.expect: tuple[str, ...] = ()
         """The ports whose frame of the step before the node must read before its next step."""
         self._last: protocol.StepDone | None = None
+
+    async def run_node(
+        self, node: Hashable, clock: Lockstep, stepper: Callable[[], Stepper], exchange: Exchange
+    ) -> None:
+        """Across processes: report each step done, wait for the coordinator's go, and
+        ``exchange`` that step's frames (``stepper`` is the in-process barrier's way, not used
+        here). :class:`NoGo` when no usable go comes in time."""
+        t = await self.done(node, clock)
+        while t is not None:
+            sent = await exchange(t, self.expect)
+            t = await self.done(node, clock, sent)
 
     async def done(
         self, node: Hashable, clock: Lockstep, sent: Mapping[str, Hashable] | Iterable[Hashable] = ()

@@ -12,7 +12,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,6 +24,7 @@ from node.lockstep import Lockstep, Schedule
 __all__ = [
     "Control",
     "DirectLink",
+    "Exchange",
     "Link",
     "MemoryControl",
     "MemoryLink",
@@ -218,6 +219,9 @@ class MemoryControl:
 
 
 Stepper = Callable[[int], list[Hashable]]
+Exchange = Callable[[int, tuple[str, ...]], Awaitable[Mapping[str, Hashable]]]
+"""A node's step across processes: read the frames of the step before on the ports given, do the
+step, send its frames; the ports it sent a non-empty frame on, each with its neighbour."""
 """A node's step, as the driving barrier calls it: do step ``t``; the neighbours sent a frame."""
 
 
@@ -244,6 +248,14 @@ class StepBarrier:
     def end(self) -> int | None:
         """The run's last step, once it is over."""
         return self.schedule.end if self.schedule is not None else None
+
+    async def run_node(
+        self, node: Hashable, clock: Lockstep, stepper: Callable[[], Stepper], exchange: Exchange
+    ) -> None:
+        """The lockstep driver's one entry (:class:`node.barrier.LockstepDriver`): in one process
+        the barrier calls ``node``'s step as a plain function (``stepper()``); ``exchange`` is the
+        remote barrier's way and is not used here."""
+        await self.drive(node, clock, stepper())
 
     async def drive(self, node: Hashable, clock: Lockstep, step: Stepper) -> None:
         """Join with ``step`` (``node``'s step as a function of the step number); return once the run is over.
