@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -449,3 +450,34 @@ def test_a_killed_fork_server_takes_its_nodes_with_it(tmp_path: Path) -> None:
     server.kill()  # no teardown of its own: the kernel's parent-death signal ends the node
     server.wait(timeout=30)
     assert _gone(pid)
+
+
+async def test_a_crashed_run_names_the_log_folder_it_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: a coordinator that crashes mid-run keeps the node logs and says where."""
+    need_broker()
+    from coordinator.runtimes import processes
+
+    async def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the coordinator fell over")
+
+    monkeypatch.setattr(processes, "_run", crash)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    plan = random_plan(Topology.parse("mesh:2x2"), ["vh"], 2, seed=1)
+    with pytest.raises(BaseException) as info:  # the crash, in a group or alone
+        await run_processes(plan, RunSettings(runtime="processes", wall_budget=30))
+
+    def notes(exc: BaseException) -> list[str]:
+        inner = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
+        return [*getattr(exc, "__notes__", []), *(n for e in inner for n in notes(e))]
+
+    def leaves(exc: BaseException) -> list[BaseException]:
+        if isinstance(exc, BaseExceptionGroup):
+            return [leaf for e in exc.exceptions for leaf in leaves(e)]
+        return [exc]
+
+    assert [str(e) for e in leaves(info.value)] == ["the coordinator fell over"]
+    (note,) = [n for n in notes(info.value) if "node logs kept in" in n]
+    kept = Path(note.rpartition(" in ")[2])
+    assert kept.is_dir() and kept.parent.parent == tmp_path, note

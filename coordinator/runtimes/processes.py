@@ -427,6 +427,9 @@ async def run_processes_parts(
     except Interrupted:
         ok = True  # every child is reaped: nothing in the temporary directory is worth keeping
         raise
+    except Exception as exc:  # a crash: the logs stay, and the traceback says where
+        exc.add_note(f"meshcast: node logs kept in {workdir / 'logs'}")
+        raise
     finally:
         if ok and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
