@@ -308,10 +308,9 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     for f, meta in settings_of(type(settings)):  # each setting's range, from its field
         if meta.low is not None and meta.high is not None:
             in_range(meta.flag or f.name, getattr(settings, f.name), meta.low, meta.high)
-    if settings.switching == "wormhole":
-        why = check_switching(settings)
-        if why is not None:
-            raise UsageError(f"--switching wormhole: {why}")
+    why = check_switching(settings)
+    if why is not None:
+        raise UsageError(f"--switching {settings.switching}: {why}")
     if settings.sync is not None and settings.sync not in SYNCS:
         raise UsageError(f"--sync must be one of {', '.join(SYNCS)}, got {settings.sync!r}")
     problem = runtimes.problem(settings)  # what the runtime supports: the registry says
@@ -403,6 +402,9 @@ def settings_from(
     )
     if topology is not None:
         check_nodes(topology, settings.runtime)
+        why = check_switching(settings, topology.is_torus)
+        if why is not None:
+            raise UsageError(f"--switching {settings.switching}: {why}")
         if settings.shards > topology.size:
             raise UsageError(
                 f"--shards {settings.shards} is more than the {topology.size} nodes of {topology.spec}"
