@@ -134,7 +134,7 @@ class _Bind:
     hops: int = 0
     startups: int = 0
     ej: str | None = None  # the ejection channel granted
-    allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # port -> output VCs it may take
+    allowed: dict[str, tuple[str, ...]] | None = None  # port -> output VCs it may take (VCs > 1)
     got: dict[str, str] = field(default_factory=dict)  # port -> the output VC it holds there
 
 
@@ -183,6 +183,7 @@ class WormholeEngine:
         self._injs = ["inj"] if self.one_port else [f"inj{p}" for p in PORTS]
         self._ejs = ["ej"] if self.one_port else [f"ej{i}" for i in range(4)]
         self.vcs = vcs
+        self._one_vc = vcs == 1
         self._split = vc_classes == "split"
         self._dateline = topology.is_torus and vcs > 1
         # a port's VC v is the channel named "+x" (v = 0) or "+x.v": with one VC, the port's name
@@ -382,9 +383,9 @@ class WormholeEngine:
         crosses the wrap link of the ring it travels on, the upper half from that link on while
         it goes straight on; a turn (or a new message) starts in the lower half again.
         """
-        if self.vcs == 1:
-            b.allowed = {p: (p,) for p in b.outs}
-            return
+        if self._one_vc:
+            return  # the port itself: nothing to choose
+        b.allowed = allowed = {}
         lo, hi = 0, self.vcs
         if self._split:
             lo, hi = (0, self.vcs // 2) if b.alg == "unicast" else (self.vcs // 2, self.vcs)
@@ -392,12 +393,12 @@ class WormholeEngine:
         for p in b.outs:
             names = self._vc_names[p]
             if not self._dateline:
-                b.allowed[p] = names[lo:hi]
+                allowed[p] = names[lo:hi]
                 continue
             mid = lo + (hi - lo) // 2
             straight = came is not None and _TRAVEL[came[0]] == p
             crossed = self._wrap[p] or (straight and came is not None and came[1] >= mid)
-            b.allowed[p] = names[mid:hi] if crossed else names[lo:mid]
+            allowed[p] = names[mid:hi] if crossed else names[lo:mid]
 
     def _start_injections(self, t: int) -> None:
         for c in self._injs:
@@ -431,9 +432,22 @@ class WormholeEngine:
     def _arbitrate(self) -> None:
         n = len(self._inputs)
         owner = self._owner
+        one = self._one_vc
         for o in self._ports:
+            if one:  # one VC: the port itself, to the first requester after its last winner
+                if owner[o] is not None:
+                    continue
+                for k in range(1, n + 1):
+                    i = (self._rr[o] + k) % n
+                    b = self._bind[self._inputs[i]]
+                    if b is not None and o in b.outs:
+                        owner[o] = self._inputs[i]
+                        b.got[o] = o
+                        self._rr[o] = i
+                        break
+                continue
             names = self._vc_names[o]
-            if owner[o] is not None if self.vcs == 1 else all(owner[oc] is not None for oc in names):
+            if all(owner[oc] is not None for oc in names):
                 continue
             # VC allocation: round-robin over the input channels after the last one granted a VC
             # of this port; each requester takes the lowest free VC its class and dateline allow
@@ -443,6 +457,7 @@ class WormholeEngine:
                 b = self._bind[self._inputs[i]]
                 if b is None or o not in b.outs or o in b.got:
                     continue
+                assert b.allowed is not None  # set when it was routed (VCs > 1)
                 oc = next((v for v in b.allowed[o] if owner[v] is None), None)
                 if oc is None:
                     continue
@@ -542,21 +557,18 @@ class WormholeEngine:
             if won is not None:
                 if c not in won:
                     continue
-            elif (
-                len(got) < len(b.outs)
-                or any(credit[oc] <= 0 for oc in got.values())
-                or (b.eject and b.ej is None)
-            ):
+            elif any(self._owner[o] != c or credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
                 continue
             flit = buf.popleft()
             moved += 1
             self._free(c)
             for o, (header, hops, st) in b.outs.items():
-                oc = got[o]
-                credit[oc] -= 1
-                if won is None:
+                if won is None:  # one VC: the port is the channel
+                    credit[o] -= 1
                     out.append((o, flit.copy_as(header, hops, st)))
                 else:
+                    oc = got[o]
+                    credit[oc] -= 1
                     vc = self._vc_of[oc][1]
                     if flit.head:
                         out.append((o, Flit(flit.kind, flit.mc, flit.worm, flit.alg, header, hops, st, vc)))

@@ -63,9 +63,17 @@ class _Route:
     sends: list[tuple[int, int, Fl]] = field(default_factory=list)
     """Per output, in ``outs`` order: the output VC, the input it feeds, the body flit sent there
     (filled in once it holds a VC on every output it needs)."""
-    may: dict[str, list[int]] = field(default_factory=dict)
-    """Per port: the output VCs its class and the dateline let it take, lowest first."""
+    may: dict[str, list[int]] | None = None
+    """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
+
+
+class _Bits(dict[int, tuple[int, ...]]):
+    """A mask's channels in order, computed once per mask (too many channels for a full table)."""
+
+    def __missing__(self, m: int) -> tuple[int, ...]:
+        got = self[m] = tuple(i for i in range(m.bit_length()) if m >> i & 1)
+        return got
 
 
 def _vc_name(port: str, v: int) -> str:
@@ -113,6 +121,7 @@ def run_wormhole_model(
     order = [[_vc_name(p, v) for p in links[r] for v in range(V)] + injs for r in range(len(nodes))]
     in_port = [[p for p in links[r] for _ in range(V)] for r in range(len(nodes))]  # network input -> port
     S, P, E = len(PORTS) * V + len(injs), len(PORTS), len(ejs)  # channel numbers per node
+    PV = P * V  # output VCs per node
     inj_chs = [[r * S + i for i in range(len(links[r]) * V, len(order[r]))] for r in range(len(nodes))]
     # output VC o = (r * P + j) * V + v: node r's port PORTS[j], VC v; o // V is the link
     across = [-1] * (len(nodes) * P * V)  # output VC -> the input channel it feeds
@@ -125,15 +134,9 @@ def run_wormhole_model(
             for v in range(V):
                 across[(r * P + PORTS.index(p)) * V + v] = first + v
                 up[first + v] = (r * P + PORTS.index(p)) * V + v
-    if S <= 12:
-        table = [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)]  # a mask's channels
-
-        def bits(m: int) -> tuple[int, ...]:
-            return table[m]
-    else:
-
-        def bits(m: int) -> tuple[int, ...]:
-            return tuple(i for i in range(S) if m >> i & 1)
+    bits: list[tuple[int, ...]] | _Bits = (  # a mask's channels, in order
+        [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)] if S <= 12 else _Bits()
+    )
 
     def wrap_link(n: Coord, p: str) -> bool:
         """The link leaving ``n`` on ``p`` closes a torus ring (from the last column or row to the first)."""
@@ -205,10 +208,8 @@ def run_wormhole_model(
     def bind(ch: int, rt: _Route) -> None:
         """Bind ``rt`` to input ``ch`` with the VCs it may take per output; it may move once it holds them."""
         r, i = divmod(ch, S)
-        for p in rt.outs:
-            rt.may[p] = may_take(r, i, rt.alg, p)
-        if not rt.outs:
-            rt.sends = []
+        if V > 1:
+            rt.may = {p: may_take(r, i, rt.alg, p) for p in rt.outs}
         route[ch] = rt
         to_arbitrate[r] = True
         to_move[r] |= 1 << i
@@ -249,8 +250,8 @@ def run_wormhole_model(
         for o in credits_back:
             credit[o] = min(credit[o] + 1, buffer_flits)
             if owner[o] >= 0:
-                to_move[o // (P * V)] |= 1 << owner[o]
-                active.add(o // (P * V))
+                to_move[o // PV] |= 1 << owner[o]
+                active.add(o // PV)
         for ch, fl in arriving:
             buf[ch].append(fl)
             r, i = divmod(ch, S)
@@ -292,7 +293,7 @@ def run_wormhole_model(
                     bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
             # routing: once per head at the front of an unbound input
             mask, to_route[r] = to_route[r], 0
-            for i in bits(mask):
+            for i in bits[mask]:
                 ch = r * S + i
                 if ch in route or not buf[ch] or not buf[ch][0][0]:
                     continue
@@ -336,7 +337,10 @@ def run_wormhole_model(
                 to_arbitrate[r] = False
                 for p in links[r]:
                     link = r * P + PORTS.index(p)
-                    free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
+                    if V == 1:
+                        free = 1 if owner[link] < 0 else 0
+                    else:
+                        free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
                     after = last[link]
                     for j in range(1, len(ins) + 1):
                         if not free:
@@ -345,7 +349,7 @@ def run_wormhole_model(
                         cand = route.get(r * S + i)
                         if cand is None or p not in cand.outs or p in cand.held:
                             continue
-                        o = next((o for o in cand.may[p] if owner[o] < 0), -1)
+                        o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] < 0), -1)
                         if o < 0:
                             continue
                         owner[o] = i
@@ -374,7 +378,7 @@ def run_wormhole_model(
             mask, to_move[r] = to_move[r], 0
             if V > 1 and mask:
                 mask = switch(r, mask)
-            for i in bits(mask):
+            for i in bits[mask]:
                 ch = r * S + i
                 b = buf[ch]
                 bound = route.get(ch)
