@@ -51,6 +51,16 @@ channels: as many as injection channels. The port model limits only these proces
 the router forwards on every link at once. One multicast in an idle network thus delivers at
 t0 + prep + Σ over its chain's messages (wait for the injection channel + Ts + L) + hops.
 
+**Virtual channels** (``vcs`` V > 1, docs/wormhole.md "Virtual channels"): each network input
+port has V buffers (channels ``+x``, ``+x.1``, …) with their own credits. After routing, each
+output port grants its free VCs round-robin over the inputs (after the last one granted
+there), each requester taking the lowest free VC its class (``vc_classes="split"``: unicast
+worms the lower half) and, on a torus, its dateline half allow (upper from a ring's wrap link
+on, while going straight); a worm holds them until its tail passes. Then a switch allocator
+lets one flit cross each link per cycle: the inputs are visited round-robin from after the
+first winner of the last cycle with one, and a ready input wins if none of its links is taken.
+Flits carry their VC on the wire, credits return per VC; with V = 1 neither appears.
+
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
 down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees

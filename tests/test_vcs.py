@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +20,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli import main
+from coordinator.experiments.run import result_document
 from coordinator.runtimes.engines import run_engines
 from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.model import run_model
+from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
@@ -29,6 +32,7 @@ from node.routing import registry
 from node.topology import Topology
 from node.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
 from node.wormhole import WormholeEngine
+from tests._env import need_broker
 from tests.test_wormhole import MESH_ALGS, NO_EXPLAIN, TORUS_ALGS, _wire
 from tests.wormhole_helpers import run_network
 
@@ -139,6 +143,9 @@ def test_the_dateline_breaks_the_ring_deadlock() -> None:
     assert not net.deadlock and net.arrivals == two.logical_arrivals()
     raw = run_engines(plan, _settings(runtime="engines", flits=8, ts=2, vcs=2))
     assert raw.logical_arrivals() == two.logical_arrivals() and not raw.errors
+    doc = result_document(plan, _settings(runtime="engines", flits=8, ts=2, vcs=2), raw)
+    assert doc["run"]["complete"] and doc["run"]["switching"]["vcs"] == 2
+    assert "vcs" not in result_document(plan, _settings(runtime="engines"), one)["run"]["switching"]
 
 
 def test_heavy_torus_unicast_deadlocks_with_one_vc_and_not_with_two() -> None:
@@ -217,3 +224,14 @@ def test_cli_refuses_impossible_vc_settings(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_processes_with_two_vcs_equal_the_model(tmp_path: Path) -> None:
+    """The settings reach processes' nodes through Assign; flits and per-VC credits cross TCP."""
+    need_broker()
+    plan = _unicasts(Topology.parse("torus:4x4"), 16, seed=3)  # DOR unicast: the dateline covers it
+    s = _settings(runtime="processes", vcs=2, wall_budget=120, run_dir=str(tmp_path))
+    raw = await run_processes(plan, s)
+    model = run_model(plan, _settings(runtime="model", vcs=2))
+    assert not raw.errors, raw.errors[:3]
+    assert raw.logical_arrivals() == model.logical_arrivals() and not model.incomplete

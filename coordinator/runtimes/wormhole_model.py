@@ -15,6 +15,11 @@ every cycle, and an idle node costs nothing. The tables are lists indexed by cha
 input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
 port ``PORTS[j]`` (r: the node's rank in sorted order).
 
+With ``vcs`` V > 1 an output number is a VC of a link (``o // V`` the link, ``o % V`` the VC)
+and input channel ``r * S + i`` is the i-th of node r's order: each link's V VCs, then the
+injection channels; VC allocation, the dateline, classes and the switch allocator follow
+``docs/wormhole.md`` "Virtual channels" (written here without the engine's code).
+
 A run that stalls — worms in flight, no flit moved and no start-up or preparation counting
 down for more than two cycles — ends as deadlocked: ``RawRun.incomplete`` says so and
 ``RawRun.errors`` holds one ``deadlock`` entry per worm naming the channels it holds.
