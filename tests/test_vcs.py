@@ -33,7 +33,7 @@ from node.topology import Topology
 from node.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
 from node.wormhole import WormholeEngine
 from tests._env import need_broker
-from tests.test_wormhole import MESH_ALGS, NO_EXPLAIN, TORUS_ALGS, _wire
+from tests.test_wormhole import MESH_ALGS, NO_EXPLAIN, TORUS_ALGS, _report, _wire
 from tests.wormhole_helpers import run_network
 
 
@@ -45,7 +45,7 @@ def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
     algs = MESH_ALGS if kind == "mesh" else TORUS_ALGS
     nodes = sorted(topo.nodes())
     mcs = []
-    for i in range(draw(st.integers(2, 8))):
+    for i in range(draw(st.integers(3, 10))):
         src = draw(st.sampled_from(nodes))
         others = [n for n in nodes if n != src]
         dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=6, unique=True))
@@ -74,6 +74,9 @@ def test_engines_and_model_agree_with_virtual_channels(case: tuple[Plan, dict[st
     assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
     if net.deadlock:
         assert net.last_step == model.last_step
+    assert _report(net.deadlock) == sorted(
+        (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
+    )
     assert net.traffic == model.traffic
     event(
         f"{plan.topology.kind} vcs={kw['vcs']} {kw['vc_classes']}: "
@@ -235,3 +238,40 @@ async def test_processes_with_two_vcs_equal_the_model(tmp_path: Path) -> None:
     model = run_model(plan, _settings(runtime="model", vcs=2))
     assert not raw.errors, raw.errors[:3]
     assert raw.logical_arrivals() == model.logical_arrivals() and not model.incomplete
+
+
+@settings(max_examples=40, deadline=None, phases=NO_EXPLAIN)
+@given(st.data())
+def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObject) -> None:
+    """Deadlock-prone plans (trees, one-port path worms) with VCs: same cycle, same holdings named."""
+    topo = Topology.parse(data.draw(st.sampled_from(["mesh:4x4", "mesh:5x5", "torus:4x4", "torus:5x4"])))
+    nodes = sorted(topo.nodes())
+    algs = data.draw(st.sampled_from([("tree",), ("dp", "unicast"), ("mp",), ("tree", "unicast")]))
+    mcs = []
+    for i in range(data.draw(st.integers(6, 14))):
+        src = data.draw(st.sampled_from(nodes))
+        dests = data.draw(
+            st.lists(st.sampled_from([n for n in nodes if n != src]), min_size=1, max_size=8, unique=True)
+        )
+        mcs.append(
+            Multicast(i, data.draw(st.sampled_from(algs)), src, tuple(dests), data.draw(st.integers(0, 6)))
+        )
+    classes = data.draw(st.sampled_from(["shared", "split"]))
+    vcs = data.draw(st.integers(4 if classes == "split" and topo.is_torus else 2, 4))
+    kw: dict[str, Any] = {
+        "port_model": data.draw(st.sampled_from(["one-port", "all-port"])),
+        "flits": data.draw(st.integers(4, 12)),
+        "ts": 2,
+        "buffer_flits": data.draw(st.integers(1, 2)),
+        "vcs": vcs,
+        "vc_classes": classes,
+    }
+    net = run_network(topo, mcs, **kw)
+    model = run_wormhole_model(Plan(topo, tuple(mcs)), **kw)
+    assert net.arrivals == model.logical_arrivals()
+    if net.deadlock:
+        assert net.last_step == model.last_step
+    assert _report(net.deadlock) == sorted(
+        (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
+    )
+    event("deadlocked" if net.deadlock else "completed")
