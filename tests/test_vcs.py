@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli import main
+from coordinator.experiments.load import Traffic, load_point
 from coordinator.experiments.run import result_document
 from coordinator.runtimes.engines import run_engines
 from coordinator.runtimes.inprocess import run_inprocess
@@ -275,3 +277,17 @@ def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObjec
         (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
     )
     event("deadlocked" if net.deadlock else "completed")
+
+
+def test_load_on_a_torus_deadlocks_with_one_vc_and_saturates_with_two() -> None:
+    """``meshcast load`` on a 6x6 torus past saturation: one VC ends in a deadlock, two in a saturated
+    point without one; the engines runtime gives the model's point."""
+    topo = Topology.parse("torus:6x6")
+    traffic = Traffic(rate=0.03, k=1, duration=600, seed=1)
+    worm = _settings(flits=16, ts=0, max_steps=5000)
+    one = load_point(topo, "unicast", traffic, replace(worm, runtime="model"), warmup=100, batches=5)
+    two = load_point(topo, "unicast", traffic, replace(worm, runtime="model", vcs=2), warmup=100, batches=5)
+    engines = load_point(topo, "unicast", traffic, replace(worm, vcs=2), warmup=100, batches=5, engines=True)
+    assert one.saturated is not None and "deadlock" in one.saturated
+    assert two.saturated is not None and "deadlock" not in two.saturated
+    assert replace(two, peak_queue=0) == replace(engines, peak_queue=0)
