@@ -278,7 +278,9 @@ class WormholeEngine:
                 self.dropped += 1
                 self.errors.append(
                     NodeError(
-                        "bad-vc", f"flit on virtual channel {flit.vc} of {port}, of {self.vcs}", flit.mc
+                        "bad-vc",
+                        f"flit on virtual channel {flit.vc} of {port}, which has {self.vcs}",
+                        flit.mc,
                     )
                 )
                 return
@@ -406,8 +408,8 @@ class WormholeEngine:
                 allowed[p] = names[lo:hi]
                 continue
             mid = lo + (hi - lo) // 2
-            straight = came is not None and _TRAVEL[came[0]] == p
-            crossed = self._wrap[p] or (straight and came is not None and came[1] >= mid)
+            # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
+            crossed = self._wrap[p] or (came is not None and _TRAVEL[came[0]] == p and came[1] >= mid)
             allowed[p] = names[mid:hi] if crossed else names[lo:mid]
 
     def _start_injections(self, t: int) -> None:

@@ -291,3 +291,11 @@ def test_load_on_a_torus_deadlocks_with_one_vc_and_saturates_with_two() -> None:
     assert one.saturated is not None and "deadlock" in one.saturated
     assert two.saturated is not None and "deadlock" not in two.saturated
     assert replace(two, peak_queue=0) == replace(engines, peak_queue=0)
+
+
+def test_the_containers_coordinator_is_told_the_vcs() -> None:
+    from coordinator.runtimes.containers import settings_args
+
+    args = settings_args(_settings(vcs=4, vc_classes="split"))
+    assert args[args.index("--vcs") :][:4] == ["--vcs", "4", "--vc-classes", "split"]
+    assert "--vcs" not in settings_args(_settings())
