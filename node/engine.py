@@ -24,7 +24,7 @@ from node import defaults
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
 from node.topology import PORT_BITS, PORTS, Coord, Topology
-from node.wire import Packet
+from node.wire import Credits, Packet
 
 __all__ = ["CONTENTIONS", "POLICIES", "PORT_MODELS", "Delivery", "Engine", "Injection", "NodeError"]
 
@@ -281,8 +281,10 @@ class Engine:
             self._held[port] = self._held.get(port, 0) + 1
         dom.inbox.append((port, packet))
 
-    def credit_back(self, port: str, n: int) -> None:
+    def credit_back(self, port: str, n: Credits) -> None:
         """The neighbour across ``port`` took ``n`` of our packets out of its input buffer."""
+        if not isinstance(n, int):  # per virtual channel: packets have none, so count them all
+            n = sum(n)
         if self._credit is not None and port in self._credit:
             self._credit[port] = min(self._credit[port] + n, self.in_capacity or 0)
 

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from node.engine import Injection
-from node.wire import Item, StepFrame
+from node.wire import Credits, Item, StepFrame
 
 __all__ = ["Lockstep", "Schedule", "StepEngine", "quiescent"]
 
@@ -36,12 +36,12 @@ class StepEngine(Protocol):
     steps: int
     """Steps done (sparse mode adds the idle steps it skips)."""
 
-    def credit_back(self, port: str, n: int) -> None: ...
+    def credit_back(self, port: str, n: Credits) -> None: ...
     def receive(self, item: Any, port: str | None = None, /) -> None: ...  # a Packet or a Flit
     def inject(self, inj: Injection) -> None: ...
     def busy(self) -> bool: ...
     def step(self, t: int) -> list[tuple[str, Any]]: ...
-    def take_freed(self) -> dict[str, int]: ...
+    def take_freed(self) -> Mapping[str, Credits]: ...
 
 
 def quiescent(step: int, last_busy: int, diameter: int) -> bool:

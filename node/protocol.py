@@ -419,6 +419,10 @@ class Assign(_Event):
     """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""
     links: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
     """The link model (:meth:`node.linkmodel.LinkModel.to_wire`); empty: links without behaviour."""
+    vcs: int = field(metadata={"check": _nat}, default=defaults.VCS)
+    """Wormhole: virtual channels per physical channel."""
+    vc_classes: str = field(metadata={"check": _str}, default=defaults.VC_CLASSES)
+    """Wormhole: ``shared`` or ``split`` (unicast and multicast worms on disjoint VCs)."""
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]

@@ -23,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
+from node import defaults
 from node.engine import Engine, Injection, NodeError
 from node.routing import Registry
 from node.topology import Coord, Topology
 from node.wire import Flit
-from node.wormhole import PREP, WormholeEngine
+from node.wormhole import PREP, WormholeEngine, vc_problem
 
 __all__ = [
     "MAX_FLITS",
@@ -79,14 +80,27 @@ class EngineSettings(Protocol):
     def ts(self) -> int: ...
     @property
     def prep(self) -> int | None: ...
+    @property
+    def vcs(self) -> int: ...
+    @property
+    def vc_classes(self) -> str: ...
 
 
-def check_switching(s: EngineSettings) -> str | None:
-    """Why these switching settings cannot run (one line), or None when they can."""
+def check_switching(s: EngineSettings, torus: bool | None = None) -> str | None:
+    """Why these switching settings cannot run (one line), or None when they can.
+
+    ``torus``: whether the topology is a torus (virtual-channel classes need more VCs there);
+    None when it is not known yet.
+    """
     if s.switching not in SWITCHINGS:
         return f"unknown switching {s.switching!r}: use one of {', '.join(SWITCHINGS)}"
     if s.switching != "wormhole":
+        if s.vcs != defaults.VCS or s.vc_classes != defaults.VC_CLASSES:
+            return "vcs and vc_classes apply to wormhole switching only"
         return None
+    why = vc_problem(s.vcs, s.vc_classes, torus)
+    if why is not None:
+        return why
     if s.contention != "shared":
         return "wormhole switching runs shared contention only (all multicasts share the channels)"
     if s.clock != "lockstep":
@@ -174,7 +188,7 @@ def make_engine(
     clock_ns: Callable[[], int] | None = None,
 ) -> AnyEngine:
     """The engine ``s`` asks for at node ``here``; ValueError (one line) when it cannot run."""
-    why = check_switching(s)
+    why = check_switching(s, topology.is_torus)
     if why is not None:
         raise ValueError(why)
     if s.switching == "wormhole":
@@ -191,6 +205,8 @@ def make_engine(
             contention=s.contention,
             trace=s.trace,
             clock_ns=clock_ns,
+            vcs=s.vcs,
+            vc_classes=s.vc_classes,
         )
     return Engine(
         topology,

@@ -4,7 +4,8 @@ Link frames are msgpack arrays tagged by their first element:
 
 * ``["S", step, last_busy, [item, ...], freed]`` — lockstep: one per link per step (maybe
   empty); ``freed`` returns credits (bounded input buffers, or flit buffers under wormhole
-  switching); an item is a packet (store-and-forward) or a flit (wormhole, :class:`Flit`);
+  switching: a count, or with ``--vcs`` above 1 a list of counts per virtual channel); an
+  item is a packet (store-and-forward) or a flit (wormhole, :class:`Flit`);
 * ``["P", packet]`` — free clock: one data packet;
 * ``["H", token, [x, y]]`` — the first frame of a TCP link: who is calling, for which run.
 
@@ -29,8 +30,10 @@ __all__ = [
     "KINDS",
     "MAX_FRAME",
     "MAX_HELLO",
+    "MAX_VCS",
     "PREFIX",
     "ByeFrame",
+    "Credits",
     "Flit",
     "HelloFrame",
     "Item",
@@ -158,6 +161,8 @@ class Flit:
     header: Any = None
     hops: int = 0
     startups: int = 0
+    vc: int = 0
+    """The virtual channel of the link it travels on (``--vcs``; 0, and not on the wire, with one)."""
 
     def __init__(
         self,
@@ -168,6 +173,7 @@ class Flit:
         header: Any = None,
         hops: int = 0,
         startups: int = 0,
+        vc: int = 0,
     ) -> None:
         # Written out, not generated: mypyc compiles this one (see Packet.__init__).
         self.kind = kind
@@ -177,6 +183,7 @@ class Flit:
         self.header = header
         self.hops = hops
         self.startups = startups
+        self.vc = vc
 
     @property
     def head(self) -> bool:
@@ -187,10 +194,13 @@ class Flit:
         return self.kind in ("T", "W")
 
     def to_wire(self) -> list[Any]:
-        """The msgpack-able form: ``[kind, mc, worm]``, plus ``alg, header, hops, startups`` for a head."""
+        """The msgpack-able form: ``[kind, mc, worm]``, plus ``alg, header, hops, startups`` for a head,
+        plus the virtual channel when it is not 0 (so one VC keeps the wire as it was)."""
         base: list[Any] = [self.kind, self.mc, list(self.worm)]
         if self.head:
             base += [self.alg, self.header, self.hops, self.startups]
+        if self.vc:
+            base.append(self.vc)
         return base
 
     def copy_as(self, header: Any, hops: int, startups: int) -> Flit:
@@ -216,9 +226,9 @@ def decode_flit(obj: object) -> Flit | WireError:
             raise ValueError(f"worm id must be [x, y, n], got {worm!r:.40}")
         wid = (_nat(worm[0], "worm x"), _nat(worm[1], "worm y"), _nat(worm[2], "worm number"))
         if kind in ("H", "W"):
-            if len(obj) != 7 or not isinstance(obj[3], str) or not obj[3]:
+            if len(obj) not in (7, 8) or not isinstance(obj[3], str) or not obj[3]:
                 raise ValueError(
-                    f"head flit must be [kind, mc, worm, alg, header, hops, startups], got {obj!r:.60}"
+                    f"head flit must be [kind, mc, worm, alg, header, hops, startups(, vc)], got {obj!r:.60}"
                 )
             return Flit(
                 kind,
@@ -228,10 +238,13 @@ def decode_flit(obj: object) -> Flit | WireError:
                 obj[4],
                 _nat(obj[5], "hops", 1),
                 _nat(obj[6], "start-ups", 1),
+                _nat(obj[7], "virtual channel") if len(obj) == 8 else 0,
             )
-        if len(obj) != 3:
-            raise ValueError(f"body/tail flit must be [kind, mc, worm], got {obj!r:.60}")
-        return Flit(kind, _nat(mc, "flit mc"), wid)
+        if len(obj) not in (3, 4):
+            raise ValueError(f"body/tail flit must be [kind, mc, worm(, vc)], got {obj!r:.60}")
+        return Flit(
+            kind, _nat(mc, "flit mc"), wid, vc=_nat(obj[3], "virtual channel") if len(obj) == 4 else 0
+        )
     except ValueError as exc:
         return WireError(str(exc))
 
@@ -252,6 +265,18 @@ def _item(obj: object) -> Item:
     return Packet.from_wire(obj)
 
 
+Credits = int | tuple[int, ...]
+"""Returned credits: a count (one virtual channel: the wire as before) or a count per virtual channel."""
+MAX_VCS: Final = 16
+"""Most virtual channels per physical channel (``--vcs``) a frame may return credits for."""
+
+
+def _credits(v: object) -> Credits:
+    if type(v) is list and 1 <= len(v) <= MAX_VCS:
+        return tuple([_int(k, "freed count") for k in v])
+    return _int(v, "freed count")
+
+
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class StepFrame:
     """Lockstep: what one node sent one neighbour at ``step`` and the latest busy step it knows."""
@@ -260,10 +285,10 @@ class StepFrame:
     last_busy: int
     packets: tuple[Item, ...]
     """What was sent: packets under store-and-forward, flits under wormhole switching."""
-    freed: int = 0
+    freed: Credits = 0
     """Packets (flits) from this link the sender took out of its input buffer at ``step`` (credits)."""
 
-    def __init__(self, step: int, last_busy: int, packets: tuple[Item, ...], freed: int = 0) -> None:
+    def __init__(self, step: int, last_busy: int, packets: tuple[Item, ...], freed: Credits = 0) -> None:
         # Written out, not generated: mypyc compiles this one (see Packet.__init__).
         self.step = step
         self.last_busy = last_busy
@@ -354,7 +379,7 @@ def _decode_link(obj: Any) -> LinkFrame:
         busy = _int(obj[2], "last busy step", -1)
         if not isinstance(obj[3], list):
             raise _Invalid("step frame packets must be an array")
-        freed = _int(obj[4], "freed count") if len(obj) == 5 else 0
+        freed = _credits(obj[4]) if len(obj) == 5 else 0
         return StepFrame(step, busy, tuple([_item(p) for p in obj[3]]), freed)
     if tag == "P" and len(obj) == 2:
         return PacketFrame(Packet.from_wire(obj[1]))

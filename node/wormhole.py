@@ -51,6 +51,16 @@ channels: as many as injection channels. The port model limits only these proces
 the router forwards on every link at once. One multicast in an idle network thus delivers at
 t0 + prep + Σ over its chain's messages (wait for the injection channel + Ts + L) + hops.
 
+**Virtual channels** (``vcs`` V > 1, docs/wormhole.md "Virtual channels"): each network input
+port has V buffers (channels ``+x``, ``+x.1``, …) with their own credits. After routing, each
+output port grants its free VCs round-robin over the inputs (after the last one granted
+there), each requester taking the lowest free VC its class (``vc_classes="split"``: unicast
+worms the lower half) and, on a torus, its dateline half allow (upper from a ring's wrap link
+on, while going straight); a worm holds them until its tail passes. Then a switch allocator
+lets one flit cross each link per cycle: the inputs are visited round-robin from after the
+first winner of the last cycle with one, and a ready input wins if none of its links is taken.
+Flits carry their VC on the wire, credits return per VC; with V = 1 neither appears.
+
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
 down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees
@@ -71,17 +81,19 @@ from node.engine import PORT_MODELS, Delivery, Injection, NodeError
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
 from node.topology import PORT_BITS, PORTS, Coord, Topology
-from node.wire import Flit, Worm, decode_flit
+from node.wire import MAX_VCS, Credits, Flit, Worm, decode_flit
 
 __all__ = [
     "DEFAULT_BUFFER_FLITS",
     "DEFAULT_FLITS",
     "DEFAULT_TS",
     "PREP",
+    "VC_CLASSES",
     "Flit",
     "Holding",
     "WormholeEngine",
     "decode_flit",
+    "vc_problem",
 ]
 
 DEFAULT_FLITS: Final = 64
@@ -89,6 +101,8 @@ DEFAULT_TS: Final = 33
 DEFAULT_BUFFER_FLITS: Final = defaults.BUFFER_FLITS
 PREP: Final[Mapping[str, int]] = defaults.PREP
 """Preparation time at the source in cycles (seed 004 §4.2); other algorithms spend none."""
+VC_CLASSES: Final = ("shared", "split")
+"""``--vc-classes``: unicast and multicast worms share the virtual channels, or keep to disjoint halves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +144,8 @@ class _Bind:
     hops: int = 0
     startups: int = 0
     ej: str | None = None  # the ejection channel granted
+    allowed: dict[str, tuple[str, ...]] | None = None  # port -> output VCs it may take (VCs > 1)
+    got: dict[str, str] = field(default_factory=dict)  # port -> the output VC it holds there
 
 
 class WormholeEngine:
@@ -150,6 +166,8 @@ class WormholeEngine:
         contention: str = "shared",
         trace: bool = False,
         clock_ns: Any = None,
+        vcs: int = defaults.VCS,
+        vc_classes: str = defaults.VC_CLASSES,
     ) -> None:
         if contention != "shared":
             raise ValueError(f"wormhole switching runs shared contention only, not {contention!r}")
@@ -157,6 +175,9 @@ class WormholeEngine:
             raise ValueError(f"unknown port model {port_model!r}: use one of {', '.join(PORT_MODELS)}")
         if flits < 1 or buffer_flits < 1 or ts < 0:
             raise ValueError("flits and buffer_flits must be at least 1 and ts non-negative")
+        why = vc_problem(vcs, vc_classes, topology.is_torus)
+        if why is not None:
+            raise ValueError(why)
         self.topology = topology
         self.here = here
         self.registry = registry
@@ -171,12 +192,24 @@ class WormholeEngine:
         self._ports = [p for p in PORTS if p in topology.ports(here)]
         self._injs = ["inj"] if self.one_port else [f"inj{p}" for p in PORTS]
         self._ejs = ["ej"] if self.one_port else [f"ej{i}" for i in range(4)]
-        self._inputs = self._ports + self._injs  # the fixed arbitration order
+        self.vcs = vcs
+        self._one_vc = vcs == 1
+        self._split = vc_classes == "split"
+        self._dateline = topology.is_torus and vcs > 1
+        # a port's VC v is the channel named "+x" (v = 0) or "+x.v": with one VC, the port's name
+        self._vc_names: dict[str, tuple[str, ...]] = {
+            p: tuple(_vc_name(p, v) for v in range(vcs)) for p in self._ports
+        }
+        self._vc_of = {_vc_name(p, v): (p, v) for p in self._ports for v in range(vcs)}
+        self._wrap: dict[str, bool] = {p: _wraps(topology, here, p) for p in self._ports}
+        net = [c for p in self._ports for c in self._vc_names[p]]
+        self._inputs = net + self._injs  # the fixed arbitration order (port by port, VC by VC)
         self._buf: dict[str, deque[Flit]] = {c: deque() for c in self._inputs}
         self._bind: dict[str, _Bind | None] = dict.fromkeys(self._inputs)
-        self._owner: dict[str, str | None] = dict.fromkeys(self._ports + self._ejs)
+        self._owner: dict[str, str | None] = dict.fromkeys(net + self._ejs)
         self._rr: dict[str, int] = dict.fromkeys([*self._ports, "ej"], -1)
-        self._credit: dict[str, int] = dict.fromkeys(self._ports, buffer_flits)
+        self._sa = -1  # switch allocation (VCs > 1): the input that won first in the last cycle any won
+        self._credit: dict[str, int] = dict.fromkeys(net, buffer_flits)
         self._queue: dict[str, deque[_Msg]] = {c: deque() for c in self._injs}
         self._loading: dict[str, tuple[int, _Msg] | None] = dict.fromkeys(self._injs)
         self._worms = 0
@@ -240,6 +273,18 @@ class WormholeEngine:
             self.dropped += 1
             self.errors.append(NodeError("bad-port", f"flit on {port!r}, not a link of {self.here}", flit.mc))
             return
+        if flit.vc:
+            if flit.vc >= self.vcs:
+                self.dropped += 1
+                self.errors.append(
+                    NodeError(
+                        "bad-vc",
+                        f"flit on virtual channel {flit.vc} of {port}, which has {self.vcs}",
+                        flit.mc,
+                    )
+                )
+                return
+            buf = self._buf[self._vc_names[port][flit.vc]]
         if len(buf) >= self.buffer_flits:
             self.dropped += 1
             self.errors.append(
@@ -248,15 +293,26 @@ class WormholeEngine:
             return
         buf.append(flit)
 
-    def credit_back(self, port: str, n: int) -> None:
-        """The neighbour across ``port`` moved ``n`` of our flits out of its input buffer."""
-        if port in self._credit:
+    def credit_back(self, port: str, n: Credits) -> None:
+        """The neighbour across ``port`` moved ``n`` of our flits out of its input buffer (per VC, a list)."""
+        if port not in self._credit:
+            return
+        if isinstance(n, int):
             self._credit[port] = min(self._credit[port] + n, self.buffer_flits)
+            return
+        for oc, k in zip(self._vc_names[port], n, strict=False):  # extra counts name no VC of ours
+            self._credit[oc] = min(self._credit[oc] + k, self.buffer_flits)
 
-    def take_freed(self) -> dict[str, int]:
-        """Per input port, the flits moved out since the last call (credits for upstream)."""
+    def take_freed(self) -> dict[str, Credits]:
+        """Per input port, the flits moved out since the last call (credits upstream; per VC above one)."""
         freed, self.freed = self.freed, {}
-        return freed
+        if self.vcs == 1:
+            return dict(freed)
+        return {
+            p: tuple(freed.get(c, 0) for c in names)
+            for p, names in self._vc_names.items()
+            if any(c in freed for c in names)
+        }
 
     # -- state -------------------------------------------------------------------------
     def busy(self) -> bool:
@@ -282,7 +338,7 @@ class WormholeEngine:
             if b is None:
                 continue
             mine = [o for o, w in self._owner.items() if w == c]
-            wants = [o for o in b.outs if self._owner[o] != c] + (["ej"] if b.eject and b.ej is None else [])
+            wants = [o for o in b.outs if o not in b.got] + (["ej"] if b.eject and b.ej is None else [])
             out.append(Holding(self.here, b.mc, b.worm, c, tuple(mine), tuple(wants)))
         return out
 
@@ -328,7 +384,33 @@ class WormholeEngine:
             else:
                 b.outs[port] = (header, head.hops + 1, st)
         b.eject = fwd.deliver or bool(b.later)
+        self._allow(b, c)
         return b
+
+    def _allow(self, b: _Bind, c: str) -> None:
+        """The output VCs worm ``b`` (its head in input ``c``) may take on each of its ports, lowest first.
+
+        Its class (``--vc-classes split``: unicast worms the lower half, others the upper) and, on
+        a torus, the dateline: within its class's VCs a worm keeps to the lower half until it
+        crosses the wrap link of the ring it travels on, the upper half from that link on while
+        it goes straight on; a turn (or a new message) starts in the lower half again.
+        """
+        if self._one_vc:
+            return  # the port itself: nothing to choose
+        b.allowed = allowed = {}
+        lo, hi = 0, self.vcs
+        if self._split:
+            lo, hi = (0, self.vcs // 2) if b.alg == "unicast" else (self.vcs // 2, self.vcs)
+        came = self._vc_of.get(c)  # (input port, VC) for a network input, None for an injection channel
+        for p in b.outs:
+            names = self._vc_names[p]
+            if not self._dateline:
+                allowed[p] = names[lo:hi]
+                continue
+            mid = lo + (hi - lo) // 2
+            # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
+            crossed = self._wrap[p] or (came is not None and _TRAVEL[came[0]] == p and came[1] >= mid)
+            allowed[p] = names[mid:hi] if crossed else names[lo:mid]
 
     def _start_injections(self, t: int) -> None:
         for c in self._injs:
@@ -355,21 +437,46 @@ class WormholeEngine:
                     else Flit(k, m.mc, worm)
                     for k in kinds
                 )
-                self._bind[c] = _Bind(
-                    worm, m.mc, {m.port: (m.header, m.hops, m.startups)}, False, False, [], m.alg
-                )
+                b = _Bind(worm, m.mc, {m.port: (m.header, m.hops, m.startups)}, False, False, [], m.alg)
+                self._allow(b, c)
+                self._bind[c] = b
 
     def _arbitrate(self) -> None:
         n = len(self._inputs)
+        owner = self._owner
+        one = self._one_vc
         for o in self._ports:
-            if self._owner[o] is not None:
+            if one:  # one VC: the port itself, to the first requester after its last winner
+                if owner[o] is not None:
+                    continue
+                for k in range(1, n + 1):
+                    i = (self._rr[o] + k) % n
+                    b = self._bind[self._inputs[i]]
+                    if b is not None and o in b.outs:
+                        owner[o] = self._inputs[i]
+                        b.got[o] = o
+                        self._rr[o] = i
+                        break
                 continue
+            names = self._vc_names[o]
+            if all(owner[oc] is not None for oc in names):
+                continue
+            # VC allocation: round-robin over the input channels after the last one granted a VC
+            # of this port; each requester takes the lowest free VC its class and dateline allow
+            start = self._rr[o]
             for k in range(1, n + 1):
-                i = (self._rr[o] + k) % n
+                i = (start + k) % n
                 b = self._bind[self._inputs[i]]
-                if b is not None and o in b.outs:
-                    self._owner[o] = self._inputs[i]
-                    self._rr[o] = i
+                if b is None or o not in b.outs or o in b.got:
+                    continue
+                assert b.allowed is not None  # set when it was routed (VCs > 1)
+                oc = next((v for v in b.allowed[o] if owner[v] is None), None)
+                if oc is None:
+                    continue
+                owner[oc] = self._inputs[i]
+                b.got[o] = oc
+                self._rr[o] = i
+                if all(owner[v] is not None for v in names):
                     break
         for e in self._ejs:
             if self._owner[e] is not None:
@@ -382,6 +489,42 @@ class WormholeEngine:
                     b.ej = e
                     self._rr["ej"] = i
                     break
+
+    def _ready(self, c: str) -> bool:
+        """Input ``c`` could move its front flit: it holds an output VC with a credit on each of its ports."""
+        b = self._bind[c]
+        buf = self._buf[c]
+        if b is None or not buf or buf[0].worm != b.worm or (b.eject and b.ej is None):
+            return False
+        return len(b.got) == len(b.outs) and all(self._credit[oc] > 0 for oc in b.got.values())
+
+    def _switch(self) -> set[str]:
+        """Switch allocation (VCs > 1): the inputs that move a flit this cycle, one per physical link.
+
+        The inputs are visited round-robin, starting after the first winner of the last cycle in
+        which any input won; a ready input wins when none of its links is taken yet this cycle
+        (a branching worm takes all of its links or none).
+        """
+        n = len(self._inputs)
+        taken: set[str] = set()
+        won: set[str] = set()
+        first = -1
+        for k in range(1, n + 1):
+            i = (self._sa + k) % n
+            c = self._inputs[i]
+            if not self._ready(c):
+                continue
+            b = self._bind[c]
+            assert b is not None
+            if any(p in taken for p in b.outs):
+                continue
+            taken.update(b.outs)
+            won.add(c)
+            if first < 0:
+                first = i
+        if first >= 0:
+            self._sa = first
+        return won
 
     def _finish(self, b: _Bind, t: int) -> None:
         """The tail of absorbed worm ``b`` left the buffer at ``t``: the processor has it at t+1."""
@@ -405,8 +548,10 @@ class WormholeEngine:
             if self._bind[c] is None and buf:
                 self._bind[c] = self._route(c, buf[0])
         self._arbitrate()
+        won = self._switch() if self.vcs > 1 else None
         out: list[tuple[str, Flit]] = []
         moved = 0
+        credit = self._credit
         for c in self._inputs:
             b = self._bind[c]
             buf = self._buf[c]
@@ -420,14 +565,27 @@ class WormholeEngine:
                 )
                 self._free(c)
                 continue
-            if any(self._owner[o] != c or self._credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
+            got = b.got
+            if won is not None:
+                if c not in won:
+                    continue
+            elif any(self._owner[o] != c or credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
                 continue
             flit = buf.popleft()
             moved += 1
             self._free(c)
             for o, (header, hops, st) in b.outs.items():
-                self._credit[o] -= 1
-                out.append((o, flit.copy_as(header, hops, st)))
+                if won is None:  # one VC: the port is the channel
+                    credit[o] -= 1
+                    out.append((o, flit.copy_as(header, hops, st)))
+                else:
+                    oc = got[o]
+                    credit[oc] -= 1
+                    vc = self._vc_of[oc][1]
+                    if flit.head:
+                        out.append((o, Flit(flit.kind, flit.mc, flit.worm, flit.alg, header, hops, st, vc)))
+                    else:
+                        out.append((o, Flit(flit.kind, flit.mc, flit.worm, vc=vc)))
                 self.sent += 1
                 self.link_sends[o] = self.link_sends.get(o, 0) + 1
                 if flit.head:
@@ -436,8 +594,8 @@ class WormholeEngine:
                     if self.trace:
                         self.link_trace.append((b.mc, o, t))
             if flit.tail:
-                for o in b.outs:
-                    self._owner[o] = None
+                for oc in got.values():
+                    self._owner[oc] = None
                 if b.ej is not None:
                     self._owner[b.ej] = None
                 if b.eject:
@@ -449,3 +607,34 @@ class WormholeEngine:
         self.peak_queue = self.peak_in = max(self.peak_in, held)
         self.occupancy_sum += held
         return out
+
+
+_TRAVEL: Final = {"+x": "-x", "-x": "+x", "+y": "-y", "-y": "+y"}
+"""The port a worm that arrived on an input port leaves by when it goes straight on."""
+
+
+def _vc_name(port: str, vc: int) -> str:
+    """The channel name of ``port``'s virtual channel ``vc``: the port itself for VC 0."""
+    return port if vc == 0 else f"{port}.{vc}"
+
+
+def _wraps(topology: Topology, here: Coord, port: str) -> bool:
+    """Whether the link from ``here`` on ``port`` is a torus wrap link (it closes its ring)."""
+    nb = topology.neighbour(here, port)
+    if nb is None or not topology.is_torus:
+        return False
+    axis = 0 if port in ("+x", "-x") else 1
+    return nb[axis] < here[axis] if port[0] == "+" else nb[axis] > here[axis]
+
+
+def vc_problem(vcs: int, vc_classes: str, torus: bool | None = None) -> str | None:
+    """Why these virtual-channel settings cannot run (one line; ``torus`` None: either topology), or None."""
+    if not 1 <= vcs <= MAX_VCS:
+        return f"vcs must be between 1 and {MAX_VCS}, got {vcs}"
+    if vc_classes not in VC_CLASSES:
+        return f"unknown vc_classes {vc_classes!r}: use one of {', '.join(VC_CLASSES)}"
+    if vc_classes == "split" and vcs < 2:
+        return f"vc_classes split puts unicast and multicast on disjoint VCs: needs vcs 2 or more, got {vcs}"
+    if vc_classes == "split" and torus and vcs < 4:
+        return f"vc_classes split on a torus needs vcs 4 or more (a dateline in each class), got {vcs}"
+    return None

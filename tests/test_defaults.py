@@ -22,6 +22,10 @@ PATTERNS = {
     "the lockstep syncs": re.compile(r"\(\s*\"alpha\"\s*,\s*\"barrier\"\s*\)"),
     "the message length L in flits": re.compile(r"(?i)\bflits\s*:[^=]*=\s*(?:field\(.*default=)?64\b"),
     "the start-up time Ts": re.compile(r"(?i)\bts\s*:[^=]*=\s*(?:field\(.*default=)?33(?:\.0)?\b"),
+    "one virtual channel": re.compile(r"(?i)\bvcs\s*(?::\s*\w+\s*)?=\s*(?:field\(.*default=)?1\b"),
+    "shared virtual channels": re.compile(
+        r"(?i)\bvc_classes\s*(?::\s*\w+\s*)?=\s*(?:field\(.*default=)?\"shared\""
+    ),
     "the wormhole buffer depth": re.compile(
         r"(?i)buffer_flits\s*(?::\s*\w+\s*)?=\s*(?:field\(.*default=)?2\b"
     ),
@@ -89,12 +93,12 @@ def test_a_new_setting_is_one_field() -> None:
     from coordinator.runtimes.setting import setting
 
     @dataclass(frozen=True)
-    class WithVCs(RunSettings):  # the slots of the base stay; this adds one field
-        vcs: int = setting(1, "--vcs", "virtual channels per physical channel", low=1, high=16, unit="VCs")
+    class WithRounds(RunSettings):  # the slots of the base stay; this adds one field
+        rounds: int = setting(1, "--rounds", "allocator iterations per cycle", low=1, high=16, unit="rounds")
 
-    p = _parser(WithVCs)
-    assert p.parse_args([]).vcs == 1 and p.parse_args(["--vcs", "4"]).vcs == 4
-    assert "virtual channels per physical channel (1 to 16 VCs)" in " ".join(p.format_help().split())
-    assert validate_settings(WithVCs(vcs=16)) == WithVCs(vcs=16)
-    with pytest.raises(UsageError, match=r"--vcs must be at most 16, got 17"):
-        validate_settings(WithVCs(vcs=17))
+    p = _parser(WithRounds)
+    assert p.parse_args([]).rounds == 1 and p.parse_args(["--rounds", "4"]).rounds == 4
+    assert "allocator iterations per cycle (1 to 16 rounds)" in " ".join(p.format_help().split())
+    assert validate_settings(WithRounds(rounds=16)) == WithRounds(rounds=16)
+    with pytest.raises(UsageError, match=r"--rounds must be at most 16, got 17"):
+        validate_settings(WithRounds(rounds=17))

@@ -17,7 +17,7 @@ from node.engine import Injection
 from node.links import StepBarrier, Stepper
 from node.lockstep import Lockstep
 from node.topology import Coord
-from node.wire import Packet
+from node.wire import Credits, Packet
 
 A, B, C = (0, 0), (1, 0), (2, 0)
 WORK = {A: (0, 5)}
@@ -35,7 +35,7 @@ class FakeEngine:
         self.steps = 0
         self._held = False
 
-    def credit_back(self, port: str, n: int) -> None:
+    def credit_back(self, port: str, n: Credits) -> None:
         pass
 
     def receive(self, item: Any, port: str | None = None, /) -> None:

@@ -50,6 +50,8 @@ def run_network(
     buffer_flits: int = 2,
     prep: Mapping[str, int] | None = None,
     max_steps: int = 100_000,
+    vcs: int = 1,
+    vc_classes: str = "shared",
 ) -> NetRun:
     """Step every node's engine in lockstep until quiet, deadlocked or out of steps."""
     nodes = list(topology.nodes())
@@ -63,6 +65,8 @@ def run_network(
             ts=ts,
             buffer_flits=buffer_flits,
             prep=prep,
+            vcs=vcs,
+            vc_classes=vc_classes,
         )
         for n in nodes
     }

@@ -82,6 +82,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         title = f"{topo.spec}, {args.dests} destinations, {settings.port_model}"
         if settings.switching == "wormhole":
             title += f", wormhole L={settings.flits} Ts={settings.ts} B={settings.buffer_flits}"
+            if settings.vcs > 1:
+                title += f" V={settings.vcs} {settings.vc_classes}"
         title += f", {args.runtime}"
         plot_load(points, out / "load.png", title, bound)
         con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")

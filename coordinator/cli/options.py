@@ -309,10 +309,9 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     for f, meta in settings_of(type(settings)):  # each setting's range, from its field
         if meta.low is not None and meta.high is not None:
             in_range(meta.flag or f.name, getattr(settings, f.name), meta.low, meta.high)
-    if settings.switching == "wormhole":  # isolated: each multicast apart, on shared engines (emulate)
-        why = check_switching(replace(settings, contention="shared"))
-        if why is not None:
-            raise UsageError(f"--switching wormhole: {why}")
+    why = check_switching(_as_engines_run_it(settings))
+    if why is not None:
+        raise UsageError(f"--switching {settings.switching}: {why}")
     if settings.sync is not None and settings.sync not in SYNCS:
         raise UsageError(f"--sync must be one of {', '.join(SYNCS)}, got {settings.sync!r}")
     problem = runtimes.problem(settings)  # what the runtime supports: the registry says
@@ -336,6 +335,14 @@ def validate_settings(settings: RunSettings) -> RunSettings:
         if settings.deployment is not None:
             where = f"deployment {settings.deployment!r}"
         raise UsageError(f"--shards applies to the in-process runtime only, not {where}")
+    return settings
+
+
+def _as_engines_run_it(settings: RunSettings) -> RunSettings:
+    """The settings the node engines get: wormhole in isolated contention runs each multicast
+    apart on shared engines (``experiments/run.py:emulate``)."""
+    if settings.switching == "wormhole":
+        return replace(settings, contention="shared")
     return settings
 
 
@@ -404,6 +411,9 @@ def settings_from(
     )
     if topology is not None:
         check_nodes(topology, settings.runtime)
+        why = check_switching(_as_engines_run_it(settings), topology.is_torus)
+        if why is not None:
+            raise UsageError(f"--switching {settings.switching}: {why}")
         if settings.shards > topology.size:
             raise UsageError(
                 f"--shards {settings.shards} is more than the {topology.size} nodes of {topology.spec}"

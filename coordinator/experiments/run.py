@@ -15,6 +15,7 @@ from coordinator.errors import UsageError
 from coordinator.runtimes import registry
 from coordinator.runtimes.records import REFUSED, RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
+from node import defaults
 
 __all__ = ["RUNTIMES", "emulate", "emulate_apart", "merge_runs", "result_document", "runtime_problem"]
 
@@ -204,6 +205,8 @@ def result_document(
         doc["run"]["switching"] = {"mode": "wormhole", "flits": settings.flits,
                                    "buffer_flits": settings.buffer_flits, "ts": settings.ts,
                                    "prep": settings.prep}  # fmt: skip
+        if settings.vcs != defaults.VCS or settings.vc_classes != defaults.VC_CLASSES:  # one VC: as before
+            doc["run"]["switching"] |= {"vcs": settings.vcs, "vc_classes": settings.vc_classes}
     else:
         doc["run"]["switching"] = {"mode": settings.switching}
     if timing is not None:

@@ -483,6 +483,8 @@ def settings_args(settings: RunSettings) -> list[str]:
                  "--buffer-flits", str(settings.buffer_flits)]  # fmt: skip
         if settings.prep is not None:
             args += ["--prep", str(settings.prep)]
+        if settings.vcs != 1 or settings.vc_classes != "shared":
+            args += ["--vcs", str(settings.vcs), "--vc-classes", settings.vc_classes]
     if settings.link_model is not None:
         args += ["--link-model", json.dumps(settings.link_model.to_wire(), separators=(",", ":"))]
     return args

@@ -177,7 +177,7 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
 
 def _run_wormhole(plan: Plan, settings: RunSettings) -> RawRun:
     """The wormhole reference model with the run's settings (refused as the nodes refuse them)."""
-    why = check_switching(settings)
+    why = check_switching(settings, plan.topology.is_torus)
     if why is not None:
         raise ValueError(why)
     return run_wormhole_model(
@@ -189,4 +189,6 @@ def _run_wormhole(plan: Plan, settings: RunSettings) -> RawRun:
         prep=prep_table(settings.prep, registry),
         hop_limit=settings.hop_limit,
         max_steps=settings.max_steps,
+        vcs=settings.vcs,
+        vc_classes=settings.vc_classes,
     )

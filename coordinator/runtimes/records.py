@@ -17,6 +17,8 @@ from node.linkmodel import LinkModel
 from node.switching import SWITCHINGS
 from node.tcp import REJECTED as REJECTED_KIND
 from node.topology import Coord, port_names
+from node.wire import MAX_VCS
+from node.wormhole import VC_CLASSES
 
 __all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
 
@@ -175,6 +177,23 @@ class RunSettings:
         metavar="N",
     )
     """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
+    vcs: int = setting(
+        defaults.VCS,
+        "--vcs",
+        "wormhole: virtual channels per physical channel, each with its own --buffer-flits buffer "
+        "and credits; on a torus the upper half is used after a ring's wrap link (dateline)",
+        low=1,
+        high=MAX_VCS,
+        unit="VCs",
+        metavar="V",
+    )
+    vc_classes: str = setting(
+        defaults.VC_CLASSES,
+        "--vc-classes",
+        "wormhole: unicast and multicast worms share the virtual channels, or keep to disjoint "
+        "halves (split: needs --vcs 2, on a torus 4)",
+        choices=VC_CLASSES,
+    )
     link_model: LinkModel | None = None
     """How each link delays its frames under the free clock (node/linkmodel.py); None: no behaviour."""
 

@@ -15,6 +15,11 @@ every cycle, and an idle node costs nothing. The tables are lists indexed by cha
 input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
 port ``PORTS[j]`` (r: the node's rank in sorted order).
 
+With ``vcs`` V > 1 an output number is a VC of a link (``o // V`` the link, ``o % V`` the VC)
+and input channel ``r * S + i`` is the i-th of node r's order: each link's V VCs, then the
+injection channels; VC allocation, the dateline, classes and the switch allocator follow
+``docs/wormhole.md`` "Virtual channels" (written here without the engine's code).
+
 A run that stalls — worms in flight, no flit moved and no start-up or preparation counting
 down for more than two cycles — ends as deadlocked: ``RawRun.incomplete`` says so and
 ``RawRun.errors`` holds one ``deadlock`` entry per worm naming the channels it holds.
@@ -61,7 +66,23 @@ class _Route:
     later: list[tuple[str, Any, int]] = field(default_factory=list)  # (port, header, st) to start here
     ej: int = -1  # the ejection channel it holds (index into the node's)
     sends: list[tuple[int, int, Fl]] = field(default_factory=list)
-    """Per output, in ``outs`` order: the output, the input it feeds, the body flit sent there."""
+    """Per output, in ``outs`` order: the output VC, the input it feeds, the body flit sent there
+    (filled in once it holds a VC on every output it needs)."""
+    may: dict[str, list[int]] | None = None
+    """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
+    held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
+
+
+class _Bits(dict[int, tuple[int, ...]]):
+    """A mask's channels in order, computed once per mask (too many channels for a full table)."""
+
+    def __missing__(self, m: int) -> tuple[int, ...]:
+        got = self[m] = tuple(i for i in range(m.bit_length()) if m >> i & 1)
+        return got
+
+
+def _vc_name(port: str, v: int) -> str:
+    return port if v == 0 else f"{port}.{v}"
 
 
 def _wire(obj: Any) -> Any:
@@ -78,8 +99,18 @@ def run_wormhole_model(
     prep: Mapping[str, int] | None = None,
     hop_limit: int | None = None,
     max_steps: int = 100_000,
+    vcs: int = defaults.VCS,
+    vc_classes: str = defaults.VC_CLASSES,
 ) -> RawRun:
-    """Run ``plan`` flit by flit on the whole network at once; arrivals as the lockstep nodes record them."""
+    """Run ``plan`` flit by flit on the whole network at once; arrivals as the lockstep nodes record them.
+
+    ``vcs`` virtual channels per link (each with ``buffer_flits`` slots and its own credits):
+    an output VC is granted round-robin per port (after the input granted last there), the
+    lowest free one of the worm's class (``vc_classes="split"``: unicast the lower half) and,
+    on a torus, of its dateline half (upper from a ring's wrap link on, while going straight);
+    a link carries one flit per cycle, to the first ready input in the node's round-robin order
+    after the first one that won in the last cycle with a winner (all its links or none).
+    """
     topo = plan.topology
     prep = SEED004_PREP if prep is None else prep
     one = port_model == "one-port"
@@ -90,33 +121,65 @@ def run_wormhole_model(
     links = [[p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes]
     injs = ["inj"] if one else ["inj" + p for p in PORTS]
     ejs = ["ej"] if one else ["ej0", "ej1", "ej2", "ej3"]
-    order = [links[r] + injs for r in range(len(nodes))]  # the round-robin order of input channels
-    S, P, E = len(PORTS) + len(injs), len(PORTS), len(ejs)  # channel numbers per node
-    inj_chs = [[r * S + i for i in range(len(links[r]), len(order[r]))] for r in range(len(nodes))]
-    across = [-1] * (len(nodes) * P)  # output -> the input channel it feeds
-    up = [-1] * (len(nodes) * S)  # network input channel -> the output feeding it (credits)
+    V = vcs
+    # the round-robin order of input channels: each link's VCs ("+x", "+x.1", ...), then injection
+    order = [[_vc_name(p, v) for p in links[r] for v in range(V)] + injs for r in range(len(nodes))]
+    in_port = [[p for p in links[r] for _ in range(V)] for r in range(len(nodes))]  # network input -> port
+    S, P, E = len(PORTS) * V + len(injs), len(PORTS), len(ejs)  # channel numbers per node
+    PV = P * V  # output VCs per node
+    inj_chs = [[r * S + i for i in range(len(links[r]) * V, len(order[r]))] for r in range(len(nodes))]
+    # output VC o = (r * P + j) * V + v: node r's port PORTS[j], VC v; o // V is the link
+    across = [-1] * (len(nodes) * P * V)  # output VC -> the input channel it feeds
+    up = [-1] * (len(nodes) * S)  # network input channel -> the output VC feeding it (credits)
     for r, n in enumerate(nodes):
         for p in links[r]:
             nb = topo.neighbour(n, p)
             assert nb is not None
-            into = rank[nb] * S + order[rank[nb]].index(topo.opposite(p))
-            across[r * P + PORTS.index(p)] = into
-            up[into] = r * P + PORTS.index(p)
-    bits = [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)]  # a mask's channels, in order
+            first = rank[nb] * S + order[rank[nb]].index(topo.opposite(p))
+            for v in range(V):
+                across[(r * P + PORTS.index(p)) * V + v] = first + v
+                up[first + v] = (r * P + PORTS.index(p)) * V + v
+    bits: list[tuple[int, ...]] | _Bits = (  # a mask's channels, in order
+        [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)] if S <= 12 else _Bits()
+    )
+
+    def wrap_link(n: Coord, p: str) -> bool:
+        """The link leaving ``n`` on ``p`` closes a torus ring (from the last column or row to the first)."""
+        if not topo.is_torus:
+            return False
+        return {"+x": n[0] == topo.cols - 1, "-x": n[0] == 0, "+y": n[1] == topo.rows - 1, "-y": n[1] == 0}[p]
+
+    def may_take(r: int, i: int, alg: str, p: str) -> list[int]:
+        """The output VCs on ``p`` a head of ``alg`` in input ``i`` of node ``r`` may take, lowest first."""
+        base = (r * P + PORTS.index(p)) * V
+        if V == 1:
+            return [base]
+        a, b = 0, V
+        if vc_classes == "split":
+            a, b = (0, V // 2) if alg == "unicast" else (V // 2, V)
+        if topo.is_torus:
+            half = a + (b - a) // 2
+            after = wrap_link(nodes[r], p)
+            if i < len(links[r]) * V:  # came over a link: past the dateline if it goes straight on
+                came_on, v_in = in_port[r][i], i % V
+                after = after or (topo.opposite(came_on) == p and v_in >= half)
+            a, b = (half, b) if after else (a, half)
+        return [base + v for v in range(a, b)]
 
     buf: list[deque[Fl]] = [deque() for _ in range(len(nodes) * S)]
     route: dict[int, _Route] = {}  # input channel -> the worm bound to it
-    owner = [-1] * (len(nodes) * P)  # output -> position of the input channel holding it
+    owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
     ej_owner = [-1] * (len(nodes) * E)
-    last = [-1] * (len(nodes) * P)  # round-robin pointer per output ...
+    last = [-1] * (len(nodes) * P)  # round-robin pointer per link (VC allocation) ...
     last_ej = [-1] * len(nodes)  # ... and per node's ejection channels
-    credit = [buffer_flits] * (len(nodes) * P)
+    last_sw = [-1] * len(nodes)  # switch allocation (VCs > 1): the first winner of the last cycle with one
+    credit = [buffer_flits] * (len(nodes) * P * V)
     waiting: dict[int, deque[Msg]] = {ch: deque() for chs in inj_chs for ch in chs}
     queued: set[int] = set()  # injection channels with waiting messages
     startup_end: dict[int, tuple[int, Msg]] = {}
     counter = [0] * len(nodes)
     buffered = 0  # flits in all input buffers
-    sent = [0] * (len(nodes) * P)  # flits per output (RawRun.link_sends, in order of first use)
+    sent = [0] * (len(nodes) * P)  # flits per link (RawRun.link_sends, in order of first use)
     first_used: list[int] = []
     arriving: list[tuple[int, Fl]] = []
     credits_back: list[int] = []
@@ -148,14 +211,43 @@ def run_wormhole_model(
         at(ready, r)
 
     def bind(ch: int, rt: _Route) -> None:
-        """Bind ``rt`` to input ``ch``, making its flits' copies per output once; it may move now."""
+        """Bind ``rt`` to input ``ch`` with the VCs it may take per output; it may move once it holds them."""
         r, i = divmod(ch, S)
-        for p, (h, hops_o, st_o) in rt.outs.items():
-            o = r * P + PORTS.index(p)
-            rt.sends.append((o, across[o], (False, False, rt.mc, rt.worm, rt.alg, h, hops_o, st_o)))
+        if V > 1:
+            rt.may = {p: may_take(r, i, rt.alg, p) for p in rt.outs}
         route[ch] = rt
         to_arbitrate[r] = True
         to_move[r] |= 1 << i
+
+    def switch(r: int, mask: int) -> int:
+        """Switch allocation at node ``r``: of the inputs in ``mask``, those that move (one flit per link).
+
+        Inputs that could move but lose a link stay marked for the next cycle.
+        """
+        ins_n = len(order[r])
+        taken: set[str] = set()
+        won = 0
+        first = -1
+        for j in range(1, ins_n + 1):
+            i = (last_sw[r] + j) % ins_n
+            if not mask >> i & 1:
+                continue
+            rt = route.get(r * S + i)
+            b = buf[r * S + i]
+            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][3] != rt.worm:
+                continue
+            if len(rt.held) < len(rt.outs) or not all(credit[o] > 0 for o, _, _ in rt.sends):
+                continue
+            if taken.intersection(rt.outs):
+                to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
+                continue
+            taken.update(rt.outs)
+            won |= 1 << i
+            if first < 0:
+                first = i
+        if first >= 0:
+            last_sw[r] = first
+        return won
 
     stalled = 0
     while True:
@@ -163,8 +255,8 @@ def run_wormhole_model(
         for o in credits_back:
             credit[o] = min(credit[o] + 1, buffer_flits)
             if owner[o] >= 0:
-                to_move[o // P] |= 1 << owner[o]
-                active.add(o // P)
+                to_move[o // PV] |= 1 << owner[o]
+                active.add(o // PV)
         for ch, fl in arriving:
             buf[ch].append(fl)
             r, i = divmod(ch, S)
@@ -249,16 +341,32 @@ def run_wormhole_model(
             if to_arbitrate[r]:
                 to_arbitrate[r] = False
                 for p in links[r]:
-                    o = r * P + PORTS.index(p)
-                    if owner[o] >= 0:
-                        continue
+                    link = r * P + PORTS.index(p)
+                    if V == 1:
+                        free = 1 if owner[link] < 0 else 0
+                    else:
+                        free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
+                    after = last[link]
                     for j in range(1, len(ins) + 1):
-                        i = (last[o] + j) % len(ins)
-                        cand = route.get(r * S + i)
-                        if cand is not None and p in cand.outs:
-                            owner[o] = last[o] = i
-                            to_move[r] |= 1 << i
+                        if not free:
                             break
+                        i = (after + j) % len(ins)
+                        cand = route.get(r * S + i)
+                        if cand is None or p not in cand.outs or p in cand.held:
+                            continue
+                        o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] < 0), -1)
+                        if o < 0:
+                            continue
+                        owner[o] = i
+                        last[link] = i
+                        free -= 1
+                        cand.held[p] = o
+                        if len(cand.held) == len(cand.outs):  # its flits' copies, once per worm
+                            for q, (h, hops_o, st_o) in cand.outs.items():
+                                oq = cand.held[q]
+                                body = (False, False, cand.mc, cand.worm, cand.alg, h, hops_o, st_o)
+                                cand.sends.append((oq, across[oq], body))
+                        to_move[r] |= 1 << i
                 for e in range(r * E, r * E + E):
                     if ej_owner[e] >= 0:
                         continue
@@ -273,13 +381,15 @@ def run_wormhole_model(
             # flit movement: an input moves its front flit iff it holds every output it needs,
             # each with a credit, and its ejection channel if it needs one
             mask, to_move[r] = to_move[r], 0
+            if V > 1 and mask:
+                mask = switch(r, mask)
             for i in bits[mask]:
                 ch = r * S + i
                 b = buf[ch]
                 bound = route.get(ch)
                 if bound is None or not b or (bound.absorb and bound.ej < 0):
                     continue
-                if not all(owner[o] == i and credit[o] > 0 for o, _, _ in bound.sends):
+                if len(bound.held) < len(bound.outs) or not all(credit[o] > 0 for o, _, _ in bound.sends):
                     continue
                 head, tail, mc, _, alg, _, _, _ = b.popleft()
                 buffered -= 1
@@ -290,12 +400,13 @@ def run_wormhole_model(
                 for o, into, body in bound.sends:
                     credit[o] -= 1
                     arriving.append((into, body if not (head or tail) else (head, tail, *body[2:])))
-                    if not sent[o]:
-                        first_used.append(o)
-                    sent[o] += 1
+                    link = o // V
+                    if not sent[link]:
+                        first_used.append(link)
+                    sent[link] += 1
                     if head:
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
-                        raw.links.setdefault(mc, set()).add((n, PORTS[o - r * P]))
+                        raw.links.setdefault(mc, set()).add((n, PORTS[link - r * P]))
                 if not tail:
                     to_move[r] |= 1 << i
                     continue
@@ -324,7 +435,7 @@ def run_wormhole_model(
             for ch in sorted(route, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
                 r, i = divmod(ch, S)
                 rt = route[ch]
-                held = [p for p in rt.outs if owner[r * P + PORTS.index(p)] == i]
+                held = [_vc_name(p, o % V) for p, o in rt.held.items()]
                 held += [ejs[rt.ej]] if rt.ej >= 0 else []
                 raw.errors.append(
                     {

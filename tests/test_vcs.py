@@ -1,0 +1,307 @@
+"""Virtual channels (``--vcs``, ``--vc-classes``): engines and the reference model agree record for record.
+
+* ``--vcs 1`` is the wormhole engine as it was (the existing tests and reproductions check the
+  records; here the wire and the credits stay as they were);
+* random shared plans on meshes and tori with 2 and 3 VCs, shared and split classes: the
+  engines' lockstep network, the engines runtime, the in-process runtime and the model agree;
+* the torus dateline: a ring of unicast worms that deadlocks with one VC completes with two;
+* impossible settings are refused with one line.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from coordinator.cli import main
+from coordinator.experiments.load import Traffic, load_point
+from coordinator.experiments.run import result_document
+from coordinator.runtimes.engines import run_engines
+from coordinator.runtimes.inprocess import run_inprocess
+from coordinator.runtimes.model import run_model
+from coordinator.runtimes.processes import run_processes
+from coordinator.runtimes.records import RunSettings
+from coordinator.runtimes.wormhole_model import run_wormhole_model
+from coordinator.workloads.plan import Multicast, Plan
+from node.routing import registry
+from node.topology import Topology
+from node.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
+from node.wormhole import WormholeEngine
+from tests._env import need_broker
+from tests.test_wormhole import MESH_ALGS, NO_EXPLAIN, TORUS_ALGS, _report, _wire
+from tests.wormhole_helpers import run_network
+
+
+@st.composite
+def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
+    """A shared plan with contention and some VC settings the topology allows."""
+    kind = draw(st.sampled_from(["mesh", "torus"]))
+    topo = Topology.parse(f"{kind}:{draw(st.integers(3, 5))}x{draw(st.integers(3, 5))}")
+    algs = MESH_ALGS if kind == "mesh" else TORUS_ALGS
+    nodes = sorted(topo.nodes())
+    mcs = []
+    for i in range(draw(st.integers(3, 10))):
+        src = draw(st.sampled_from(nodes))
+        others = [n for n in nodes if n != src]
+        dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=6, unique=True))
+        mcs.append(Multicast(i, draw(st.sampled_from(algs)), src, tuple(dests), draw(st.integers(0, 12))))
+    classes = draw(st.sampled_from(["shared", "split"]))
+    low = 4 if classes == "split" and kind == "torus" else 2
+    kw = {
+        "port_model": draw(st.sampled_from(["all-port", "one-port"])),
+        "flits": draw(st.integers(1, 8)),
+        "ts": draw(st.integers(0, 4)),
+        "buffer_flits": draw(st.integers(1, 3)),
+        "vcs": draw(st.integers(low, low + 1)),
+        "vc_classes": classes,
+    }
+    return Plan(topo, tuple(mcs)), kw
+
+
+@settings(max_examples=80, deadline=None, phases=NO_EXPLAIN)
+@given(vc_plans())
+def test_engines_and_model_agree_with_virtual_channels(case: tuple[Plan, dict[str, Any]]) -> None:
+    plan, kw = case
+    net = run_network(plan.topology, plan.multicasts, **kw)
+    model = run_wormhole_model(plan, **kw)
+    assert not net.errors, net.errors[:3]
+    assert net.arrivals == model.logical_arrivals()
+    assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
+    if net.deadlock:
+        assert net.last_step == model.last_step
+    assert _report(net.deadlock) == sorted(
+        (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
+    )
+    assert net.traffic == model.traffic
+    event(
+        f"{plan.topology.kind} vcs={kw['vcs']} {kw['vc_classes']}: "
+        + ("deadlocked" if net.deadlock else "ok")
+    )
+
+
+def _settings(**kw: Any) -> RunSettings:
+    base: dict[str, Any] = {"switching": "wormhole", "contention": "shared", "flits": 8, "ts": 3}
+    return RunSettings(**{**base, **kw})
+
+
+def _heavy(topo: Topology, n: int, seed: int, alg: str = "unicast") -> Plan:
+    """``n`` multicasts at once-ish from random sources (seeded), the kind that contends."""
+    rnd = random.Random(seed)
+    nodes = sorted(topo.nodes())
+    mcs = []
+    for i in range(n):
+        src = rnd.choice(nodes)
+        k = 1 if alg == "unicast" else rnd.randint(2, 6)
+        dests = tuple(rnd.sample([x for x in nodes if x != src], k))
+        mcs.append(
+            Multicast(
+                i, alg if alg != "mixed" else rnd.choice(["unicast", "dp"]), src, dests, rnd.randint(0, 4)
+            )
+        )
+    return Plan(topo, tuple(mcs))
+
+
+@pytest.mark.parametrize(
+    ("spec", "alg", "vcs", "classes", "n", "seed"),
+    [
+        ("mesh:4x4", "mixed", 2, "shared", 12, 22),
+        ("mesh:4x4", "mixed", 2, "split", 12, 22),
+        ("torus:4x4", "unicast", 2, "shared", 12, 23),
+        ("torus:4x4", "mixed", 4, "split", 12, 37),
+        ("torus:5x4", "tree", 3, "shared", 12, 30),
+        ("torus:4x4", "mixed", 2, "shared", 10, 3),  # deadlocks: dp paths are not covered by the dateline
+    ],
+)
+def test_runtimes_and_model_have_identical_records(
+    spec: str, alg: str, vcs: int, classes: str, n: int, seed: int
+) -> None:
+    """The engines runtime and the in-process runtime (trio actors) equal the model: arrivals, traffic,
+    link sends, and the worms a deadlock leaves holding channels."""
+    plan = _heavy(Topology.parse(spec), n, seed=seed, alg=alg)
+    s = _settings(vcs=vcs, vc_classes=classes)
+    model = run_model(plan, _settings(runtime="model", vcs=vcs, vc_classes=classes))
+    assert len(model.arrivals) >= n // 2
+    stuck = sorted(e["mc"] for e in model.errors if e["kind"] == "deadlock")
+    assert bool(stuck) == (seed == 3)
+    for raw in (run_engines(plan, _settings(runtime="engines", vcs=vcs, vc_classes=classes)),
+                trio.run(run_inprocess, plan, s)):  # fmt: skip
+        assert raw.logical_arrivals() == model.logical_arrivals()
+        assert raw.traffic == model.traffic
+        assert raw.link_sends == model.link_sends
+        assert sorted(e["mc"] for e in raw.errors if e["kind"] == "deadlock") == stuck
+
+
+def ring_plan() -> Plan:
+    """Five worms on a torus ring, each two hops along +x: a cyclic wait without virtual channels."""
+    topo = Topology.parse("torus:5x3")
+    return Plan(topo, tuple(Multicast(i, "unicast", (i, 0), (((i + 2) % 5, 0),), 0) for i in range(5)))
+
+
+def test_the_dateline_breaks_the_ring_deadlock() -> None:
+    plan = ring_plan()
+    one = run_wormhole_model(plan, flits=8, ts=2)
+    assert one.arrivals == [] and "deadlock" in one.incomplete[0]
+    two = run_wormhole_model(plan, flits=8, ts=2, vcs=2)
+    assert not two.incomplete and len(two.arrivals) == 5
+    net = run_network(plan.topology, plan.multicasts, flits=8, ts=2, vcs=2)
+    assert not net.deadlock and net.arrivals == two.logical_arrivals()
+    raw = run_engines(plan, _settings(runtime="engines", flits=8, ts=2, vcs=2))
+    assert raw.logical_arrivals() == two.logical_arrivals() and not raw.errors
+    doc = result_document(plan, _settings(runtime="engines", flits=8, ts=2, vcs=2), raw)
+    assert doc["run"]["complete"] and doc["run"]["switching"]["vcs"] == 2
+    assert "vcs" not in result_document(plan, _settings(runtime="engines"), one)["run"]["switching"]
+
+
+def test_heavy_torus_unicast_deadlocks_with_one_vc_and_not_with_two() -> None:
+    """DOR unicast on a torus: seeded heavy plans (120 worms in 11 cycles); one VC deadlocks, two never.
+
+    The engines' lockstep network says the same as the model for one plan of each outcome.
+    """
+    topo = Topology.parse("torus:6x6")
+    dead: dict[int, list[int]] = {1: [], 2: []}
+    for seed in range(6):
+        plan = _unicasts(topo, 120, seed)
+        for vcs in (1, 2):
+            raw = run_wormhole_model(plan, flits=16, ts=10, vcs=vcs)
+            if any("deadlock" in x for x in raw.incomplete):
+                dead[vcs].append(seed)
+            elif vcs == 2:
+                assert not raw.incomplete and len(raw.arrivals) == 120
+    assert dead[1] and not dead[2]
+    plan = _unicasts(topo, 120, dead[1][0])
+    for vcs in (1, 2):
+        net = run_network(topo, plan.multicasts, flits=16, ts=10, vcs=vcs)
+        assert bool(net.deadlock) == (vcs == 1)
+        assert net.arrivals == run_wormhole_model(plan, flits=16, ts=10, vcs=vcs).logical_arrivals()
+
+
+def _unicasts(topo: Topology, n: int, seed: int) -> Plan:
+    """``n`` unicast worms between random distinct nodes in cycles 0 to 10 (seeded)."""
+    rnd = random.Random(seed)
+    nodes = sorted(topo.nodes())
+    mcs = []
+    for i in range(n):
+        src = rnd.choice(nodes)
+        dest = rnd.choice([x for x in nodes if x != src])
+        mcs.append(Multicast(i, "unicast", src, (dest,), rnd.randint(0, 10)))
+    return Plan(topo, tuple(mcs))
+
+
+def test_vc_flits_and_credits_on_the_wire() -> None:
+    """One VC: the wire as before; above one, flits name their VC and credits go per VC."""
+    head = Flit("H", 3, (1, 2, 0), "dp", [[1, 1]], 2, 1)
+    assert head.to_wire() == ["H", 3, [1, 2, 0], "dp", [[1, 1]], 2, 1]
+    for f in (Flit("H", 3, (1, 2, 0), "dp", [[1, 1]], 2, 1, 2), Flit("B", 3, (1, 2, 0), vc=1)):
+        assert decode_flit(_wire(f.to_wire())) == f
+    frame = StepFrame(4, 3, (Flit("T", 1, (0, 0, 0), vc=1),), (0, 2))
+    assert decode_link(encode_link(frame)) == frame
+    assert decode_link(encode_link(StepFrame(4, 3, (), 1))) == StepFrame(4, 3, (), 1)
+    e = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, flits=2, ts=0, vcs=2)
+    e.receive(Flit("H", 1, (0, 1, 0), "unicast", [2, 1], 1, 1, 1), "-x")
+    e.receive(Flit("B", 1, (0, 1, 0), vc=5), "-x")
+    assert [x.kind for x in e.errors] == ["bad-vc"]
+    sent = e.step(0)
+    assert [(p, f.kind, f.vc) for p, f in sent] == [("+x", "H", 0)]
+    assert e.take_freed() == {"-x": (0, 1)}
+    e.credit_back("+x", (1, 0))
+    one = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, flits=2, ts=0)
+    one.receive(Flit("H", 1, (0, 1, 0), "unicast", [2, 1], 1, 1), "-x")
+    one.step(0)
+    assert one.take_freed() == {"-x": 1}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--vcs", "0"], "--vcs must be at least 1"),
+        (["--vcs", "17"], "--vcs must be at most 16"),
+        (["--vc-classes", "split"], "needs vcs 2 or more, got 1"),
+        (["--vc-classes", "split", "--vcs", "2", "--topology", "torus:4x4"], "needs vcs 4 or more"),
+        (["--vcs", "2", "--switching", "store-and-forward"], "apply to wormhole switching only"),
+    ],
+)
+def test_cli_refuses_impossible_vc_settings(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "dp", "--source", "0,0", "--dests", "3,3",
+            "--switching", "wormhole", *extra]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_processes_with_two_vcs_equal_the_model(tmp_path: Path) -> None:
+    """The settings reach processes' nodes through Assign; flits and per-VC credits cross TCP."""
+    need_broker()
+    plan = _unicasts(Topology.parse("torus:4x4"), 16, seed=3)  # DOR unicast: the dateline covers it
+    s = _settings(runtime="processes", vcs=2, wall_budget=120, run_dir=str(tmp_path))
+    raw = await run_processes(plan, s)
+    model = run_model(plan, _settings(runtime="model", vcs=2))
+    assert not raw.errors, raw.errors[:3]
+    assert raw.logical_arrivals() == model.logical_arrivals() and not model.incomplete
+
+
+@settings(max_examples=40, deadline=None, phases=NO_EXPLAIN)
+@given(st.data())
+def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObject) -> None:
+    """Deadlock-prone plans (trees, one-port path worms) with VCs: same cycle, same holdings named."""
+    topo = Topology.parse(data.draw(st.sampled_from(["mesh:4x4", "mesh:5x5", "torus:4x4", "torus:5x4"])))
+    nodes = sorted(topo.nodes())
+    algs = data.draw(st.sampled_from([("tree",), ("dp", "unicast"), ("mp",), ("tree", "unicast")]))
+    mcs = []
+    for i in range(data.draw(st.integers(6, 14))):
+        src = data.draw(st.sampled_from(nodes))
+        dests = data.draw(
+            st.lists(st.sampled_from([n for n in nodes if n != src]), min_size=1, max_size=8, unique=True)
+        )
+        mcs.append(
+            Multicast(i, data.draw(st.sampled_from(algs)), src, tuple(dests), data.draw(st.integers(0, 6)))
+        )
+    classes = data.draw(st.sampled_from(["shared", "split"]))
+    vcs = data.draw(st.integers(4 if classes == "split" and topo.is_torus else 2, 4))
+    kw: dict[str, Any] = {
+        "port_model": data.draw(st.sampled_from(["one-port", "all-port"])),
+        "flits": data.draw(st.integers(4, 12)),
+        "ts": 2,
+        "buffer_flits": data.draw(st.integers(1, 2)),
+        "vcs": vcs,
+        "vc_classes": classes,
+    }
+    net = run_network(topo, mcs, **kw)
+    model = run_wormhole_model(Plan(topo, tuple(mcs)), **kw)
+    assert net.arrivals == model.logical_arrivals()
+    if net.deadlock:
+        assert net.last_step == model.last_step
+    assert _report(net.deadlock) == sorted(
+        (e["node"], e["cause"], e["mc"]) for e in model.errors if e["kind"] == "deadlock"
+    )
+    event("deadlocked" if net.deadlock else "completed")
+
+
+def test_load_on_a_torus_deadlocks_with_one_vc_and_saturates_with_two() -> None:
+    """``meshcast load`` on a 6x6 torus past saturation: one VC ends in a deadlock, two in a saturated
+    point without one; the engines runtime gives the model's point."""
+    topo = Topology.parse("torus:6x6")
+    traffic = Traffic(rate=0.03, k=1, duration=600, seed=1)
+    worm = _settings(flits=16, ts=0, max_steps=5000)
+    one = load_point(topo, "unicast", traffic, replace(worm, runtime="model"), warmup=100, batches=5)
+    two = load_point(topo, "unicast", traffic, replace(worm, runtime="model", vcs=2), warmup=100, batches=5)
+    engines = load_point(topo, "unicast", traffic, replace(worm, vcs=2), warmup=100, batches=5, engines=True)
+    assert one.saturated is not None and "deadlock" in one.saturated
+    assert two.saturated is not None and "deadlock" not in two.saturated
+    assert replace(two, peak_queue=0) == replace(engines, peak_queue=0)
+
+
+def test_the_containers_coordinator_is_told_the_vcs() -> None:
+    from coordinator.runtimes.containers import settings_args
+
+    args = settings_args(_settings(vcs=4, vc_classes="split"))
+    assert args[args.index("--vcs") :][:4] == ["--vcs", "4", "--vc-classes", "split"]
+    assert "--vcs" not in settings_args(_settings())
