@@ -305,3 +305,21 @@ def test_the_containers_coordinator_is_told_the_vcs() -> None:
     args = settings_args(_settings(vcs=4, vc_classes="split"))
     assert args[args.index("--vcs") :][:4] == ["--vcs", "4", "--vc-classes", "split"]
     assert "--vcs" not in settings_args(_settings())
+
+
+@pytest.mark.slow
+async def test_containers_with_two_vcs_equal_the_model(tmp_path: Path) -> None:
+    """The same on one container per node (the image's node code; CI builds the image first)."""
+    import os
+
+    from coordinator.experiments.run import emulate
+    from tests._env import need_docker, need_image
+
+    need_docker()
+    need_image(os.environ.get("MESHCAST_IMAGE", "meshcast-local/meshcast:latest"))
+    plan = _unicasts(Topology.parse("torus:3x3"), 9, seed=4)
+    s = _settings(runtime="containers", vcs=2, wall_budget=300, run_dir=str(tmp_path))
+    raw = await emulate(plan, s)
+    model = run_model(plan, _settings(runtime="model", vcs=2))
+    assert not raw.incomplete and not raw.errors, (raw.incomplete, raw.errors[:3])
+    assert raw.logical_arrivals() == model.logical_arrivals() and not model.incomplete
