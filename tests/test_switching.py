@@ -203,6 +203,11 @@ def test_cli_wormhole_run_arrives_at_eq7(capsys: pytest.CaptureFixture[str]) -> 
         (["--buffer-flits", "0"], "--buffer-flits must be at least 1"),
         (["--prep", "-1"], "--prep must be at least 0"),
         (["--ts", "2.5"], "--ts must be a whole number"),
+        (["--vcs", "0"], "--vcs must be at least 1"),
+        (["--vcs", "17"], "--vcs must be at most 16"),
+        (["--vc-classes", "split"], "needs vcs 2 or more, got 1"),
+        (["--vc-classes", "split", "--vcs", "2", "--topology", "torus:4x4"], "needs vcs 4 or more"),
+        (["--vcs", "2", "--switching", "store-and-forward"], "apply to wormhole switching only"),
     ],
 )
 def test_cli_refuses_bad_wormhole_settings(

@@ -20,7 +20,6 @@ import trio
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from coordinator.cli import main
 from coordinator.experiments.load import Traffic, load_point
 from coordinator.experiments.run import result_document
 from coordinator.runtimes.engines import run_engines
@@ -35,23 +34,19 @@ from node.topology import Topology
 from node.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
 from node.wormhole import WormholeEngine
 from tests._env import need_broker
-from tests.test_wormhole import MESH_ALGS, NO_EXPLAIN, TORUS_ALGS, _report, _wire
+from tests.test_wormhole import (
+    NO_EXPLAIN,
+    _report,
+    _wire,
+    draw_topology_and_multicasts,
+)
 from tests.wormhole_helpers import run_network
 
 
 @st.composite
 def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
     """A shared plan with contention and some VC settings the topology allows."""
-    kind = draw(st.sampled_from(["mesh", "torus"]))
-    topo = Topology.parse(f"{kind}:{draw(st.integers(3, 5))}x{draw(st.integers(3, 5))}")
-    algs = MESH_ALGS if kind == "mesh" else TORUS_ALGS
-    nodes = sorted(topo.nodes())
-    mcs = []
-    for i in range(draw(st.integers(3, 10))):
-        src = draw(st.sampled_from(nodes))
-        others = [n for n in nodes if n != src]
-        dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=6, unique=True))
-        mcs.append(Multicast(i, draw(st.sampled_from(algs)), src, tuple(dests), draw(st.integers(0, 12))))
+    kind, topo, mcs = draw_topology_and_multicasts(draw, (3, 10), 12)
     classes = draw(st.sampled_from(["shared", "split"]))
     low = 4 if classes == "split" and kind == "torus" else 2
     kw = {
@@ -215,26 +210,6 @@ def test_vc_flits_and_credits_on_the_wire() -> None:
     one.receive(Flit("H", 1, (0, 1, 0), "unicast", [2, 1], 1, 1), "-x")
     one.step(0)
     assert one.take_freed() == {"-x": 1}
-
-
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        (["--vcs", "0"], "--vcs must be at least 1"),
-        (["--vcs", "17"], "--vcs must be at most 16"),
-        (["--vc-classes", "split"], "needs vcs 2 or more, got 1"),
-        (["--vc-classes", "split", "--vcs", "2", "--topology", "torus:4x4"], "needs vcs 4 or more"),
-        (["--vcs", "2", "--switching", "store-and-forward"], "apply to wormhole switching only"),
-    ],
-)
-def test_cli_refuses_impossible_vc_settings(
-    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "dp", "--source", "0,0", "--dests", "3,3",
-            "--switching", "wormhole", *extra]  # fmt: skip
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 async def test_processes_with_two_vcs_equal_the_model(tmp_path: Path) -> None:

@@ -266,18 +266,29 @@ def test_buffer_depth_two_streams_at_full_rate_and_one_does_not() -> None:
     assert arrival[1] == 2 * (10 - 1) + 4 + 1  # one flit every other cycle
 
 
-@st.composite
-def shared_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
+def draw_topology_and_multicasts(
+    draw: st.DrawFn, count: tuple[int, int], last_step: int
+) -> tuple[str, Topology, list[Multicast]]:
+    """A small mesh or torus and ``count`` (low, high) random multicasts of its algorithms, each
+    injected by ``last_step``: the kind, the topology and the multicasts."""
     kind = draw(st.sampled_from(["mesh", "torus"]))
     topo = Topology.parse(f"{kind}:{draw(st.integers(3, 5))}x{draw(st.integers(3, 5))}")
     algs = MESH_ALGS if kind == "mesh" else TORUS_ALGS
     nodes = sorted(topo.nodes())
     mcs = []
-    for i in range(draw(st.integers(2, 6))):
+    for i in range(draw(st.integers(*count))):
         src = draw(st.sampled_from(nodes))
         others = [n for n in nodes if n != src]
         dests = draw(st.lists(st.sampled_from(others), min_size=1, max_size=6, unique=True))
-        mcs.append(Multicast(i, draw(st.sampled_from(algs)), src, tuple(dests), draw(st.integers(0, 20))))
+        mcs.append(
+            Multicast(i, draw(st.sampled_from(algs)), src, tuple(dests), draw(st.integers(0, last_step)))
+        )
+    return kind, topo, mcs
+
+
+@st.composite
+def shared_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
+    _, topo, mcs = draw_topology_and_multicasts(draw, (2, 6), 20)
     kw = {
         "port_model": draw(st.sampled_from(["all-port", "one-port"])),
         "flits": draw(st.integers(1, 8)),
