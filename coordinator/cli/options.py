@@ -22,7 +22,7 @@ from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import TIMING, RunSettings
-from coordinator.runtimes.setting import MAX_COUNT, Setting, settings_of
+from coordinator.runtimes.setting import MAX_COUNT, Setting, number, settings_of
 from node import defaults
 from node.linkmodel import LinkModel, LinkSpec, parse_link_file
 from node.mqtt import parse_broker
@@ -61,9 +61,9 @@ def in_range(flag: str, value: float | None, low: float, high: float) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"{flag} must be a finite number, got {value}")
     if value < low:
-        raise UsageError(f"{flag} must be at least {low:g}, got {value}")
+        raise UsageError(f"{flag} must be at least {number(low)}, got {value}")
     if value > high:
-        raise UsageError(f"{flag} must be at most {high:g}, got {value}")
+        raise UsageError(f"{flag} must be at most {number(high)}, got {value}")
 
 
 def topology_from(text: str) -> Topology:

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INT64", "MAX_COUNT", "MAX_STEPS", "MAX_WALL_S", "Setting", "setting", "settings_of"]
+__all__ = ["INT64", "MAX_COUNT", "MAX_STEPS", "MAX_WALL_S", "Setting", "number", "setting", "settings_of"]
 
 INT64 = 2**63 - 1
 """The largest integer the wire carries (msgpack int64)."""
@@ -48,10 +48,10 @@ class Setting:
         if self.low is None or self.high is None:
             return self.help
         unit = f" {self.unit}" if self.unit else ""
-        return f"{self.help} ({_number(self.low)} to {_number(self.high)}{unit})"
+        return f"{self.help} ({number(self.low)} to {number(self.high)}{unit})"
 
 
-def _number(x: float) -> str:
+def number(x: float) -> str:
     """``x`` as a reader writes it: 2^63-1, 1,000,000, 0.001."""
     if x == INT64:
         return "2^63-1"
