@@ -84,7 +84,8 @@ def run_network(
             e = engines[n]
             for p, data in frames[n].items():
                 items, freed = msgpack.unpackb(data, raw=False)  # not `flits`: that is the message length
-                e.credit_back(p, freed)
+                # per-VC credits as the wire decoder gives them (a tuple: the compiled engine checks)
+                e.credit_back(p, tuple(freed) if isinstance(freed, list) else freed)
                 for obj in items:
                     f = decode_flit(obj)
                     assert not isinstance(f, WireError), f.cause
