@@ -104,7 +104,7 @@ def test_warmup_defaults(capsys: pytest.CaptureFixture[str]) -> None:
         ("-1", "--warmup-repeats must be at least 0, got -1"),
         ("1.5", "argument --warmup-repeats: invalid int value: '1.5'"),
         ("two", "argument --warmup-repeats: invalid int value: 'two'"),
-        ("100001", "--warmup-repeats must be at most 100000"),
+        ("100001", "--warmup-repeats must be at most 100,000"),
     ],
 )
 def test_bad_warmup_repeats_exit_2_with_one_line(
