@@ -255,6 +255,7 @@ class WormholeEngine:
         self._bound = 0  # input channels bound to a worm
         self._queued = 0  # messages waiting for an injection channel
         self._loads = 0  # start-ups counting down
+        self._moving: list[str] = []  # the bound inputs, in the fixed order
         self._unrouted: set[str] = set()  # inputs whose front may be a head with no worm bound yet
         self._rearbitrate = False  # a worm was bound or released channels since the last arbitration
         self.freed: dict[str, int] = {}
@@ -330,33 +331,33 @@ class WormholeEngine:
                 )
                 return
             c = self._vc_names[port][flit.vc]
-        if self._count[c] >= self.buffer_flits:
+        count = self._count
+        if count[c] >= self.buffer_flits:
             self.dropped += 1
             self.errors.append(
                 NodeError("buffer-full", f"input buffer of {port} full ({self.buffer_flits})", flit.mc)
             )
             return
-        self._append(c, flit)
-        self._held += 1
-
-    def _append(self, c: str, flit: Flit) -> None:
-        """Put ``flit`` at the back of input ``c``: onto the last run when it continues that worm."""
+        # onto the back of the buffer: onto its last run when the flit continues that worm
         runs = self._runs[c]
-        last = runs[-1] if runs else None
-        if flit.head:
-            runs.append(_Run(flit.worm, flit.mc, 1, flit, None, flit if flit.tail else None))
-        elif last is not None and last.tail is None and last.worm == flit.worm and last.mc == flit.mc:
-            last.n += 1
-            if flit.tail:
-                last.tail = flit
-            elif last.body is None:
-                last.body = flit
+        kind = flit.kind
+        if kind == "H" or kind == "W":
+            runs.append(_Run(flit.worm, flit.mc, 1, flit, None, flit if kind == "W" else None))
         else:
-            runs.append(
-                _Run(flit.worm, flit.mc, 1, None, None if flit.tail else flit, flit if flit.tail else None)
-            )
-        self._count[c] += 1
+            last = runs[-1] if runs else None
+            if last is not None and last.tail is None and last.worm == flit.worm and last.mc == flit.mc:
+                last.n += 1
+                if kind == "T":
+                    last.tail = flit
+                elif last.body is None:
+                    last.body = flit
+            elif kind == "T":
+                runs.append(_Run(flit.worm, flit.mc, 1, None, None, flit))
+            else:
+                runs.append(_Run(flit.worm, flit.mc, 1, None, flit, None))
+        count[c] += 1
         self._flits_in += 1
+        self._held += 1
         if self._bind[c] is None:
             self._unrouted.add(c)
 
@@ -427,6 +428,7 @@ class WormholeEngine:
         self._bind[c] = b
         self._bound += 1
         self._rearbitrate = True
+        self._moving = [i for i in self._inputs if self._bind[i] is not None]
 
     def _release(self, c: str, b: _Bind, t: int) -> None:
         """The tail of ``b`` left input ``c`` at ``t``: free every channel it held."""
@@ -439,6 +441,7 @@ class WormholeEngine:
         self._bind[c] = None
         self._bound -= 1
         self._rearbitrate = True
+        self._moving = [i for i in self._inputs if self._bind[i] is not None]
         if self._count[c]:
             self._unrouted.add(c)  # the next worm's head may be right behind the tail
 
@@ -670,14 +673,20 @@ class WormholeEngine:
         won = self._switch() if self.vcs > 1 and self._bound else None
         out: list[tuple[str, Flit]] = []
         moved = 0
-        credit = self._credit
-        owner = self._owner
         if self._bound:
-            for c in self._inputs:
-                b = self._bind[c]
-                if b is None or not self._count[c]:
+            credit = self._credit
+            count = self._count
+            runs_of = self._runs
+            bind = self._bind
+            one = self._one_vc
+            link_sends = self.link_sends
+            for c in self._moving:  # a snapshot: a tail below releases its input
+                b = bind[c]
+                if b is None or not count[c]:
                     continue
-                if self._runs[c][0].worm != b.worm:
+                runs = runs_of[c]
+                run = runs[0]
+                if run.worm != b.worm:
                     bad = self._pop(c)  # a peer lost a tail: not this worm's flit
                     self.dropped += 1
                     self.errors.append(
@@ -686,20 +695,39 @@ class WormholeEngine:
                         )
                     )
                     continue
+                got = b.got
                 if won is not None:
                     if c not in won:
                         continue
-                elif any(owner[o] != c or credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
+                elif len(got) != len(b.outs) or (b.eject and b.ej is None):
+                    continue  # it does not own every output it needs yet
+                elif not all(credit[oc] > 0 for oc in got.values()):
                     continue
-                flit = self._pop(c)
+                # the front flit leaves the buffer (the run's head, a body flit or its tail)
+                flit = run.head
+                if flit is not None:
+                    run.head = None
+                elif run.n == 1 and run.tail is not None:
+                    flit = run.tail
+                else:
+                    flit = run.body
+                    assert flit is not None
+                run.n -= 1
+                if not run.n:
+                    runs.popleft()
+                count[c] -= 1
+                self._flits_in -= 1
+                if c in credit:  # a network input: a credit back upstream
+                    self._held -= 1
+                    self.freed[c] = self.freed.get(c, 0) + 1
                 moved += 1
                 head = flit.head
                 for o, (header, hops, st) in b.outs.items():
                     # the one place a flit is sent on an output
-                    credit[b.got[o]] -= 1
-                    out.append((o, self._copy(b, flit, o, header, hops, st)))
+                    credit[got[o]] -= 1
+                    out.append((o, flit if one and not head else self._copy(b, flit, o, header, hops, st)))
                     self.sent += 1
-                    self.link_sends[o] = self.link_sends.get(o, 0) + 1
+                    link_sends[o] = link_sends.get(o, 0) + 1
                     if head:
                         self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
                         self.links_used[b.mc] = self.links_used.get(b.mc, 0) | PORT_BITS[o]

@@ -126,10 +126,11 @@ def run_engines(
     return raw
 
 
+_HEADS = frozenset({"H", "W"})
+
+
 def _as_received(flit: Flit) -> Flit:
-    """A head as its neighbour decodes it (its header through msgpack); other flits as they are."""
-    if not flit.head:
-        return flit
+    """A head as its neighbour decodes it (its header through msgpack)."""
     got = decode_flit(msgpack.unpackb(msgpack.packb(flit.to_wire(), use_bin_type=True), raw=False))
     assert isinstance(got, Flit), got
     return got
@@ -138,11 +139,17 @@ def _as_received(flit: Flit) -> Flit:
 def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None) -> RawRun:
     """Wormhole switching: :func:`run_engines`' sparse lockstep loop with flits handed over directly.
 
-    Step for step what :class:`node.lockstep.Lockstep` in sparse mode does for each node (credits
-    and flits of t−1 per port in canonical order, the injections of t, the step; busy and the next
-    step with work; the idle steps counted; :meth:`LockstepWormhole.end` at the run's end), and the
-    same :class:`Schedule` decides who works when and where the run ends: the records are the
-    frame loop's. A port's items are a flit list and a credit count, not a frame.
+    Step for step what :class:`node.lockstep.Lockstep` in sparse mode does for each node, and the
+    schedule of :class:`node.lockstep.Schedule` written out for two kinds of wake-up: a node works
+    at t+1 when it is busy after step t or a neighbour sent it a flit or a credit at t, and at
+    each step it injects; the run ends at the first step past the last busy step + diameter + 1
+    (or the step budget) with no node due. The idle steps are counted, and every engine ends with
+    :meth:`LockstepWormhole.end` there: the records are the frame loop's.
+
+    The flits and credits sent at t are given to their engines before any node does t+1; a node's
+    step reads only its own state, and a flit on one port and a credit on another change
+    different tables, so this equals taking each node's frames, port by port, just before its
+    step.
     """
     topo = plan.topology
     engines = _engines(topo, settings)
@@ -152,38 +159,52 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         assert isinstance(e, LockstepWormhole)
         flit_engines[n] = e
     pending: dict[Coord, dict[int, list[Injection]]] = {n: {} for n in nodes}
+    injecting: dict[int, set[Coord]] = {}  # step -> the nodes that inject then
     for n in nodes:
         for inj in _injections(plan, n):
             pending[n].setdefault(inj.step, []).append(inj)
-    ports = {n: [p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes}
-    # per node and port: the neighbour across it and the port the neighbour hears it on
-    across = {n: {p: (topo.neighbour(n, p), topo.opposite(p)) for p in ports[n]} for n in nodes}
+            injecting.setdefault(inj.step, set()).add(n)
+    inj_steps = sorted(injecting)
+    # per node and port: the neighbour's engine across it and the port it hears us on
+    across: dict[Coord, dict[str, tuple[Coord, LockstepWormhole, str]]] = {}
+    for n in nodes:
+        across[n] = {}
+        for p in PORTS:
+            nb = topo.neighbour(n, p)
+            if nb is not None:
+                across[n][p] = (nb, flit_engines[nb], topo.opposite(p))
     collector = Collector(plan)
     expected = collector.expected
-    schedule = Schedule[Coord](diameter=topo.diameter, max_steps=settings.max_steps, last_busy=plan.last_step)
-    for n in nodes:
-        schedule.wake(n, min(pending[n]) if pending[n] else None)
+    diameter, max_steps = topo.diameter, settings.max_steps
+    last_busy = plan.last_step
     done = dict.fromkeys(nodes, 0)  # per node: the next step its clock would do
-    # inbox[node][port]: (credits, flits) the neighbour across ``port`` sent at the step before
-    inbox: dict[Coord, dict[str, tuple[list[Credits], list[Flit]]]] = {}
+    flits: list[tuple[LockstepWormhole, str, Flit]] = []  # sent at t, received at t+1
+    credits: list[tuple[LockstepWormhole, str, Credits]] = []
+    due: set[Coord] = set()  # the nodes that work at t+1
+    k = 0  # inj_steps[k]: the next step at which some node injects
+    t = -1
     delivered = 0
     started = time.perf_counter()
-    while (due := schedule.next()) is not None:
-        t, active = due
-        boxes, inbox = inbox, {}
+    while True:
+        horizon = min(last_busy + diameter + 1, max_steps)
+        nxt = t + 1 if due else None
+        if k < len(inj_steps) and (nxt is None or inj_steps[k] < nxt):
+            nxt = inj_steps[k]
+        if nxt is None or nxt > horizon:
+            break
+        t = nxt
+        active, due = due, set()
+        if k < len(inj_steps) and inj_steps[k] == t:
+            active |= injecting[t]
+            k += 1
+        for e, p, c in credits:
+            e.credit_back(p, c)
+        for e, p, flit in flits:
+            e.receive(flit, p)
+        flits, credits = [], []
         for n in sorted(active):
             e = flit_engines[n]
             e.steps += t - done[n]
-            box = boxes.get(n)
-            if box is not None:
-                for p in ports[n]:  # canonical order, credits first, as Lockstep takes a frame
-                    got = box.get(p)
-                    if got is None:
-                        continue
-                    for c in got[0]:
-                        e.credit_back(p, c)
-                    for flit in got[1]:
-                        e.receive(flit, p)
             injs = pending[n]
             if injs:
                 for inj in injs.pop(t, ()):
@@ -193,36 +214,24 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             sends = e.step(t)
             done[n] = t + 1
             delivered += len(e.deliveries) - before
-            if was_busy or sends:
-                schedule.busy(t)
-            schedule.wake(n, t + 1 if e.busy() else (min(injs) if injs else None))
+            if (was_busy or sends) and t > last_busy:
+                last_busy = t
+            if e.busy():
+                due.add(n)
             if not (sends or e.freed):
                 continue
             nbs = across[n]
             for p, flit in sends:
-                nb, q = nbs[p]
-                assert nb is not None
-                to = inbox.setdefault(nb, {})
-                got = to.get(q)
-                if got is None:
-                    to[q] = ([], [_as_received(flit)])
-                    schedule.wake(nb, t + 1)
-                else:
-                    got[1].append(_as_received(flit))
+                nb, ne, q = nbs[p]
+                flits.append((ne, q, _as_received(flit) if flit.kind in _HEADS else flit))
+                due.add(nb)
             for p, c in e.take_freed().items():
-                nb, q = nbs[p]
-                assert nb is not None
-                to = inbox.setdefault(nb, {})
-                got = to.get(q)
-                if got is None:
-                    to[q] = ([c], [])
-                    schedule.wake(nb, t + 1)
-                else:
-                    got[0].append(c)
+                nb, ne, q = nbs[p]
+                credits.append((ne, q, c))
+                due.add(nb)
         if progress is not None:
             progress(delivered, expected)
-    end = schedule.end
-    assert end is not None
+    end = horizon
     for n in nodes:
         e = flit_engines[n]
         e.steps += max(0, end + 1 - done[n])
