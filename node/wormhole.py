@@ -680,6 +680,8 @@ class WormholeEngine:
             bind = self._bind
             one = self._one_vc
             link_sends = self.link_sends
+            freed = self.freed
+            held = self._held
             for c in self._moving:  # a snapshot: a tail below releases its input
                 b = bind[c]
                 if b is None or not count[c]:
@@ -687,7 +689,9 @@ class WormholeEngine:
                 runs = runs_of[c]
                 run = runs[0]
                 if run.worm != b.worm:
+                    self._held = held
                     bad = self._pop(c)  # a peer lost a tail: not this worm's flit
+                    held = self._held
                     self.dropped += 1
                     self.errors.append(
                         NodeError(
@@ -701,40 +705,50 @@ class WormholeEngine:
                         continue
                 elif len(got) != len(b.outs) or (b.eject and b.ej is None):
                     continue  # it does not own every output it needs yet
-                elif not all(credit[oc] > 0 for oc in got.values()):
-                    continue
+                else:
+                    blocked = False
+                    for oc in got.values():
+                        if credit[oc] <= 0:
+                            blocked = True
+                            break
+                    if blocked:
+                        continue
                 # the front flit leaves the buffer (the run's head, a body flit or its tail)
                 flit = run.head
                 if flit is not None:
                     run.head = None
+                    head = True
                 elif run.n == 1 and run.tail is not None:
                     flit = run.tail
+                    head = False
                 else:
                     flit = run.body
                     assert flit is not None
+                    head = False
+                tail = flit is run.tail
                 run.n -= 1
                 if not run.n:
                     runs.popleft()
                 count[c] -= 1
-                self._flits_in -= 1
                 if c in credit:  # a network input: a credit back upstream
-                    self._held -= 1
-                    self.freed[c] = self.freed.get(c, 0) + 1
+                    held -= 1
+                    freed[c] = freed.get(c, 0) + 1
                 moved += 1
-                head = flit.head
                 for o, (header, hops, st) in b.outs.items():
                     # the one place a flit is sent on an output
                     credit[got[o]] -= 1
                     out.append((o, flit if one and not head else self._copy(b, flit, o, header, hops, st)))
-                    self.sent += 1
                     link_sends[o] = link_sends.get(o, 0) + 1
                     if head:
                         self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
                         self.links_used[b.mc] = self.links_used.get(b.mc, 0) | PORT_BITS[o]
                         if self.trace:
                             self.link_trace.append((b.mc, o, t))
-                if flit.tail:
+                if tail:
                     self._release(c, b, t)
+            self._flits_in -= moved
+            self._held = held
+            self.sent += len(out)
         self.moved = moved
         self.steps += 1
         held = self._held

@@ -153,34 +153,37 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     """
     topo = plan.topology
     engines = _engines(topo, settings)
-    nodes = list(topo.nodes())
-    flit_engines: dict[Coord, LockstepWormhole] = {}
-    for n, e in engines.items():
+    nodes = sorted(topo.nodes())  # node i is nodes[i]: a step visits its nodes in this order
+    rank = {n: i for i, n in enumerate(nodes)}
+    eng: list[LockstepWormhole] = []
+    for n in nodes:
+        e = engines[n]
         assert isinstance(e, LockstepWormhole)
-        flit_engines[n] = e
-    pending: dict[Coord, dict[int, list[Injection]]] = {n: {} for n in nodes}
-    injecting: dict[int, set[Coord]] = {}  # step -> the nodes that inject then
-    for n in nodes:
+        eng.append(e)
+    pending: list[dict[int, list[Injection]]] = [{} for _ in nodes]
+    injecting: dict[int, set[int]] = {}  # step -> the nodes that inject then
+    for i, n in enumerate(nodes):
         for inj in _injections(plan, n):
-            pending[n].setdefault(inj.step, []).append(inj)
-            injecting.setdefault(inj.step, set()).add(n)
+            pending[i].setdefault(inj.step, []).append(inj)
+            injecting.setdefault(inj.step, set()).add(i)
     inj_steps = sorted(injecting)
-    # per node and port: the neighbour's engine across it and the port it hears us on
-    across: dict[Coord, dict[str, tuple[Coord, LockstepWormhole, str]]] = {}
+    # per node and port: the neighbour across it, its engine and the port it hears us on
+    across: list[dict[str, tuple[int, LockstepWormhole, str]]] = []
     for n in nodes:
-        across[n] = {}
+        sides = {}
         for p in PORTS:
             nb = topo.neighbour(n, p)
             if nb is not None:
-                across[n][p] = (nb, flit_engines[nb], topo.opposite(p))
+                sides[p] = (rank[nb], eng[rank[nb]], topo.opposite(p))
+        across.append(sides)
     collector = Collector(plan)
     expected = collector.expected
     diameter, max_steps = topo.diameter, settings.max_steps
     last_busy = plan.last_step
-    done = dict.fromkeys(nodes, 0)  # per node: the next step its clock would do
+    done = [0] * len(nodes)  # per node: the next step its clock would do
     flits: list[tuple[LockstepWormhole, str, Flit]] = []  # sent at t, received at t+1
     credits: list[tuple[LockstepWormhole, str, Credits]] = []
-    due: set[Coord] = set()  # the nodes that work at t+1
+    due: set[int] = set()  # the nodes that work at t+1
     k = 0  # inj_steps[k]: the next step at which some node injects
     t = -1
     delivered = 0
@@ -202,41 +205,43 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         for e, p, flit in flits:
             e.receive(flit, p)
         flits, credits = [], []
-        for n in sorted(active):
-            e = flit_engines[n]
-            e.steps += t - done[n]
-            injs = pending[n]
+        for i in sorted(active):
+            e = eng[i]
+            e.steps += t - done[i]
+            done[i] = t + 1
+            injs = pending[i]
             if injs:
                 for inj in injs.pop(t, ()):
                     e.inject(inj)
-            before = len(e.deliveries)
+            if progress is not None:
+                delivered -= len(e.deliveries)
             was_busy = e.busy()
             sends = e.step(t)
-            done[n] = t + 1
-            delivered += len(e.deliveries) - before
+            if progress is not None:
+                delivered += len(e.deliveries)
             if (was_busy or sends) and t > last_busy:
                 last_busy = t
             if e.busy():
-                due.add(n)
+                due.add(i)
             if not (sends or e.freed):
                 continue
-            nbs = across[n]
+            nbs = across[i]
             for p, flit in sends:
-                nb, ne, q = nbs[p]
+                j, ne, q = nbs[p]
                 flits.append((ne, q, _as_received(flit) if flit.kind in _HEADS else flit))
-                due.add(nb)
+                due.add(j)
             for p, c in e.take_freed().items():
-                nb, ne, q = nbs[p]
+                j, ne, q = nbs[p]
                 credits.append((ne, q, c))
-                due.add(nb)
+                due.add(j)
         if progress is not None:
             progress(delivered, expected)
     end = horizon
-    for n in nodes:
-        e = flit_engines[n]
-        e.steps += max(0, end + 1 - done[n])
+    for i, e in enumerate(eng):
+        e.steps += max(0, end + 1 - done[i])
         e.end(end)
-    for n, e in flit_engines.items():
+    for n in topo.nodes():  # the frame loop's order of reports
+        e = eng[rank[n]]
         collector.handle(protocol.Hello(n, ""))
         collector.handle(take_report(e, n, 0))
         collector.handle(done_report(e, n, host="", status="ok", last_step=end))
