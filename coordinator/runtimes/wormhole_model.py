@@ -47,6 +47,9 @@ SEED004_PREP: Mapping[str, int] = defaults.PREP
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
+# a run in an input buffer: [flit, count], that many flits alike in a row (a worm's body flits on
+# one hop are one tuple, so a body is one run however long the worm)
+Run = list[Any]
 # a message waiting for its injection channel: [mc, alg, port, header, hops, startups, ready]
 Msg = list[Any]
 
@@ -166,7 +169,9 @@ def run_wormhole_model(
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
 
-    buf: list[deque[Fl]] = [deque() for _ in range(len(nodes) * S)]
+    buf: list[deque[Run]] = [deque() for _ in range(len(nodes) * S)]
+    node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
+    bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
     route: dict[int, _Route] = {}  # input channel -> the worm bound to it
     owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
     ej_owner = [-1] * (len(nodes) * E)
@@ -234,7 +239,7 @@ def run_wormhole_model(
                 continue
             rt = route.get(r * S + i)
             b = buf[r * S + i]
-            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][3] != rt.worm:
+            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][0][3] != rt.worm:
                 continue
             if len(rt.held) < len(rt.outs) or not all(credit[o] > 0 for o, _, _ in rt.sends):
                 continue
@@ -253,17 +258,23 @@ def run_wormhole_model(
     while True:
         active, active_next = active_next, set()
         for o in credits_back:
-            credit[o] = min(credit[o] + 1, buffer_flits)
+            if credit[o] < buffer_flits:
+                credit[o] += 1
             if owner[o] >= 0:
-                to_move[o // PV] |= 1 << owner[o]
-                active.add(o // PV)
+                r = o // PV
+                to_move[r] |= 1 << owner[o]
+                active.add(r)
         for ch, fl in arriving:
-            buf[ch].append(fl)
-            r, i = divmod(ch, S)
-            if ch in route:
-                to_move[r] |= 1 << i
+            b = buf[ch]
+            if b and b[-1][0] is fl:  # the next body flit of the worm the run holds
+                b[-1][1] += 1
             else:
-                to_route[r] |= 1 << i
+                b.append([fl, 1])
+            r = node_of[ch]
+            if ch in route:
+                to_move[r] |= bit_of[ch]
+            else:
+                to_route[r] |= bit_of[ch]
             active.add(r)
         buffered += len(arriving)
         arriving, credits_back = [], []
@@ -292,17 +303,20 @@ def run_wormhole_model(
                     mc, alg, port, header, hops, st, _ = startup_end.pop(ch)[1]
                     worm = (n[0], n[1], counter[r])
                     counter[r] += 1
-                    for k in range(flits):
-                        buf[ch].append((k == 0, k == flits - 1, mc, worm, alg, header, hops, st))
+                    buf[ch].append([(True, flits == 1, mc, worm, alg, header, hops, st), 1])
+                    if flits > 2:
+                        buf[ch].append([(False, False, mc, worm, alg, header, hops, st), flits - 2])
+                    if flits > 1:
+                        buf[ch].append([(False, True, mc, worm, alg, header, hops, st), 1])
                     buffered += flits
                     bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
             # routing: once per head at the front of an unbound input
             mask, to_route[r] = to_route[r], 0
             for i in bits[mask]:
                 ch = r * S + i
-                if ch in route or not buf[ch] or not buf[ch][0][0]:
+                if ch in route or not buf[ch] or not buf[ch][0][0][0]:
                     continue
-                _, _, mc, worm, alg, header, hops, st = buf[ch][0]
+                _, _, mc, worm, alg, header, hops, st = buf[ch][0][0]
                 rt = _Route(worm, mc, alg, hops, st)
                 if hops > limit:
                     err(n, "hop-limit", "", mc)
@@ -389,9 +403,20 @@ def run_wormhole_model(
                 bound = route.get(ch)
                 if bound is None or not b or (bound.absorb and bound.ej < 0):
                     continue
-                if len(bound.held) < len(bound.outs) or not all(credit[o] > 0 for o, _, _ in bound.sends):
+                if len(bound.held) < len(bound.outs):
                     continue
-                head, tail, mc, _, alg, _, _, _ = b.popleft()
+                ready = True
+                for o, _, _ in bound.sends:
+                    if credit[o] <= 0:
+                        ready = False
+                        break
+                if not ready:
+                    continue
+                front = b[0]
+                head, tail, mc, _, alg, _, _, _ = front[0]
+                front[1] -= 1
+                if not front[1]:
+                    b.popleft()
                 buffered -= 1
                 moved += 1
                 active_next.add(r)
