@@ -68,9 +68,10 @@ class _Route:
     deliver: bool = False
     later: list[tuple[str, Any, int]] = field(default_factory=list)  # (port, header, st) to start here
     ej: int = -1  # the ejection channel it holds (index into the node's)
-    sends: list[tuple[int, int, Fl]] = field(default_factory=list)
+    sends: list[tuple[int, int, Fl, int]] = field(default_factory=list)
     """Per output, in ``outs`` order: the output VC, the input it feeds, the body flit sent there
-    (filled in once it holds a VC on every output it needs)."""
+    and the link (filled in once it holds a VC on every output it needs)."""
+    granted: bool = False  # it holds a VC on every output it needs (``sends`` is complete)
     may: dict[str, list[int]] | None = None
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
@@ -220,6 +221,7 @@ def run_wormhole_model(
         r, i = divmod(ch, S)
         if V > 1:
             rt.may = {p: may_take(r, i, rt.alg, p) for p in rt.outs}
+        rt.granted = not rt.outs  # a worm with nowhere to go (a failed route) drains at once
         route[ch] = rt
         to_arbitrate[r] = True
         to_move[r] |= 1 << i
@@ -241,7 +243,7 @@ def run_wormhole_model(
             b = buf[r * S + i]
             if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][0][3] != rt.worm:
                 continue
-            if len(rt.held) < len(rt.outs) or not all(credit[o] > 0 for o, _, _ in rt.sends):
+            if not rt.granted or not all(credit[o] > 0 for o, _, _, _ in rt.sends):
                 continue
             if taken.intersection(rt.outs):
                 to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
@@ -379,7 +381,8 @@ def run_wormhole_model(
                             for q, (h, hops_o, st_o) in cand.outs.items():
                                 oq = cand.held[q]
                                 body = (False, False, cand.mc, cand.worm, cand.alg, h, hops_o, st_o)
-                                cand.sends.append((oq, across[oq], body))
+                                cand.sends.append((oq, across[oq], body, oq // V))
+                            cand.granted = True
                         to_move[r] |= 1 << i
                 for e in range(r * E, r * E + E):
                     if ej_owner[e] >= 0:
@@ -403,10 +406,10 @@ def run_wormhole_model(
                 bound = route.get(ch)
                 if bound is None or not b or (bound.absorb and bound.ej < 0):
                     continue
-                if len(bound.held) < len(bound.outs):
+                if not bound.granted:
                     continue
                 ready = True
-                for o, _, _ in bound.sends:
+                for o, _, _, _ in bound.sends:
                     if credit[o] <= 0:
                         ready = False
                         break
@@ -422,10 +425,10 @@ def run_wormhole_model(
                 active_next.add(r)
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
-                for o, into, body in bound.sends:
+                plain = not (head or tail)
+                for o, into, body, link in bound.sends:
                     credit[o] -= 1
-                    arriving.append((into, body if not (head or tail) else (head, tail, *body[2:])))
-                    link = o // V
+                    arriving.append((into, body if plain else (head, tail, *body[2:])))
                     if not sent[link]:
                         first_used.append(link)
                     sent[link] += 1
@@ -435,7 +438,7 @@ def run_wormhole_model(
                 if not tail:
                     to_move[r] |= 1 << i
                     continue
-                for o, _, _ in bound.sends:
+                for o, _, _, _ in bound.sends:
                     owner[o] = -1
                 if bound.ej >= 0:
                     ej_owner[r * E + bound.ej] = -1
