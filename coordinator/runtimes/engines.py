@@ -34,6 +34,7 @@ from node.routing import registry
 from node.switching import AnyEngine, LockstepWormhole, make_engine
 from node.topology import PORTS, Coord, Topology
 from node.wire import Credits, Flit, StepFrame, decode_flit, decode_link, encode_link
+from node.wormhole import WormholeEngine
 
 __all__ = ["run_engines"]
 
@@ -184,6 +185,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     flits: list[tuple[LockstepWormhole, str, Flit]] = []  # sent at t, received at t+1
     credits: list[tuple[LockstepWormhole, str, Credits]] = []
     due: set[int] = set()  # the nodes that work at t+1
+    take = WormholeEngine.receive
     k = 0  # inj_steps[k]: the next step at which some node injects
     t = -1
     delivered = 0
@@ -203,7 +205,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         for e, p, c in credits:
             e.credit_back(p, c)
         for e, p, flit in flits:
-            e.receive(flit, p)
+            take(e, flit, p)  # a Flit from an engine: not LockstepWormhole.receive's check for other items
         flits, credits = [], []
         for i in sorted(active):
             e = eng[i]
