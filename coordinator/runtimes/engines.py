@@ -72,6 +72,13 @@ def run_engines(
         raise ValueError("the engine loop runs the lockstep clock only")
     if settings.switching == "wormhole":
         return _run_flits(plan, settings, progress)
+    return _run_frames(plan, settings, progress)
+
+
+def _run_frames(
+    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+) -> RawRun:
+    """Every node's :class:`Lockstep` clock in sparse mode, frames between them (any switching)."""
     topo = plan.topology
     engines = _engines(topo, settings)
     nodes = list(topo.nodes())
