@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from coordinator.runtimes.engines import _run_frames, _run_flits
+from coordinator.runtimes.engines import _run_flits, _run_frames
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.topology import Topology
