@@ -13,7 +13,9 @@ an input that got a flit, a credit or a grant (or moved a flit the cycle before)
 else the rules would do nothing, so the records equal those of visiting every node and channel
 every cycle, and an idle node costs nothing. The tables are lists indexed by channel numbers:
 input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
-port ``PORTS[j]`` (r: the node's rank in sorted order).
+port ``PORTS[j]`` (r: the node's rank in sorted order). An input buffer is a queue of runs
+``[flit, count]``: a start-up puts a worm in as three runs (head, L − 2 body flits, tail), and
+the body flits one hop sends are one tuple, so those arriving behind each other add to one count.
 
 With ``vcs`` V > 1 an output number is a VC of a link (``o // V`` the link, ``o % V`` the VC)
 and input channel ``r * S + i`` is the i-th of node r's order: each link's V VCs, then the
@@ -436,7 +438,8 @@ def run_wormhole_model(
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
                         raw.links.setdefault(mc, set()).add((n, PORTS[link - r * P]))
                 if not tail:
-                    to_move[r] |= 1 << i
+                    if b:  # more to move (an empty buffer waits for an arrival, which marks it)
+                        to_move[r] |= 1 << i
                     continue
                 for o, _, _, _ in bound.sends:
                     owner[o] = -1
