@@ -418,7 +418,8 @@ def run_wormhole_model(
                 if not ready:
                     continue
                 front = b[0]
-                head, tail, mc, _, alg, _, _, _ = front[0]
+                fl = front[0]
+                head, tail = fl[0], fl[1]
                 front[1] -= 1
                 if not front[1]:
                     b.popleft()
@@ -427,10 +428,19 @@ def run_wormhole_model(
                 active_next.add(r)
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
-                plain = not (head or tail)
+                if not (head or tail):
+                    for o, into, body, link in bound.sends:
+                        credit[o] -= 1
+                        arriving.append((into, body))
+                        sent[link] += 1
+                        # (a link's first flit is a head: its first use is counted below)
+                    if b:  # more to move (an empty buffer waits for an arrival, which marks it)
+                        to_move[r] |= 1 << i
+                    continue
+                mc, alg = fl[2], fl[4]
                 for o, into, body, link in bound.sends:
                     credit[o] -= 1
-                    arriving.append((into, body if plain else (head, tail, *body[2:])))
+                    arriving.append((into, (head, tail, *body[2:])))
                     if not sent[link]:
                         first_used.append(link)
                     sent[link] += 1
