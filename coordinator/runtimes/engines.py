@@ -219,8 +219,8 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             e.steps += t - done[i]
             done[i] = t + 1
             injs = pending[i]
-            if injs:
-                for inj in injs.pop(t, ()):
+            if t in injs:
+                for inj in injs.pop(t):
                     e.inject(inj)
             if progress is not None:
                 delivered -= len(e.deliveries)
