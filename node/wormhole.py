@@ -234,6 +234,10 @@ class WormholeEngine:
         self.peak_out = 0  # no output buffers: flits wait only in input buffers
         self.occupancy_sum = 0
         self.link_trace: list[tuple[int, str, int]] = []  # (mc, port, step) of each head sent
+        # -- replay trace hook (--trace only; see _trace_flit) --
+        self.worm_trace: list[list[Any]] = []
+        """Runs of flits: [mc, worm x, worm y, worm n, port or "ej", first step, count] (``trace`` on)."""
+        self._worm_run: dict[tuple[Worm, str], list[Any]] = {}
 
     # -- inputs ------------------------------------------------------------------------
     def _now(self) -> int:
@@ -534,6 +538,18 @@ class WormholeEngine:
         for port, header, st in b.later:
             self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
 
+    def _trace_flit(self, b: _Bind, t: int) -> None:
+        """Replay trace hook (``trace`` on): a flit of worm ``b`` left its input at ``t``, onto each of
+        ``b``'s outputs and, absorbed here, its ejection channel; extends that run or opens one."""
+        runs = self._worm_run
+        for o in (*b.outs, "ej") if b.ej is not None else b.outs:
+            run = runs.get((b.worm, o))
+            if run is not None and run[5] + run[6] == t:
+                run[6] += 1
+            else:
+                run = runs[(b.worm, o)] = [b.mc, *b.worm, o, t, 1]
+                self.worm_trace.append(run)
+
     def step(self, t: int) -> list[tuple[str, Flit]]:
         """Do step ``t`` (flits and credits of t−1 and injections of t already given); the flits sent now."""
         self._start_injections(t)
@@ -574,6 +590,8 @@ class WormholeEngine:
             flit = buf.popleft()
             moved += 1
             self._free(c)
+            if self.trace:  # replay trace hook
+                self._trace_flit(b, t)
             for o, (header, hops, st) in b.outs.items():
                 if won is None:  # one VC: the port is the channel
                     credit[o] -= 1

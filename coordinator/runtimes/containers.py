@@ -411,6 +411,7 @@ def raw_to_json(raw: RawRun) -> str:
             "traffic": [[mc, n] for mc, n in raw.traffic.items()],
             "links": [[mc, [[list(n), p] for n, p in sorted(ls)]] for mc, ls in raw.links.items()],
             "trace": [[mc, list(n), p, s] for mc, n, p, s in raw.trace],
+            "worms": [[mc, list(n), p, list(w), s, k] for mc, n, p, w, s, k in raw.worms],
             "errors": raw.errors,
             "injected": [[mc, ns, host] for mc, (ns, host) in raw.injected.items()],
             "hosts": [[list(n), h] for n, h in raw.hosts.items()],
@@ -436,6 +437,10 @@ def raw_from_json(text: str) -> RawRun:
         traffic={int(mc): int(n) for mc, n in d["traffic"]},
         links={int(mc): {(_c(n), str(p)) for n, p in ls} for mc, ls in d["links"]},
         trace=[(int(mc), _c(n), str(p), int(s)) for mc, n, p, s in d["trace"]],
+        worms=[
+            (int(mc), _c(n), str(p), (int(w[0]), int(w[1]), int(w[2])), int(s), int(k))
+            for mc, n, p, w, s, k in d.get("worms", [])
+        ],
         errors=list(d["errors"]),
         injected={int(mc): (int(ns), str(h)) for mc, ns, h in d["injected"]},
         hosts={_c(n): str(h) for n, h in d["hosts"]},

@@ -17,7 +17,7 @@ from node.linkmodel import LinkModel
 from node.switching import SWITCHINGS
 from node.tcp import REJECTED as REJECTED_KIND
 from node.topology import Coord, port_names
-from node.wire import MAX_VCS
+from node.wire import MAX_VCS, Worm
 from node.wormhole import VC_CLASSES
 
 __all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
@@ -222,6 +222,9 @@ class RawRun:
     traffic: dict[int, int] = field(default_factory=dict)
     links: dict[int, set[tuple[Coord, str]]] = field(default_factory=dict)
     trace: list[tuple[int, Coord, str, int]] = field(default_factory=list)
+    worms: list[tuple[int, Coord, str, Worm, int, int]] = field(default_factory=list)
+    """Wormhole switching with a trace: (multicast, node, port or ``ej``, worm, first step, count),
+    ``count`` flits of ``worm`` leaving ``node`` on ``port`` in consecutive steps from ``first``."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[int, tuple[int, str]] = field(default_factory=dict)
     hosts: dict[Coord, str] = field(default_factory=dict)
@@ -323,5 +326,7 @@ class Collector:
                     used.update(ends)
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
+            for mc, wx, wy, wn, port, first, count in msg.worms:
+                raw.worms.append((mc, node, port, (wx, wy, wn), first, count))
             for mc, ns in msg.injected:
                 raw.injected[mc] = (ns, host or "")
