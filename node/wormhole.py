@@ -236,8 +236,9 @@ class WormholeEngine:
         self.link_trace: list[tuple[int, str, int]] = []  # (mc, port, step) of each head sent
         # -- replay trace hook (--trace only; see _trace_flit) --
         self.worm_trace: list[list[Any]] = []
-        """Runs of flits: [mc, worm x, worm y, worm n, port or "ej", first step, count] (``trace`` on)."""
-        self._worm_run: dict[tuple[Worm, str], list[Any]] = {}
+        """Runs of flits (``trace`` on): [mc, worm x, worm y, worm n, input port or "inj", output port
+        or "ej", first step, count]."""
+        self._worm_run: dict[tuple[Worm, str, str], list[Any]] = {}
 
     # -- inputs ------------------------------------------------------------------------
     def _now(self) -> int:
@@ -538,16 +539,18 @@ class WormholeEngine:
         for port, header, st in b.later:
             self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
 
-    def _trace_flit(self, b: _Bind, t: int) -> None:
-        """Replay trace hook (``trace`` on): a flit of worm ``b`` left its input at ``t``, onto each of
+    def _trace_flit(self, b: _Bind, c: str, t: int) -> None:
+        """Replay trace hook (``trace`` on): a flit of worm ``b`` left input ``c`` at ``t``, onto each of
         ``b``'s outputs and, absorbed here, its ejection channel; extends that run or opens one."""
         runs = self._worm_run
+        came = self._vc_of[c][0] if c in self._vc_of else "inj"
         for o in (*b.outs, "ej") if b.ej is not None else b.outs:
-            run = runs.get((b.worm, o))
-            if run is not None and run[5] + run[6] == t:
-                run[6] += 1
+            key = (b.worm, came, o)
+            run = runs.get(key)
+            if run is not None and run[6] + run[7] == t:
+                run[7] += 1
             else:
-                run = runs[(b.worm, o)] = [b.mc, *b.worm, o, t, 1]
+                run = runs[key] = [b.mc, *b.worm, came, o, t, 1]
                 self.worm_trace.append(run)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
@@ -591,7 +594,7 @@ class WormholeEngine:
             moved += 1
             self._free(c)
             if self.trace:  # replay trace hook
-                self._trace_flit(b, t)
+                self._trace_flit(b, c, t)
             for o, (header, hops, st) in b.outs.items():
                 if won is None:  # one VC: the port is the channel
                     credit[o] -= 1

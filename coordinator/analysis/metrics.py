@@ -124,18 +124,22 @@ def multicast_metrics(
 
 
 def worm_runs(plan: Plan, raw: RawRun) -> dict[int, list[dict[str, Any]]]:
-    """Per multicast, its wormhole flit runs in the ``--json`` shape, ordered by first step, node, port:
-    ``{"from": [x, y], "to": [x, y] or None, "port", "worm": [x, y, n], "first", "count"}``; ``count``
-    flits of the worm crossed the link (``port`` ``ej``, ``to`` None: went to the node's processor)
-    in the steps ``first`` .. ``first + count - 1``. The worm is named by its source node and number."""
+    """Per multicast, its wormhole flit runs in the ``--json`` shape, ordered by first step, node, ports:
+    ``{"from": [x, y], "to": [x, y] or None, "in", "port", "worm": [x, y, n], "first", "count"}``:
+    ``count`` flits of the worm that came into ``from`` on port ``in`` (``inj``: injected there)
+    crossed the link on ``port`` (``ej``, ``to`` None: went to the node's processor) in the steps
+    ``first`` .. ``first + count - 1``. The worm is named by its source node and number there."""
     topo = plan.topology
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for mc, node, port, worm, first, count in sorted(raw.worms, key=lambda e: (e[0], e[4], e[1], e[2], e[3])):
+    for mc, node, came, port, worm, first, count in sorted(
+        raw.worms, key=lambda e: (e[0], e[5], e[1], e[2], e[3])
+    ):
         to = None if port == "ej" else topo.neighbour(node, port)
         out[mc].append(
             {
                 "from": list(node),
                 "to": list(to) if to else None,
+                "in": came,
                 "port": port,
                 "worm": list(worm),
                 "first": first,

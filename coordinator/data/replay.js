@@ -1,9 +1,10 @@
 // meshcast replay: draws a traced run on a <canvas>, step by step. No libraries, no network.
 // Data (from coordinator/output/replay.py): runs[], each with cols, rows, torus, steps and
 // multicasts[] holding node ids (x * rows + y), and links as flat [from, to, step, ...] triples;
-// under wormhole switching also worms as flat [worm, from, to (-1: ejection), first, count, ...]
-// runs (count flits of the worm crossed in the cycles first .. first + count - 1) and wormIds
-// (each worm's source x, y and number, flat).
+// under wormhole switching also worms as flat [worm, node, in, out, first, count, ...] runs
+// (count flits of the worm that came into node on port in (4: injected there) left it on port out
+// (4: to its processor) in the cycles first .. first + count - 1; ports +x, -x, +y, -y are 0-3)
+// and wormIds (each worm's source x, y and number, flat).
 (function () {
   "use strict";
   const DATA = JSON.parse(document.getElementById("replay-data").textContent);
@@ -117,35 +118,60 @@
   // in network input buffers (crossed into a node minus gone on or ejected there, per node) and
   // its heads (nodes its front has reached and not left, where it still is; a branching worm
   // has one per branch). Worms with nothing held and nothing buffered are left out.
+  // An input channel is a node's port (node * 5 + port; port 4: its injection channel). A worm
+  // can pass a node twice (some trees on a torus do): its passes through a channel follow each
+  // other, so a channel's or a link's count of crossed flits is in its current pass modulo L.
+  Panel.prototype.neighbour = function (a, port) {  // the node across port (0-3) of a, or -1
+    const run = this.run;
+    let x = Math.floor(a / run.rows) + [1, -1, 0, 0][port], y = (a % run.rows) + [0, 0, 1, -1][port];
+    if (run.torus) {
+      x = (x + run.cols) % run.cols;
+      y = (y + run.rows) % run.rows;
+    } else if (x < 0 || y < 0 || x >= run.cols || y >= run.rows) return -1;
+    return x * run.rows + y;
+  };
+
   Panel.prototype.wormState = function (m, t) {
     const W = m.worms, L = this.run.flits, per = new Map();
-    for (let i = 0; i < W.length; i += 5) {
-      const k = Math.min(W[i + 4], Math.max(0, t - W[i + 3]));
+    const OPP = [1, 0, 3, 2];
+    for (let i = 0; i < W.length; i += 6) {
+      const k = Math.min(W[i + 5], Math.max(0, t - W[i + 4]));
       if (k === 0) continue;
-      let cross = per.get(W[i]);
-      if (!cross) per.set(W[i], (cross = new Map()));
-      const key = W[i + 1] + ">" + W[i + 2];
-      cross.set(key, (cross.get(key) || 0) + k);
+      let s = per.get(W[i]);
+      if (!s) per.set(W[i], (s = { links: new Map(), into: new Map(), outs: new Map() }));
+      const a = W[i + 1], came = a * 5 + W[i + 2], out = W[i + 3];
+      let o = s.outs.get(came);
+      if (!o) s.outs.set(came, (o = { ports: [0, 0, 0, 0, 0], spans: [] }));
+      o.ports[out] += k;
+      o.spans.push([W[i + 4], W[i + 4] + k]);
+      if (out === 4) continue;
+      const b = this.neighbour(a, out);
+      if (b < 0) continue;
+      s.links.set(a * 5 + out, (s.links.get(a * 5 + out) || 0) + k);
+      const into = b * 5 + OPP[out];
+      s.into.set(into, (s.into.get(into) || 0) + k);
     }
     const out = [];
-    for (const [w, cross] of per) {
-      const inn = new Map(), from = new Map(), left = new Map(), goesOn = new Set(), holds = [];
-      for (const [key, k] of cross) {
-        const [a, b] = key.split(">").map(Number);
-        left.set(a, Math.max(left.get(a) || 0, k));
-        if (b < 0) continue;
-        goesOn.add(a);
-        inn.set(b, (inn.get(b) || 0) + k);
-        from.set(b, a);
-        if (k < L) holds.push([a, b]);
+    for (const [w, s] of per) {
+      const holds = [], buffers = [], heads = [];
+      for (const [key, k] of s.links) {
+        if (k % L !== 0) holds.push([Math.floor(key / 5), this.neighbour(Math.floor(key / 5), key % 5)]);
       }
       let buffered = 0;
-      const buffers = [], heads = [];
-      for (const [v, k] of inn) {
-        const here = Math.max(0, k - (left.get(v) || 0));
+      for (const [key, k] of s.into) {
+        const v = Math.floor(key / 5), from = this.neighbour(v, key % 5);
+        const o = s.outs.get(key) || { ports: [0, 0, 0, 0, 0], spans: [] };
+        // one flit leaves a channel a cycle, on all its branches at once: count the cycles
+        let gone = 0, end = -1;
+        for (const [a, b] of o.spans.sort((p, q) => p[0] - q[0])) {
+          if (b > end) { gone += b - Math.max(a, end); end = b; }
+        }
+        const here = Math.max(0, k - gone);
+        const goneOn = Math.max(o.ports[0], o.ports[1], o.ports[2], o.ports[3]);
+        const pass = k - ((k - 1) % L + 1);  // flits of its earlier passes through this channel
         buffered += here;
-        if (here > 0) buffers.push([from.get(v), v, here]);
-        if (!goesOn.has(v) && (k < L || here > 0)) heads.push([from.get(v), v]);
+        if (here > 0) buffers.push([from, v, here]);
+        if ((k % L !== 0 || here > 0) && goneOn <= pass) heads.push([from, v]);
       }
       if (!holds.length && !buffered) continue;
       const xy = (v) => this.xy(v);

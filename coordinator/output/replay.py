@@ -21,13 +21,17 @@ from typing import Any
 from coordinator.errors import UsageError
 from coordinator.output.palette import algorithm_colour
 from coordinator.output.results import atomic_write
-from node.topology import Topology, TopologyError
+from node.topology import PORTS, Topology, TopologyError
 
 __all__ = ["load_run", "page", "replay_data", "write_replay"]
 
 _SPARE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 """Colours of multicasts that share an algorithm (repetitions), one each, in id order."""
 
+
+_IN = (*PORTS, "inj")
+_OUT = (*PORTS, "ej")
+"""A worm run's input and output as the page has them: a port's index, or 4 (injected, ejected)."""
 
 _METRICS = ("time", "traffic", "distinct_links", "additional_traffic", "mean_arrival", "cv", "cv_wall")
 """The multicast's metrics the side panel shows, as the result document has them."""
@@ -101,13 +105,13 @@ def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, A
         if w is None:
             w = index[wid] = len(worm_ids)
             worm_ids.append(wid)
-        to = run["to"]
-        if to is None and run["port"] != "ej":  # a send off the grid's edge (a rule error)
+        if run["to"] is None and run["port"] != "ej":  # a send off the grid's edge (a rule error)
             continue
         start, count = int(run["first"]), int(run["count"])
         if start < 0 or count < 1:
             raise ValueError(f"worm run {run!r}: first step below 0 or fewer than 1 flit")
-        worms += [w, nid(run["from"]), -1 if to is None else nid(to), start, count]
+        came, port = _IN.index(run["in"]), _OUT.index(run["port"])
+        worms += [w, nid(run["from"]), came, port, start, count]
     return {
         "id": int(m["id"]),
         "algorithm": str(m["algorithm"]),
@@ -136,7 +140,7 @@ def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
     for r in records:
         last = max([last, *r["arrive"], *(s + 1 for s in r["links"][2::3])])
         w = r["worms"]
-        last = max([last, *(w[i + 3] + w[i + 4] for i in range(0, len(w), 5))])
+        last = max([last, *(w[i + 4] + w[i + 5] for i in range(0, len(w), 6))])
     switching = run.get("switching") or {}
     return {
         "title": title,

@@ -411,7 +411,6 @@ def raw_to_json(raw: RawRun) -> str:
             "traffic": [[mc, n] for mc, n in raw.traffic.items()],
             "links": [[mc, [[list(n), p] for n, p in sorted(ls)]] for mc, ls in raw.links.items()],
             "trace": [[mc, list(n), p, s] for mc, n, p, s in raw.trace],
-            "worms": [[mc, list(n), p, list(w), s, k] for mc, n, p, w, s, k in raw.worms],
             "errors": raw.errors,
             "injected": [[mc, ns, host] for mc, (ns, host) in raw.injected.items()],
             "hosts": [[list(n), h] for n, h in raw.hosts.items()],
@@ -423,6 +422,12 @@ def raw_to_json(raw: RawRun) -> str:
             "last_step": raw.last_step,
             "wall_s": raw.wall_s,
             "incomplete": raw.incomplete,
+            # wormhole flit runs, only with a trace (so a record without one keeps its bytes)
+            **(
+                {"worms": [[mc, list(n), i, p, list(w), s, k] for mc, n, i, p, w, s, k in raw.worms]}
+                if raw.worms
+                else {}
+            ),
         }
     )
 
@@ -438,8 +443,8 @@ def raw_from_json(text: str) -> RawRun:
         links={int(mc): {(_c(n), str(p)) for n, p in ls} for mc, ls in d["links"]},
         trace=[(int(mc), _c(n), str(p), int(s)) for mc, n, p, s in d["trace"]],
         worms=[
-            (int(mc), _c(n), str(p), (int(w[0]), int(w[1]), int(w[2])), int(s), int(k))
-            for mc, n, p, w, s, k in d.get("worms", [])
+            (int(mc), _c(n), str(i), str(p), (int(w[0]), int(w[1]), int(w[2])), int(s), int(k))
+            for mc, n, i, p, w, s, k in d.get("worms", [])
         ],
         errors=list(d["errors"]),
         injected={int(mc): (int(ns), str(h)) for mc, ns, h in d["injected"]},

@@ -222,9 +222,10 @@ class RawRun:
     traffic: dict[int, int] = field(default_factory=dict)
     links: dict[int, set[tuple[Coord, str]]] = field(default_factory=dict)
     trace: list[tuple[int, Coord, str, int]] = field(default_factory=list)
-    worms: list[tuple[int, Coord, str, Worm, int, int]] = field(default_factory=list)
-    """Wormhole switching with a trace: (multicast, node, port or ``ej``, worm, first step, count),
-    ``count`` flits of ``worm`` leaving ``node`` on ``port`` in consecutive steps from ``first``."""
+    worms: list[tuple[int, Coord, str, str, Worm, int, int]] = field(default_factory=list)
+    """Wormhole switching with a trace: (multicast, node, input port or ``inj``, output port or
+    ``ej``, worm, first step, count): ``count`` flits of ``worm`` that came into ``node`` on the
+    input leaving it on the output in consecutive steps from ``first``."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[int, tuple[int, str]] = field(default_factory=dict)
     hosts: dict[Coord, str] = field(default_factory=dict)
@@ -326,7 +327,7 @@ class Collector:
                     used.update(ends)
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
-            for mc, wx, wy, wn, port, first, count in msg.worms:
-                raw.worms.append((mc, node, port, (wx, wy, wn), first, count))
+            for mc, wx, wy, wn, came, port, first, count in msg.worms:
+                raw.worms.append((mc, node, came, port, (wx, wy, wn), first, count))
             for mc, ns in msg.injected:
                 raw.injected[mc] = (ns, host or "")
