@@ -296,3 +296,75 @@ def test_worms_match_the_flit_trace(browser: Any, runs: dict[str, Path], name: s
             busy += bool(want)
         assert busy >= 3  # the cycles looked at do show worms
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+# -- sweep --replay and load --replay -----------------------------------------------------------
+SWEEP = ["sweep", "--topology", "mesh:5x5", "--algorithms", "dp,mp", "--dests", "2:6:2", "--repeat", "2",
+         "--jobs", "1", *WORMHOLE]  # fmt: skip
+LOAD = ["load", "--topology", "mesh:5x5", "--algorithms", "dp", "--dests", "3", "--rates", "0.002,0.004",
+        "--duration", "150", "--warmup", "30", "--runtime", "engines", *WORMHOLE]  # fmt: skip
+
+
+def page_data(page: Path) -> dict[str, Any]:
+    return json.loads(re.search(r'id="replay-data">(.*?)</script>', page.read_text(), re.S).group(1))  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def experiments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("experiments")
+    assert main([*SWEEP, "--replay", "--out", str(base / "sweep")]) == 0
+    assert main([*LOAD, "--replay", "--out", str(base / "load")]) == 0
+    return {"sweep": base / "sweep", "load": base / "load"}
+
+
+def test_sweep_replay_is_the_first_repetition_of_each_point(experiments: dict[str, Path]) -> None:
+    with (experiments["sweep"] / "tidy.csv").open() as f:
+        first = [r for r in csv.DictReader(f) if r["repetition"] == "0"]
+    (run,) = page_data(experiments["sweep"] / "replay.html")["runs"]
+    got = [(m["algorithm"], len(m["dests"]), m["metrics"]["time"]) for m in run["multicasts"]]
+    assert got == [(r["algorithm"], int(r["k"]), int(r["time"])) for r in first]  # the sweep's own records
+    assert all(m["worms"] for m in run["multicasts"])
+
+
+def test_load_replay_is_one_whole_point(experiments: dict[str, Path]) -> None:
+    with (experiments["load"] / "load.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    (run,) = page_data(experiments["load"] / "replay.html")["runs"]
+    assert len(run["multicasts"]) > 1 and run["switching"] == "wormhole"
+    assert {m["algorithm"] for m in run["multicasts"]} == {"dp"} and rows
+
+
+@pytest.mark.parametrize("name", ["sweep", "load"])
+def test_experiment_pages_load_without_errors(browser: Any, experiments: dict[str, Path], name: str) -> None:
+    open_page(browser, experiments[name] / "replay.html")
+    steps = browser.execute_script("return window.replay.state().steps")
+    for t in (0, steps // 3, steps // 2, steps):
+        browser.execute_script(f"window.replay.seek({t})")
+    ids = browser.execute_script("return Array.from(document.getElementById('mc').options).map(o => o.value)")
+    assert ids[0] == "all" and len(ids) > 2
+    browser.execute_script(f"window.replay.select({ids[1]}); window.replay.seek({steps // 2})")
+    assert "worms" in browser.execute_script("return window.replay.state()")
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+def test_experiment_replay_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*LOAD, "--replay"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+    assert main([*SWEEP, "--replay"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+    shared = [*SWEEP, "--switching", "store-and-forward", "--contention", "shared", "--replay"]
+    assert main([*shared, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "isolated" in err
+
+
+def test_a_load_point_too_big_for_a_page_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from coordinator.experiments import replays
+
+    big = [*LOAD[: LOAD.index("--rates")], "--rates", "0.05", *LOAD[LOAD.index("--rates") + 2 :]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(replays, "LOAD_MAX", 10)
+        main([*big, "--replay", "--out", str(tmp_path / "big")])
+    assert "no replay.html" in capsys.readouterr().out and not (tmp_path / "big" / "replay.html").exists()
