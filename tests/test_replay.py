@@ -368,3 +368,28 @@ def test_a_load_point_too_big_for_a_page_is_named(tmp_path: Path, capsys: pytest
         mp.setattr(replays, "LOAD_MAX", 10)
         main([*big, "--replay", "--out", str(tmp_path / "big")])
     assert "no replay.html" in capsys.readouterr().out and not (tmp_path / "big" / "replay.html").exists()
+
+
+def test_the_wormhole_model_has_no_trace_but_its_replays_run_on_engines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The flit-level reference model records no trace: run refuses it, sweep replays on engines."""
+    assert (
+        main(
+            [
+                "run",
+                *RUNS["path-mesh-wormhole"],
+                "--runtime",
+                "model",
+                "--replay",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runtime engines" in err
+    assert main([*SWEEP, "--runtime", "model", "--replay", "--out", str(tmp_path / "s")]) == 0
+    (run,) = page_data(tmp_path / "s" / "replay.html")["runs"]
+    assert run["multicasts"] and all(m["worms"] and m["links"] for m in run["multicasts"])
