@@ -211,6 +211,8 @@ def test_every_runtime_records_the_same_flits(tmp_path: Path) -> None:
     inproc = trio.run(run_inprocess, plan, s)
     check_trace(plan, s, engines)
     assert sorted(inproc.worms) == sorted(engines.worms)
+    sharded = trio.run(run_inprocess, plan, replace(s, shards=2))  # nodes in two processes
+    assert sorted(sharded.worms) == sorted(engines.worms)
     need_broker()
     procs = trio.run(
         run_processes, plan, replace(s, runtime="processes", wall_budget=120, run_dir=str(tmp_path))
