@@ -36,6 +36,7 @@ from node.polled import LinkDown, polled_step, usable
 from node.protocol import Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
+from node.settings import NodeSettings
 from node.shaping import ShapedLink
 from node.switching import AnyEngine, make_engine
 from node.topology import PORTS, Coord, Topology
@@ -86,17 +87,10 @@ class Assignment:
     run_id: str
     topology: Topology
     here: Coord
-    port_model: str
-    contention: str
-    clock: str
-    hop_limit: int | None
-    max_steps: int
-    trace: bool
     token: str
-    buffer: int | None
-    out_buffer: int | None
-    policy: str
     peers: dict[str, Any]
+    settings: NodeSettings
+    """The run's node settings, by the coordinator's names (the engine is built from them)."""
     sync: str = "alpha"
     link_model: LinkModel | None = None
     """Free clock: how each link delays its frames (None: as fast as the host moves them)."""
@@ -109,8 +103,6 @@ class Assignment:
             here = topo.check(msg.node, "assigned node")
         except ValueError as exc:
             raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
-        if msg.sync not in SYNCS:
-            raise NodeAborted(f"bad assignment: sync {msg.sync!r} is not one of {', '.join(SYNCS)}")
         model = None
         if msg.links:
             try:
@@ -119,9 +111,8 @@ class Assignment:
             except ValueError as exc:
                 raise NodeAborted(f"bad assignment: {exc}") from None
         return cls(
-            msg.run, topo, here, msg.port_model, msg.contention, msg.clock, msg.hop_limit,
-            msg.max_steps, msg.trace, msg.token, msg.buffer, msg.out_buffer, msg.policy, dict(msg.peers),
-            msg.sync, None if model is None or model.idle else model,
+            msg.run, topo, here, msg.token, dict(msg.peers), msg, msg.sync,
+            None if model is None or model.idle else model,
         )  # fmt: skip
 
 
@@ -275,12 +266,12 @@ class Node:
             self.log(f"aborted: {exc}")
             await self._done(-1, str(exc))
             return
-        self.log(f"assigned in {assign.topology.spec}, {assign.port_model}, {assign.clock}")
+        self.log(f"assigned in {assign.topology.spec}, {assign.settings.port_model}, {assign.settings.clock}")
         last_step = -1
         status = "ok"
         try:
             async with self.open_links(assign) as links, trio.open_nursery() as nursery:
-                if assign.clock != "lockstep":  # lockstep reads each link in step order itself
+                if assign.settings.clock != "lockstep":  # lockstep reads each link in step order itself
                     for port, link in links.items():
                         if not isinstance(link, DirectLink):  # those deliver into our inbox
                             nursery.start_soon(self._reader, port, link)
@@ -289,7 +280,7 @@ class Node:
                 self.log("links up, ready")
                 plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
                 injections = self._my_injections(plan)
-                if assign.clock != "lockstep":
+                if assign.settings.clock != "lockstep":
                     links = self._shaped(assign, links, nursery)
                     # Forward from now on: a packet needs no start, and this node's task is
                     # already there when the sources inject (not started with thousands of others).
@@ -297,7 +288,7 @@ class Node:
                 start: protocol.Start = await self._expect(protocol.Start)
                 self.log("started")
                 self._last_report = time.monotonic()
-                if assign.clock == "lockstep":
+                if assign.settings.clock == "lockstep":
                     async with trio.open_nursery() as steps:
                         steps.start_soon(self._watch_stop, steps.cancel_scope)
                         await self._lockstep(assign, links, injections, plan.last_step)
@@ -337,7 +328,7 @@ class Node:
             try:
                 assign = Assignment.from_event(msg)
                 self.engine = make_engine(
-                    assign.topology, assign.here, self.registry, msg, clock_ns=time.monotonic_ns
+                    assign.topology, assign.here, self.registry, assign.settings, clock_ns=time.monotonic_ns
                 )
                 return assign
             except (NodeAborted, ValueError) as exc:
@@ -453,7 +444,7 @@ class Node:
         assert engine is not None
         ports: list[str] = [p for p in PORTS if p in links]
         clock = Lockstep(
-            engine, ports, diameter=assign.topology.diameter, max_steps=assign.max_steps,
+            engine, ports, diameter=assign.topology.diameter, max_steps=assign.settings.max_steps,
             injections=injections, last_injection=last_inj,
         )  # fmt: skip
         if self.barrier is not None:

@@ -22,11 +22,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, get_args, get_type_hints
 
 import msgpack
 
 from node import defaults
+from node.settings import INT64, NodeSettings, Setting, number
 from node.topology import PORTS, Coord
 from node.wire import MAX_FRAME
 
@@ -251,6 +252,40 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _choice(choices: tuple[str, ...]) -> Check:
+    def check(v: Any) -> str:
+        if v not in choices:
+            raise _fail(f"expected one of {', '.join(choices)}", v)
+        return str(v)
+
+    return check
+
+
+def _setting_check(f: Any, hints: Mapping[str, Any]) -> Check:
+    """The wire check of a :class:`node.settings.NodeSettings` field, from its type and its
+    setting's range and choices: a node takes only values the command line could have given."""
+    s: Setting = f.metadata["setting"]
+    hint = hints[f.name]
+    optional = type(None) in get_args(hint)
+    base = next((t for t in (get_args(hint) or (hint,)) if t is not type(None)), hint)
+    check: Check
+    if base is bool:
+        check = _bool
+    elif base is int:
+        low, high = s.low, s.high
+
+        def check(v: Any) -> int:
+            if type(v) is not int or (low is not None and v < low) or (high is not None and v > high):
+                raise _fail(f"expected an integer from {number(low or 0)} to {number(high or INT64)}", v)
+            return v
+
+    elif base is str:
+        check = _choice(s.choices) if s.choices else _str
+    else:
+        raise TypeError(f"setting {f.name!r} of type {hint!r} has no wire form")
+    return _opt(check) if optional else check
+
+
 _FIELDS: dict[str, tuple[tuple[str, Check, bool], ...]] = {}
 
 
@@ -261,8 +296,13 @@ def _fields_of(cls: Any) -> tuple[tuple[str, Check, bool], ...]:
     """
     got = _FIELDS.get(cls.TYPE)
     if got is None:
+        hints = get_type_hints(cls) if issubclass(cls, NodeSettings) else {}
         got = _FIELDS[cls.TYPE] = tuple(
-            (f.name, f.metadata["check"], f.default is not MISSING or f.default_factory is not MISSING)
+            (
+                f.name,
+                f.metadata["check"] if "check" in f.metadata else _setting_check(f, hints),
+                f.default is not MISSING or f.default_factory is not MISSING,
+            )
             for f in fields(cls)
         )
     return got
@@ -414,38 +454,21 @@ class StepDone(_Event):
 
 
 # -- coordinator -> node --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Assign(_Event):
-    """What the coordinator tells a node before it opens its links (RunSettings' names)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assign(NodeSettings, _Event):
+    """What the coordinator tells a node before it opens its links: the run's node settings
+    (:class:`node.settings.NodeSettings`, by their names) and the session's own fields below."""
 
     TYPE: ClassVar[str] = "assign"
     run: str = field(metadata={"check": _str})
     topology: str = field(metadata={"check": _str})
     node: Coord = field(metadata={"check": _coord})
-    port_model: str = field(metadata={"check": _str})
-    contention: str = field(metadata={"check": _str})
-    clock: str = field(metadata={"check": _str})
-    max_steps: int = field(metadata={"check": _int})
-    hop_limit: int | None = field(metadata={"check": _opt_int}, default=None)
-    trace: bool = field(metadata={"check": _bool}, default=False)
     token: str = field(metadata={"check": _str}, default="")
-    buffer: int | None = field(metadata={"check": _opt_int}, default=None)
-    out_buffer: int | None = field(metadata={"check": _opt_int}, default=None)
-    policy: str = field(metadata={"check": _str}, default="block")
     peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
-    switching: str = field(metadata={"check": _str}, default="store-and-forward")
-    flits: int = field(metadata={"check": _nat}, default=defaults.FLITS)
-    buffer_flits: int = field(metadata={"check": _nat}, default=defaults.BUFFER_FLITS)
-    ts: int = field(metadata={"check": _nat}, default=defaults.TS)
-    prep: int | None = field(metadata={"check": _opt_nat}, default=None)
-    sync: str = field(metadata={"check": _str}, default="alpha")
+    sync: str = field(metadata={"check": _choice(defaults.SYNCS)}, default="alpha")
     """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""
     links: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
     """The link model (:meth:`node.linkmodel.LinkModel.to_wire`); empty: links without behaviour."""
-    vcs: int = field(metadata={"check": _nat}, default=defaults.VCS)
-    """Wormhole: virtual channels per physical channel."""
-    vc_classes: str = field(metadata={"check": _str}, default=defaults.VC_CLASSES)
-    """Wormhole: ``shared`` or ``split`` (unicast and multicast worms on disjoint VCs)."""
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]

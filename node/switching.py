@@ -4,7 +4,8 @@
 ``--switching wormhole`` gives :class:`LockstepWormhole`, the flit-level engine of
 :mod:`node.wormhole` as the lockstep driver (:mod:`node.lockstep`) sees it. The node actor and
 the coordinator's engines runtime both build their engines here, from settings that carry the
-same names from the CLI down (the coordinator's ``RunSettings`` or a node's ``assign``).
+same names from the CLI down (:class:`node.settings.NodeSettings`: the coordinator's
+``RunSettings`` or a node's ``assign``).
 
 **Deadlock, distributed.** A wormhole network can deadlock: worms hold channels and none
 moves, for ever. The driver ends a run when no node has been busy for longer than the network
@@ -21,11 +22,12 @@ and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Final, Protocol
+from typing import Final
 
 from node import defaults
 from node.engine import Engine, Injection, NodeError
 from node.routing import Registry
+from node.settings import SWITCHINGS, NodeSettings
 from node.topology import Coord, Topology
 from node.wire import Flit
 from node.wormhole import PREP, WormholeEngine, vc_problem
@@ -36,14 +38,12 @@ __all__ = [
     "STALL_STEPS",
     "SWITCHINGS",
     "AnyEngine",
-    "EngineSettings",
     "LockstepWormhole",
     "check_switching",
     "make_engine",
     "prep_table",
 ]
 
-SWITCHINGS: Final = ("store-and-forward", "wormhole")
 STALL_STEPS: Final = 2
 """Steps without progress a worm may sit (a returned credit needs one) before it counts as stuck."""
 MAX_FLITS: Final = 1_000_000
@@ -51,42 +51,7 @@ MAX_FLITS: Final = 1_000_000
 MAX_TS: Final = MAX_FLITS
 
 
-class EngineSettings(Protocol):
-    """What the factory reads of a run's settings (RunSettings and Assign both have these names)."""
-
-    @property
-    def port_model(self) -> str: ...
-    @property
-    def contention(self) -> str: ...
-    @property
-    def clock(self) -> str: ...
-    @property
-    def hop_limit(self) -> int | None: ...
-    @property
-    def trace(self) -> bool: ...
-    @property
-    def buffer(self) -> int | None: ...
-    @property
-    def out_buffer(self) -> int | None: ...
-    @property
-    def policy(self) -> str: ...
-    @property
-    def switching(self) -> str: ...
-    @property
-    def flits(self) -> int: ...
-    @property
-    def buffer_flits(self) -> int: ...
-    @property
-    def ts(self) -> int: ...
-    @property
-    def prep(self) -> int | None: ...
-    @property
-    def vcs(self) -> int: ...
-    @property
-    def vc_classes(self) -> str: ...
-
-
-def check_switching(s: EngineSettings, torus: bool | None = None) -> str | None:
+def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
     """Why these switching settings cannot run (one line), or None when they can.
 
     ``torus``: whether the topology is a torus (virtual-channel classes need more VCs there);
@@ -183,7 +148,7 @@ def make_engine(
     topology: Topology,
     here: Coord,
     registry: Registry,
-    s: EngineSettings,
+    s: NodeSettings,
     *,
     clock_ns: Callable[[], int] | None = None,
 ) -> AnyEngine:

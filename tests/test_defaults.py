@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.errors import UsageError
-from node import defaults
+from node import defaults, protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(p for d in ("node", "coordinator") for p in (ROOT / d).rglob("*.py"))
@@ -51,7 +51,7 @@ def test_the_defaults_are_used() -> None:
     from node.topology import Topology
 
     assert RunSettings().buffer_flits == defaults.BUFFER_FLITS == wormhole.DEFAULT_BUFFER_FLITS
-    assert protocol.Assign("r", "mesh:2x2", (0, 0), "one-port", "isolated", "lockstep", 10).buffer_flits == 2
+    assert protocol.Assign(run="r", topology="mesh:2x2", node=(0, 0)).buffer_flits == 2
     assert defaults.hop_limit(Topology.parse("mesh:4x4").size) == 80
 
 
@@ -70,7 +70,7 @@ def test_every_option_of_a_setting_comes_from_its_field() -> None:
     """Flag, default, choices and range: what the field says is what the command line offers."""
     from coordinator.cli.options import validate_settings
     from coordinator.runtimes.records import RunSettings
-    from coordinator.runtimes.setting import settings_of
+    from node.settings import settings_of
 
     actions = {a.dest: a for a in _parser()._actions}
     flagged = [(f, meta) for f, meta in settings_of(RunSettings) if meta.flag is not None]
@@ -90,7 +90,7 @@ def test_a_new_setting_is_one_field() -> None:
     """A field with a flag and a range is at once an option, with its default and its range check."""
     from coordinator.cli.options import validate_settings
     from coordinator.runtimes.records import RunSettings
-    from coordinator.runtimes.setting import setting
+    from node.settings import setting
 
     @dataclass(frozen=True)
     class WithRounds(RunSettings):  # the slots of the base stay; this adds one field
@@ -102,3 +102,27 @@ def test_a_new_setting_is_one_field() -> None:
     assert validate_settings(WithRounds(rounds=16)) == WithRounds(rounds=16)
     with pytest.raises(UsageError, match=r"--rounds must be at most 16, got 17"):
         validate_settings(WithRounds(rounds=17))
+
+
+def test_a_node_setting_reaches_the_wire_checked_from_its_field() -> None:
+    """Every node setting is an ``assign`` field the session fills in by name, and the node's
+    decoder refuses what the field's range and choices refuse, naming the field."""
+    from dataclasses import fields
+
+    from coordinator.runtimes.records import RunSettings
+    from coordinator.runtimes.session import ASSIGNED
+    from node.settings import NodeSettings, settings_of
+
+    names = [f.name for f in fields(NodeSettings)]
+    assert list(ASSIGNED) == names and len(names) >= 15
+    assert set(names) <= {f.name for f in fields(RunSettings)}
+    wire = protocol.Assign(run="r", topology="mesh:2x2", node=(0, 0)).to_wire()
+    assert protocol.decode(protocol.encode(protocol.Assign.from_wire(wire))).to_wire() == wire
+    for f, meta in settings_of(NodeSettings):
+        bad: list[Any] = ["nonsense"] if meta.choices else []
+        if isinstance(f.default, int) and not isinstance(f.default, bool) or meta.low is not None:
+            bad += [x for x in (meta.low - 1 if meta.low is not None else None,
+                                int(meta.high) + 1 if meta.high is not None else None) if x is not None]  # fmt: skip
+        for value in bad:
+            with pytest.raises(protocol.ProtocolError, match=rf"assign\.{f.name}: expected"):
+                protocol.Assign.from_wire(wire | {f.name: value})

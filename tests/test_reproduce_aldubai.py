@@ -50,7 +50,13 @@ def test_paper_data_is_package_data() -> None:
 
 def _settings(flits: int, runtime: str = "model") -> RunSettings:
     return RunSettings(
-        "all-port", "shared", "lockstep", runtime=runtime, switching="wormhole", flits=flits, ts=TS
+        port_model="all-port",
+        contention="shared",
+        clock="lockstep",
+        runtime=runtime,
+        switching="wormhole",
+        flits=flits,
+        ts=TS,
     )
 
 

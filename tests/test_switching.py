@@ -154,8 +154,9 @@ def test_a_step_frame_carries_flits_through_msgpack() -> None:
 
 
 def test_assign_carries_the_switching_settings_and_refuses_bad_ones() -> None:
-    msg = protocol.Assign("r", "mesh:4x4", (0, 0), "all-port", "shared", "lockstep", 100,
-                          switching="wormhole", flits=16, buffer_flits=3, ts=7, prep=1)  # fmt: skip
+    msg = protocol.Assign(run="r", topology="mesh:4x4", node=(0, 0), port_model="all-port",
+                          contention="shared", max_steps=100, switching="wormhole", flits=16,
+                          buffer_flits=3, ts=7, prep=1)  # fmt: skip
     back = protocol.decode(protocol.encode(msg))
     assert back == msg
     engine = make_engine(Topology.parse("mesh:4x4"), (0, 0), registry, back)

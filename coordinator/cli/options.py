@@ -22,11 +22,11 @@ from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import TIMING, RunSettings
-from coordinator.runtimes.setting import MAX_COUNT, Setting, number, settings_of
 from node import defaults
 from node.linkmodel import LinkModel, LinkSpec, parse_link_file
 from node.mqtt import parse_broker
 from node.routing import PlanError, UnknownAlgorithm, registry
+from node.settings import MAX_COUNT, Setting, number, settings_of
 from node.switching import check_switching
 from node.topology import Topology, TopologyError
 
@@ -145,7 +145,7 @@ def add_run_options(
     settings: Any = RunSettings,
 ) -> None:
     """Options shared by every command that runs an emulation: one per field of ``settings`` that
-    has a flag (its metadata, :mod:`coordinator.runtimes.setting`), and ``command``'s runtimes from
+    has a flag (its metadata, :mod:`node.settings`), and ``command``'s runtimes from
     the registry (``extra_runtimes``: name -> help, runtimes only this command offers; ``network``:
     offer ``--network``, which only a command that starts a containers run itself can honour)."""
     extra = extra_runtimes or {}

@@ -575,8 +575,9 @@ def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> 
 WORMHOLE_TORUS = 10
 DEFAULT_CONCURRENT: tuple[int, ...] = (1, 2, 4, 8, 16)
 WORMHOLE_SETS = 5  # sets per c for each --repeat (1 with --quick): a run takes ~0.1 s; most deadlock at c ≥ 4
-WORMHOLE = RunSettings("all-port", "shared", runtime="model", switching="wormhole", flits=64,
-                       buffer_flits=defaults.BUFFER_FLITS, ts=33, prep=None, max_steps=50_000)  # fmt: skip
+WORMHOLE = RunSettings(port_model="all-port", contention="shared", runtime="model", switching="wormhole",
+                       flits=64, buffer_flits=defaults.BUFFER_FLITS, ts=33, prep=None,
+                       max_steps=50_000)  # fmt: skip
 WORMHOLE_COLUMNS = ("c", "repetition", "algorithm", "multicast", "source", "status", "end", "latency",
                     "missing")  # fmt: skip
 

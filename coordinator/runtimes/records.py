@@ -9,16 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.runtimes.setting import INT64, MAX_COUNT, MAX_STEPS, MAX_WALL_S, setting
 from coordinator.workloads.plan import Plan
 from node import defaults, protocol
-from node.engine import CONTENTIONS, PORT_MODELS
 from node.linkmodel import LinkModel
-from node.switching import SWITCHINGS
+from node.settings import CLOCKS, INT64, MAX_COUNT, MAX_WALL_S, TIMING, NodeSettings, setting
 from node.tcp import REJECTED as REJECTED_KIND
 from node.topology import Coord, port_names
-from node.wire import MAX_VCS, Worm
-from node.wormhole import VC_CLASSES
+from node.wire import Worm
 
 __all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
 
@@ -26,45 +23,15 @@ REFUSED = "refused before start-up: "
 """How ``RawRun.incomplete`` begins when a node could not run the plan at all (nothing ran)."""
 
 
-CLOCKS = ("lockstep", "free")
-POLICIES = ("block", "drop")
-TIMING = "timing model (reported on the recorded steps, hops and start-ups)"
-"""The option group of the settings the timing report shares with wormhole switching."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSettings(NodeSettings):
+    """How a run is emulated (not what is injected): the settings every node is told
+    (:class:`node.settings.NodeSettings`) and those only the coordinator reads. Each field is a
+    setting: its default here, its flag, help and range in its metadata."""
 
-
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """How a run is emulated (not what is injected). Each field is a setting: its default here,
-    its flag, help and range in its metadata (:mod:`coordinator.runtimes.setting`)."""
-
-    port_model: str = setting(
-        "one-port", "--port-model", "ports a node may send on in one step", choices=PORT_MODELS
-    )
-    contention: str = setting(
-        "isolated",
-        "--contention",
-        "isolated: every multicast has the network to itself (under wormhole switching each in an "
-        "idle network of its own); shared: they compete for links and channels (default: isolated; "
-        "run --together or --inject-every and load: shared)",
-        choices=CONTENTIONS,
-        unset=True,
-    )
-    clock: str = setting(
-        "lockstep",
-        "--clock",
-        "lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
-        choices=CLOCKS,
-    )
-    hop_limit: int | None = setting(
-        None, "--hop-limit", "drop packets beyond this many hops", low=1, high=MAX_COUNT, unit="hops"
-    )
-    max_steps: int = setting(
-        10_000, "--max-steps", "step budget (lockstep)", low=1, high=MAX_STEPS, unit="steps"
-    )
     wall_budget: float = setting(
         600.0, "--wall-budget", "wall-clock budget", low=0.001, high=MAX_WALL_S, unit="s"
     )
-    trace: bool = setting(False, None, "record every link traversal")
     seed: int = setting(
         1, "--seed", "seed of every random choice (sets, sources, link jitter)", low=0, high=INT64
     )
@@ -75,79 +42,6 @@ class RunSettings:
     ``bridge`` (coordinator/runtimes/containers.py, ``network_mode``)."""
     broker: str | None = setting(None, "--broker", "MQTT broker URL (processes/containers runtimes)")
     run_dir: str | None = None
-    buffer: int | None = setting(
-        None,
-        "--buffer",
-        "shared contention: packets each input link's buffer holds (default unbounded)",
-        low=1,
-        high=MAX_COUNT,
-        unit="packets",
-        metavar="N",
-    )
-    out_buffer: int | None = setting(
-        None,
-        "--out-buffer",
-        "shared contention: packets a node's output buffer holds (default unbounded)",
-        low=1,
-        high=MAX_COUNT,
-        unit="packets",
-        metavar="N",
-    )
-    policy: str = setting(
-        "block",
-        "--policy",
-        "when an input buffer is full: block the upstream link (no loss) or drop and count",
-        choices=POLICIES,
-    )
-    switching: str = setting(
-        "store-and-forward",
-        "--switching",
-        "wormhole: flit-level wormhole switching, one step per cycle (docs/wormhole.md); "
-        "uses --flits, --ts, --buffer-flits, --prep",
-        choices=SWITCHINGS,
-    )
-    """``wormhole``: flit-level wormhole switching (node/wormhole.py); the four below apply to it."""
-    flits: int = setting(
-        defaults.FLITS,
-        "--flits",
-        "message length L in flits (Al-Dubai, Ould-Khaoua & Mackenzie: 64; also wormhole switching)",
-        low=1,
-        high=MAX_COUNT,
-        unit="flits",
-        group=TIMING,
-    )
-    buffer_flits: int = setting(
-        defaults.BUFFER_FLITS,
-        "--buffer-flits",
-        "wormhole: flits each input channel buffers (the default moves a worm at full rate)",
-        low=1,
-        high=MAX_COUNT,
-        unit="flits",
-        metavar="B",
-    )
-    ts: int = setting(
-        defaults.TS,
-        "--ts",
-        "start-up time Ts (Al-Dubai, Ould-Khaoua & Mackenzie: 33 cycles; also wormhole switching, "
-        "in whole cycles)",
-        low=0,
-        high=1e12,
-        unit="cycles",
-        group=TIMING,
-        kind=float,
-    )
-    prep: int | None = setting(
-        None,
-        "--prep",
-        "wormhole: preparation cycles at the source (default per algorithm: "
-        + ", ".join(f"{name} {cycles}" for name, cycles in defaults.PREP.items())
-        + ", else 0)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        metavar="CYCLES",
-    )
-    """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
     sync: str | None = setting(
         None,
         "--sync",
@@ -177,23 +71,6 @@ class RunSettings:
         metavar="N",
     )
     """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
-    vcs: int = setting(
-        defaults.VCS,
-        "--vcs",
-        "wormhole: virtual channels per physical channel, each with its own --buffer-flits buffer "
-        "and credits; on a torus the upper half is used after a ring's wrap link (dateline)",
-        low=1,
-        high=MAX_VCS,
-        unit="VCs",
-        metavar="V",
-    )
-    vc_classes: str = setting(
-        defaults.VC_CLASSES,
-        "--vc-classes",
-        "wormhole: unicast and multicast worms share the virtual channels, or keep to disjoint "
-        "halves (split: needs --vcs 2, on a torus 4)",
-        choices=VC_CLASSES,
-    )
     link_model: LinkModel | None = None
     """How each link delays its frames under the free clock (node/linkmodel.py); None: no behaviour."""
 

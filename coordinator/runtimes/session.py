@@ -37,16 +37,13 @@ from coordinator.runtimes.records import REFUSED, Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
 from node.protocol import Phase, ProtocolError
+from node.settings import NodeSettings
 from node.tcp import dials
 from node.topology import Coord
 
 __all__ = ["ASSIGNED", "Session"]
 
-ASSIGNED = tuple(
-    f.name
-    for f in dataclasses.fields(protocol.Assign)
-    if f.name in {g.name for g in dataclasses.fields(RunSettings)} and f.name != "sync"
-)
+ASSIGNED = tuple(f.name for f in dataclasses.fields(NodeSettings))
 """The settings a node is told as they are (the rest of Assign is the session's own: run, node,
 token, the sync it leads, the link model's wire form, the peers)."""
 

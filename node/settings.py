@@ -1,0 +1,219 @@
+"""A node's settings, declared once: each field's default, its command-line face and its wire check.
+
+:class:`NodeSettings` holds what a node is told of a run (the coordinator's
+``RunSettings`` extends it with what only the coordinator reads; the wire's ``assign`` extends it
+with the session's own fields). Each field is made by :func:`setting`, whose :class:`Setting`
+metadata is the field's flag, help, range, unit and choices. From that one field come the command
+line's option and range check, the experiment files' key, the CLI reference, the wire's decoder
+check (:mod:`node.protocol` derives it from the field's type and range) and the engines' reading
+(:mod:`node.switching`), so a new setting is one field plus the engine that uses it::
+
+    vcs: int = setting(defaults.VCS, "--vcs", "wormhole: virtual channels per physical channel",
+                       low=1, high=MAX_VCS, unit="VCs", metavar="V")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Final
+
+from node import defaults
+from node.engine import CONTENTIONS, PORT_MODELS
+from node.wire import MAX_VCS
+from node.wormhole import VC_CLASSES
+
+__all__ = [
+    "CLOCKS",
+    "INT64",
+    "MAX_COUNT",
+    "MAX_STEPS",
+    "MAX_WALL_S",
+    "POLICIES",
+    "SWITCHINGS",
+    "TIMING",
+    "NodeSettings",
+    "Setting",
+    "number",
+    "setting",
+    "settings_of",
+]
+
+CLOCKS: Final = ("lockstep", "free")
+POLICIES: Final = ("block", "drop")
+SWITCHINGS: Final = ("store-and-forward", "wormhole")
+TIMING: Final = "timing model (reported on the recorded steps, hops and start-ups)"
+"""The option group of the settings the timing report shares with wormhole switching."""
+
+INT64 = 2**63 - 1
+"""The largest integer the wire carries (msgpack int64)."""
+MAX_STEPS = 10**9
+MAX_WALL_S = 7 * 24 * 3600.0
+MAX_COUNT = 10**6
+"""The largest count a setting takes (buffers, flits, hops, shards, cycles)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one setting is given and checked. ``flag`` None: no option of its own (a composite such
+    as the link model, or one whose choices depend on the command, added by the command)."""
+
+    flag: str | None
+    help: str
+    low: float | None = None
+    high: float | None = None
+    unit: str | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    group: str | None = None
+    """The option group it is listed under (None: the command's own options)."""
+    unset: bool = False
+    """The option's default is None: the value then follows from other settings (its help says how)."""
+    kind: type | None = None
+    """The option's type where it differs from the field's (``--ts`` is a float for the timing report)."""
+
+    def describe(self) -> str:
+        """The help line with its range and unit (the CLI's formatter adds the default)."""
+        if self.low is None or self.high is None:
+            return self.help
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{self.help} ({number(self.low)} to {number(self.high)}{unit})"
+
+
+def number(x: float) -> str:
+    """``x`` as a reader writes it: 2^63-1, 1,000,000, 0.001."""
+    if x == INT64:
+        return "2^63-1"
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def setting(default: Any, flag: str | None, help: str, **meta: Any) -> Any:
+    """A dataclass field with ``default`` whose metadata is its :class:`Setting`."""
+    return dataclasses.field(default=default, metadata={"setting": Setting(flag, help, **meta)})
+
+
+def settings_of(cls: Any) -> list[tuple[dataclasses.Field[Any], Setting]]:
+    """The fields of dataclass ``cls`` that carry a :class:`Setting`, in their order."""
+    return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSettings:
+    """How a node emulates a run: what the coordinator tells every node, by these names, in its
+    ``assign``. Each field is a setting: its default here, its flag, help and range in its metadata."""
+
+    port_model: str = setting(
+        "one-port", "--port-model", "ports a node may send on in one step", choices=PORT_MODELS
+    )
+    contention: str = setting(
+        "isolated",
+        "--contention",
+        "isolated: every multicast has the network to itself (under wormhole switching each in an "
+        "idle network of its own); shared: they compete for links and channels (default: isolated; "
+        "run --together or --inject-every and load: shared)",
+        choices=CONTENTIONS,
+        unset=True,
+    )
+    clock: str = setting(
+        "lockstep",
+        "--clock",
+        "lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
+        choices=CLOCKS,
+    )
+    hop_limit: int | None = setting(
+        None, "--hop-limit", "drop packets beyond this many hops", low=1, high=MAX_COUNT, unit="hops"
+    )
+    max_steps: int = setting(
+        10_000, "--max-steps", "step budget (lockstep)", low=1, high=MAX_STEPS, unit="steps"
+    )
+    trace: bool = setting(False, None, "record every link traversal")
+    buffer: int | None = setting(
+        None,
+        "--buffer",
+        "shared contention: packets each input link's buffer holds (default unbounded)",
+        low=1,
+        high=MAX_COUNT,
+        unit="packets",
+        metavar="N",
+    )
+    out_buffer: int | None = setting(
+        None,
+        "--out-buffer",
+        "shared contention: packets a node's output buffer holds (default unbounded)",
+        low=1,
+        high=MAX_COUNT,
+        unit="packets",
+        metavar="N",
+    )
+    policy: str = setting(
+        "block",
+        "--policy",
+        "when an input buffer is full: block the upstream link (no loss) or drop and count",
+        choices=POLICIES,
+    )
+    switching: str = setting(
+        "store-and-forward",
+        "--switching",
+        "wormhole: flit-level wormhole switching, one step per cycle (docs/wormhole.md); "
+        "uses --flits, --ts, --buffer-flits, --prep",
+        choices=SWITCHINGS,
+    )
+    """``wormhole``: flit-level wormhole switching (node/wormhole.py); the four below apply to it."""
+    flits: int = setting(
+        defaults.FLITS,
+        "--flits",
+        "message length L in flits (Al-Dubai, Ould-Khaoua & Mackenzie: 64; also wormhole switching)",
+        low=1,
+        high=MAX_COUNT,
+        unit="flits",
+        group=TIMING,
+    )
+    buffer_flits: int = setting(
+        defaults.BUFFER_FLITS,
+        "--buffer-flits",
+        "wormhole: flits each input channel buffers (the default moves a worm at full rate)",
+        low=1,
+        high=MAX_COUNT,
+        unit="flits",
+        metavar="B",
+    )
+    ts: int = setting(
+        defaults.TS,
+        "--ts",
+        "start-up time Ts (Al-Dubai, Ould-Khaoua & Mackenzie: 33 cycles; also wormhole switching, "
+        "in whole cycles)",
+        low=0,
+        high=1e12,
+        unit="cycles",
+        group=TIMING,
+        kind=float,
+    )
+    prep: int | None = setting(
+        None,
+        "--prep",
+        "wormhole: preparation cycles at the source (default per algorithm: "
+        + ", ".join(f"{name} {cycles}" for name, cycles in defaults.PREP.items())
+        + ", else 0)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        metavar="CYCLES",
+    )
+    """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
+    vcs: int = setting(
+        defaults.VCS,
+        "--vcs",
+        "wormhole: virtual channels per physical channel, each with its own --buffer-flits buffer "
+        "and credits; on a torus the upper half is used after a ring's wrap link (dateline)",
+        low=1,
+        high=MAX_VCS,
+        unit="VCs",
+        metavar="V",
+    )
+    vc_classes: str = setting(
+        defaults.VC_CLASSES,
+        "--vc-classes",
+        "wormhole: unicast and multicast worms share the virtual channels, or keep to disjoint "
+        "halves (split: needs --vcs 2, on a torus 4)",
+        choices=VC_CLASSES,
+    )
