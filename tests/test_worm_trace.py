@@ -145,7 +145,7 @@ def check_trace(plan: Plan, s: RunSettings, raw: RawRun) -> None:
                 if sum(1 for x in ts if x < t) % flits:
                     held[(node, port)].append(worm)
             assert all(len(ws) == 1 for ws in held.values()), (t, held)
-    if raw.incomplete:
+    if raw.incomplete or raw.errors:  # e.g. a deadlock (a worm may even block itself on a small ring)
         return
     for (worm, node, port), ts in links.items():
         assert len(ts) % flits == 0, (worm, node, port)  # every flit of each pass crossed
@@ -180,7 +180,7 @@ def traced_runs(draw: st.DrawFn) -> tuple[Plan, RunSettings]:
 def test_the_flit_trace_is_what_wormhole_switching_allows(case: tuple[Plan, RunSettings]) -> None:
     plan, s = case
     raw = run_engines(plan, s)
-    event("deadlocked" if raw.incomplete else "completed")
+    event("deadlocked" if raw.incomplete or raw.errors else "completed")
     assert raw.worms, "a traced wormhole run records its flits"
     check_trace(plan, s, raw)
 
