@@ -276,6 +276,7 @@ def _bench_table(doc: dict[str, Any]) -> list[str]:
         unit = " flit" if wormhole else ""
         shards = f" ×{r['shards']} shards" if r.get("shards", 1) not in (1, None) else ""
         runs = f", median of {r['runs']}" if r.get("runs", 1) not in (1, None) else ""
+        runs += f", best of {r['best_of']}" if r.get("best_of") else ""
         workload = f"{r.get('multicasts', '?')} × {r.get('destinations', '?')}{runs}"
         steps = "—" if r.get("clock") == "free" else _num(r.get("steps_per_s"), 1)
         relay = r.get("relay_hops_per_s", doc.get("relay_hops_per_s"))

@@ -146,10 +146,45 @@ class _Bind:
     ej: str | None = None  # the ejection channel granted
     allowed: dict[str, tuple[str, ...]] | None = None  # port -> output VCs it may take (VCs > 1)
     got: dict[str, str] = field(default_factory=dict)  # port -> the output VC it holds there
+    copies: dict[str, tuple[Flit, Flit]] = field(default_factory=dict)
+    """VCs > 1: port -> the body and tail flit sent there (made once, with that port's VC)."""
+
+
+@dataclass(slots=True)
+class _Run:
+    """Consecutive flits of one worm in an input buffer, kept as a count, not flit by flit.
+
+    The run is ``n`` flits: ``head`` first while it is still there, then body flits (all alike:
+    ``body`` stands for each), then ``tail`` if the run ends with the worm's tail (a one-flit
+    worm's ``W`` is its head and its tail).
+    """
+
+    worm: Worm
+    mc: int
+    n: int
+    head: Flit | None
+    body: Flit | None
+    tail: Flit | None
+
+    def front(self) -> Flit:
+        """The flit at the front of the run."""
+        if self.head is not None:
+            return self.head
+        if self.n == 1 and self.tail is not None:
+            return self.tail
+        assert self.body is not None  # a run's middle flits are body flits
+        return self.body
 
 
 class WormholeEngine:
-    """One node's router: input buffers, channel bindings, arbitration, injection and ejection."""
+    """One node's router: input buffers, channel bindings, arbitration, injection and ejection.
+
+    Work is kept proportional to what moves: a buffer is a queue of runs (:class:`_Run`: a
+    worm's flits as a count), routing visits only inputs a flit reached or a tail left
+    (``_unrouted``), arbitration runs only after a worm was bound or released channels here
+    (``_rearbitrate``: otherwise it would grant nothing new), movement visits only bound inputs,
+    and :meth:`busy`, :meth:`timing` and the occupancy are counters, not scans.
+    """
 
     def __init__(
         self,
@@ -204,7 +239,8 @@ class WormholeEngine:
         self._wrap: dict[str, bool] = {p: _wraps(topology, here, p) for p in self._ports}
         net = [c for p in self._ports for c in self._vc_names[p]]
         self._inputs = net + self._injs  # the fixed arbitration order (port by port, VC by VC)
-        self._buf: dict[str, deque[Flit]] = {c: deque() for c in self._inputs}
+        self._runs: dict[str, deque[_Run]] = {c: deque() for c in self._inputs}
+        self._count: dict[str, int] = dict.fromkeys(self._inputs, 0)  # flits buffered per input
         self._bind: dict[str, _Bind | None] = dict.fromkeys(self._inputs)
         self._owner: dict[str, str | None] = dict.fromkeys(net + self._ejs)
         self._rr: dict[str, int] = dict.fromkeys([*self._ports, "ej"], -1)
@@ -213,6 +249,15 @@ class WormholeEngine:
         self._queue: dict[str, deque[_Msg]] = {c: deque() for c in self._injs}
         self._loading: dict[str, tuple[int, _Msg] | None] = dict.fromkeys(self._injs)
         self._worms = 0
+        # counters that stand for scans of the tables above
+        self._flits_in = 0  # flits in all input buffers
+        self._held = 0  # flits in the network input buffers (the occupancy)
+        self._bound = 0  # input channels bound to a worm
+        self._queued = 0  # messages waiting for an injection channel
+        self._loads = 0  # start-ups counting down
+        self._moving: list[str] = []  # the bound inputs, in the fixed order
+        self._unrouted: set[str] = set()  # inputs whose front may be a head with no worm bound yet
+        self._rearbitrate = False  # a worm was bound or released channels since the last arbitration
         self.freed: dict[str, int] = {}
         self.moved = 0
         self.deliveries: list[Delivery] = []
@@ -256,6 +301,7 @@ class WormholeEngine:
             )
             return
         self._queue[self._channel(port)].append(_Msg(mc, alg, port, header, hops, startups, ready))
+        self._queued += 1
 
     def inject(self, inj: Injection) -> None:
         """Lockstep: start multicast ``inj`` here at step ``inj.step``; its messages wait for ``prep``."""
@@ -273,11 +319,11 @@ class WormholeEngine:
     def receive(self, flit: Flit, port: str | None = None) -> None:
         """A flit arrived on ``port`` (sent at the previous step); credits keep the buffer from filling."""
         self.received += 1
-        buf = self._buf.get(port) if port is not None else None
-        if buf is None or port not in self._ports:
+        if port is None or port not in self._vc_names:
             self.dropped += 1
             self.errors.append(NodeError("bad-port", f"flit on {port!r}, not a link of {self.here}", flit.mc))
             return
+        c = port
         if flit.vc:
             if flit.vc >= self.vcs:
                 self.dropped += 1
@@ -289,14 +335,52 @@ class WormholeEngine:
                     )
                 )
                 return
-            buf = self._buf[self._vc_names[port][flit.vc]]
-        if len(buf) >= self.buffer_flits:
+            c = self._vc_names[port][flit.vc]
+        count = self._count
+        if count[c] >= self.buffer_flits:
             self.dropped += 1
             self.errors.append(
                 NodeError("buffer-full", f"input buffer of {port} full ({self.buffer_flits})", flit.mc)
             )
             return
-        buf.append(flit)
+        # onto the back of the buffer: onto its last run when the flit continues that worm
+        runs = self._runs[c]
+        kind = flit.kind
+        if kind == "H" or kind == "W":
+            runs.append(_Run(flit.worm, flit.mc, 1, flit, None, flit if kind == "W" else None))
+        else:
+            last = runs[-1] if runs else None
+            if last is not None and last.tail is None and last.worm == flit.worm and last.mc == flit.mc:
+                last.n += 1
+                if kind == "T":
+                    last.tail = flit
+                elif last.body is None:
+                    last.body = flit
+            elif kind == "T":
+                runs.append(_Run(flit.worm, flit.mc, 1, None, None, flit))
+            else:
+                runs.append(_Run(flit.worm, flit.mc, 1, None, flit, None))
+        count[c] += 1
+        self._flits_in += 1
+        self._held += 1
+        if self._bind[c] is None:
+            self._unrouted.add(c)
+
+    def _pop(self, c: str) -> Flit:
+        """Take the front flit of input ``c`` (not empty) and return a credit for it upstream."""
+        runs = self._runs[c]
+        run = runs[0]
+        flit = run.front()
+        run.head = None
+        run.n -= 1
+        if run.n == 0:
+            runs.popleft()
+        self._count[c] -= 1
+        self._flits_in -= 1
+        if c in self._credit:  # a network input: one credit back to the upstream node
+            self._held -= 1
+            self.freed[c] = self.freed.get(c, 0) + 1
+        return flit
 
     def credit_back(self, port: str, n: Credits) -> None:
         """The neighbour across ``port`` moved ``n`` of our flits out of its input buffer (per VC, a list)."""
@@ -322,18 +406,15 @@ class WormholeEngine:
     # -- state -------------------------------------------------------------------------
     def busy(self) -> bool:
         """Flits buffered, worms bound, start-ups running or messages waiting here."""
-        return (
-            any(self._buf.values())
-            or any(b is not None for b in self._bind.values())
-            or any(self._queue.values())
-            or any(x is not None for x in self._loading.values())
-        )
+        return self._flits_in > 0 or self._bound > 0 or self._queued > 0 or self._loads > 0
 
     def timing(self) -> bool:
         """A start-up or a preparation time is counting down (progress without moving flits)."""
-        return any(x is not None for x in self._loading.values()) or any(
-            q and not self._buf[c] and self._bind[c] is None for c, q in self._queue.items()
-        )
+        if self._loads:
+            return True
+        if not self._queued:
+            return False
+        return any(q and not self._count[c] and self._bind[c] is None for c, q in self._queue.items())
 
     def holdings(self) -> list[Holding]:
         """Every worm bound here: the channel its front is in, the outputs it owns and still wants."""
@@ -348,10 +429,26 @@ class WormholeEngine:
         return out
 
     # -- lockstep ----------------------------------------------------------------------
-    def _free(self, c: str) -> None:
-        """A flit left input ``c``: one credit back to the upstream node (network inputs only)."""
-        if c in self._credit:
-            self.freed[c] = self.freed.get(c, 0) + 1
+    def _bind_to(self, c: str, b: _Bind) -> None:
+        self._bind[c] = b
+        self._bound += 1
+        self._rearbitrate = True
+        self._moving = [i for i in self._inputs if self._bind[i] is not None]
+
+    def _release(self, c: str, b: _Bind, t: int) -> None:
+        """The tail of ``b`` left input ``c`` at ``t``: free every channel it held."""
+        for oc in b.got.values():
+            self._owner[oc] = None
+        if b.ej is not None:
+            self._owner[b.ej] = None
+        if b.eject:
+            self._finish(b, t)
+        self._bind[c] = None
+        self._bound -= 1
+        self._rearbitrate = True
+        self._moving = [i for i in self._inputs if self._bind[i] is not None]
+        if self._count[c]:
+            self._unrouted.add(c)  # the next worm's head may be right behind the tail
 
     def _route(self, c: str, head: Flit) -> _Bind:
         """Run the rule once for the head at the front of input ``c``; a failure binds a sink."""
@@ -422,29 +519,35 @@ class WormholeEngine:
             q = self._queue[c]
             if (
                 self._loading[c] is None
-                and not self._buf[c]
+                and not self._count[c]
                 and self._bind[c] is None
                 and q
                 and q[0].ready <= t
             ):
                 self._loading[c] = (t + self.ts, q.popleft())
+                self._queued -= 1
+                self._loads += 1
             ld = self._loading[c]
             if ld is not None and ld[0] <= t:
                 m = ld[1]
                 self._loading[c] = None
+                self._loads -= 1
                 worm = (self.here[0], self.here[1], self._worms)
                 self._worms += 1
                 L = self.flits
-                kinds = ["W"] if L == 1 else ["H"] + ["B"] * (L - 2) + ["T"]
-                self._buf[c].extend(
-                    Flit(k, m.mc, worm, m.alg, m.header, m.hops, m.startups)
-                    if k in ("H", "W")
-                    else Flit(k, m.mc, worm)
-                    for k in kinds
-                )
+                if L == 1:
+                    whole = Flit("W", m.mc, worm, m.alg, m.header, m.hops, m.startups)
+                    run = _Run(worm, m.mc, 1, whole, None, whole)
+                else:
+                    head = Flit("H", m.mc, worm, m.alg, m.header, m.hops, m.startups)
+                    body = Flit("B", m.mc, worm) if L > 2 else None
+                    run = _Run(worm, m.mc, L, head, body, Flit("T", m.mc, worm))
+                self._runs[c].append(run)
+                self._count[c] += L
+                self._flits_in += L
                 b = _Bind(worm, m.mc, {m.port: (m.header, m.hops, m.startups)}, False, False, [], m.alg)
                 self._allow(b, c)
-                self._bind[c] = b
+                self._bind_to(c, b)
 
     def _arbitrate(self) -> None:
         n = len(self._inputs)
@@ -498,8 +601,7 @@ class WormholeEngine:
     def _ready(self, c: str) -> bool:
         """Input ``c`` could move its front flit: it holds an output VC with a credit on each of its ports."""
         b = self._bind[c]
-        buf = self._buf[c]
-        if b is None or not buf or buf[0].worm != b.worm or (b.eject and b.ej is None):
+        if b is None or not self._count[c] or self._runs[c][0].worm != b.worm or (b.eject and b.ej is None):
             return False
         return len(b.got) == len(b.outs) and all(self._credit[oc] > 0 for oc in b.got.values())
 
@@ -553,79 +655,126 @@ class WormholeEngine:
                 run = runs[key] = [b.mc, *b.worm, came, o, t, 1]
                 self.worm_trace.append(run)
 
+    def _copy(self, b: _Bind, flit: Flit, o: str, header: Any, hops: int, st: int) -> Flit:
+        """``flit`` as sent on output ``o``: a head with that output's header, on the VC ``b`` holds there."""
+        if self._one_vc:  # one VC: the port is the channel, and a body or tail flit goes on as it is
+            return flit.copy_as(header, hops, st)
+        vc = self._vc_of[b.got[o]][1]
+        if flit.head:
+            return Flit(flit.kind, flit.mc, flit.worm, flit.alg, header, hops, st, vc)
+        made = b.copies.get(o)
+        if made is None or made[0].mc != flit.mc:
+            made = b.copies[o] = (Flit("B", flit.mc, flit.worm, vc=vc), Flit("T", flit.mc, flit.worm, vc=vc))
+        return made[1] if flit.tail else made[0]
+
     def step(self, t: int) -> list[tuple[str, Flit]]:
         """Do step ``t`` (flits and credits of t−1 and injections of t already given); the flits sent now."""
-        self._start_injections(t)
-        for c in self._inputs:
-            buf = self._buf[c]
-            while buf and not buf[0].head and self._bind[c] is None:  # no head before it: a stray
-                self.dropped += 1
-                self.errors.append(
-                    NodeError("stray-flit", f"{buf.popleft().kind} flit on {c} without a head", None)
-                )
-                self._free(c)
-            if self._bind[c] is None and buf:
-                self._bind[c] = self._route(c, buf[0])
-        self._arbitrate()
-        won = self._switch() if self.vcs > 1 else None
+        if self._queued or self._loads:
+            self._start_injections(t)
+        if self._unrouted:
+            unrouted, self._unrouted = self._unrouted, set()
+            for c in self._inputs:
+                if c not in unrouted:
+                    continue
+                runs = self._runs[c]
+                while (
+                    runs and self._bind[c] is None and not runs[0].front().head
+                ):  # no head before it: a stray
+                    self.dropped += 1
+                    self.errors.append(
+                        NodeError("stray-flit", f"{self._pop(c).kind} flit on {c} without a head", None)
+                    )
+                if self._bind[c] is None and runs:
+                    self._bind_to(c, self._route(c, runs[0].front()))
+        if self._rearbitrate:
+            self._rearbitrate = False
+            self._arbitrate()
+        won = self._switch() if self.vcs > 1 and self._bound else None
         out: list[tuple[str, Flit]] = []
         moved = 0
-        credit = self._credit
-        for c in self._inputs:
-            b = self._bind[c]
-            buf = self._buf[c]
-            if b is None or not buf:
-                continue
-            if buf[0].worm != b.worm:
-                bad = buf.popleft()  # a peer lost a tail: not this worm's flit
-                self.dropped += 1
-                self.errors.append(
-                    NodeError("worm-mismatch", f"flit of worm {bad.worm} in the channel of {b.worm}", bad.mc)
-                )
-                self._free(c)
-                continue
-            got = b.got
-            if won is not None:
-                if c not in won:
+        if self._bound:
+            credit = self._credit
+            count = self._count
+            runs_of = self._runs
+            bind = self._bind
+            one = self._one_vc
+            link_sends = self.link_sends
+            freed = self.freed
+            held = self._held
+            for c in self._moving:  # a snapshot: a tail below releases its input
+                b = bind[c]
+                if b is None or not count[c]:
                     continue
-            elif any(self._owner[o] != c or credit[o] <= 0 for o in b.outs) or (b.eject and b.ej is None):
-                continue
-            flit = buf.popleft()
-            moved += 1
-            self._free(c)
-            if self.trace:  # replay trace hook
-                self._trace_flit(b, c, t)
-            for o, (header, hops, st) in b.outs.items():
-                if won is None:  # one VC: the port is the channel
-                    credit[o] -= 1
-                    out.append((o, flit.copy_as(header, hops, st)))
+                runs = runs_of[c]
+                run = runs[0]
+                if run.worm != b.worm:
+                    self._held = held
+                    bad = self._pop(c)  # a peer lost a tail: not this worm's flit
+                    held = self._held
+                    self.dropped += 1
+                    self.errors.append(
+                        NodeError(
+                            "worm-mismatch", f"flit of worm {bad.worm} in the channel of {b.worm}", bad.mc
+                        )
+                    )
+                    continue
+                got = b.got
+                if won is not None:
+                    if c not in won:
+                        continue
+                elif len(got) != len(b.outs) or (b.eject and b.ej is None):
+                    continue  # it does not own every output it needs yet
                 else:
-                    oc = got[o]
-                    credit[oc] -= 1
-                    vc = self._vc_of[oc][1]
-                    if flit.head:
-                        out.append((o, Flit(flit.kind, flit.mc, flit.worm, flit.alg, header, hops, st, vc)))
-                    else:
-                        out.append((o, Flit(flit.kind, flit.mc, flit.worm, vc=vc)))
-                self.sent += 1
-                self.link_sends[o] = self.link_sends.get(o, 0) + 1
-                if flit.head:
-                    self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
-                    self.links_used[b.mc] = self.links_used.get(b.mc, 0) | PORT_BITS[o]
-                    if self.trace:
-                        self.link_trace.append((b.mc, o, t))
-            if flit.tail:
-                for oc in got.values():
-                    self._owner[oc] = None
-                if b.ej is not None:
-                    self._owner[b.ej] = None
-                if b.eject:
-                    self._finish(b, t)
-                self._bind[c] = None
+                    blocked = False
+                    for oc in got.values():
+                        if credit[oc] <= 0:
+                            blocked = True
+                            break
+                    if blocked:
+                        continue
+                # the front flit leaves the buffer (the run's head, a body flit or its tail)
+                flit = run.head
+                if flit is not None:
+                    run.head = None
+                    head = True
+                elif run.n == 1 and run.tail is not None:
+                    flit = run.tail
+                    head = False
+                else:
+                    flit = run.body
+                    assert flit is not None
+                    head = False
+                tail = flit is run.tail
+                run.n -= 1
+                if not run.n:
+                    runs.popleft()
+                count[c] -= 1
+                if c in credit:  # a network input: a credit back upstream
+                    held -= 1
+                    freed[c] = freed.get(c, 0) + 1
+                moved += 1
+                if self.trace:  # replay trace hook
+                    self._trace_flit(b, c, t)
+                for o, (header, hops, st) in b.outs.items():
+                    # the one place a flit is sent on an output
+                    credit[got[o]] -= 1
+                    out.append((o, flit if one and not head else self._copy(b, flit, o, header, hops, st)))
+                    link_sends[o] = link_sends.get(o, 0) + 1
+                    if head:
+                        self.traffic[b.mc] = self.traffic.get(b.mc, 0) + 1
+                        self.links_used[b.mc] = self.links_used.get(b.mc, 0) | PORT_BITS[o]
+                        if self.trace:
+                            self.link_trace.append((b.mc, o, t))
+                if tail:
+                    self._release(c, b, t)
+            self._flits_in -= moved
+            self._held = held
+            self.sent += len(out)
         self.moved = moved
         self.steps += 1
-        held = sum(len(q) for c, q in self._buf.items() if c in self._credit)
-        self.peak_queue = self.peak_in = max(self.peak_in, held)
+        held = self._held
+        if held > self.peak_in:
+            self.peak_queue = self.peak_in = held
         self.occupancy_sum += held
         return out
 

@@ -14,10 +14,13 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiments import bench
 from coordinator.experiments.bench import (
+    FLIT_LOAD,
     SWITCHING,
     WORM_FLITS,
     bench_points,
     emulator_point,
+    flit_load_point,
+    flit_load_points,
     wormhole_point,
     wormhole_points,
 )
@@ -92,6 +95,24 @@ def test_wormhole_point_counts_worm_and_flit_hops(runtime: str) -> None:
     assert row["steps"] > 0 and row["steps_per_s"] > 0
 
 
+@pytest.mark.parametrize("runtime", ["engines", "model"])
+def test_flit_load_point_runs_the_issue_workload(runtime: str) -> None:
+    row = flit_load_point(runtime, quick=True)
+    assert FIELDS - {"ratio"} <= set(row)
+    assert (row["topology"], row["workload"], row["runtime"]) == ("mesh:10x10", "uniform load", runtime)
+    assert row["complete"] and row["switching"] == "wormhole" and row["destinations"] == 1
+    assert row["offered_flits_per_node_cycle"] == FLIT_LOAD.flits_per_node == 0.128
+    # every message is one worm of L flits, and each of its worm-hops moves all L of them
+    assert row["flit_hops"] == FLIT_LOAD.flits * row["packet_hops"] > 0
+    assert row["packet_hops"] >= row["multicasts"] > 0
+    # offered: 100 nodes × 0.128 / 64 messages per cycle over a quarter of the duration (Poisson, seeded)
+    expected = 100 * FLIT_LOAD.flits_per_node / FLIT_LOAD.flits * FLIT_LOAD.duration / 4
+    assert 0.7 * expected < row["multicasts"] < 1.3 * expected
+    rate = row["flit_hops_per_s"]  # run_s is rounded to the millisecond
+    assert abs(rate * row["run_s"] - row["flit_hops"]) <= rate * 0.0005 + 1e-6
+    assert row["steps"] >= FLIT_LOAD.duration / 4
+
+
 def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -100,7 +121,12 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
     limit = doc["relay_hops_per_s"]  # the median of the limits measured beside each point
     assert limit == statistics.median(r["relay_hops_per_s"] for r in doc["rows"]) > 0
     dense = [pt for pt in bench_points(quick=True) if pt[1] == "lockstep" and pt[2] > 1]
-    assert len(doc["rows"]) == len(bench_points(quick=True)) + len(dense) + len(wormhole_points(quick=True))
+    assert len(doc["rows"]) == (
+        len(bench_points(quick=True))
+        + len(dense)
+        + len(wormhole_points(quick=True))
+        + len(flit_load_points(True))
+    )
     for row in doc["rows"]:
         assert set(row) >= FIELDS, FIELDS - set(row)
         assert row["complete"]
@@ -110,8 +136,13 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
         else:
             assert row["switching"] == "wormhole" and row["clock"] == "lockstep"
             assert row["ratio"] == pytest.approx(row["flit_hops_per_s"] / row["relay_hops_per_s"], abs=1e-3)
-    worm = {(r["runtime"], r["topology"]) for r in doc["rows"] if r["switching"] == "wormhole"}
+    plans = [r for r in doc["rows"] if r["workload"] == "random plan"]
+    worm = {(r["runtime"], r["topology"]) for r in plans if r["switching"] == "wormhole"}
     assert worm == {(rt, spec) for spec, rt, _, _ in wormhole_points(quick=True)}
+    # (f): the load workload on the engines and the model, the same flits moved
+    load = {r["runtime"]: r for r in doc["rows"] if r["workload"] == "uniform load"}
+    assert set(load) == {"engines", "model"}
+    assert load["engines"]["flit_hops"] == load["model"]["flit_hops"] > 0
     # (e): each dense lockstep point again on the engines runtime, the same packets moved
     eng = {r["topology"]: r for r in doc["rows"] if r["runtime"] == "engines" and r["switching"] == SWITCHING}
     assert set(eng) == {pt[0] for pt in dense}

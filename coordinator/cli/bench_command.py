@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "TABLES", "add_command", "bench_tables"]
 
 TABLES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("(b)–(e) points", (("topology", "topology"), ("runtime", "runtime"), ("shards", "shards"),
+    ("(b)–(f) points", (("topology", "topology"), ("runtime", "runtime"), ("shards", "shards"),
                         ("clock", "clock"), ("switching", "switching"))),
     ("their work and times", (("nodes", "nodes"), ("mcasts × dests", "mcasts×dests"),
                               ("steps", "steps"), ("packet hops", "packet_hops"), ("start s", "start_s"),
@@ -94,6 +94,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         " (e) engines rows: the same nodes' engines in one plain loop, no trio: their own work per hop"
     )
     con.print("(c) wormhole rows: random XY unicasts, L = 16 flits, Ts = 0, shared contention, one-port")
+    con.print(
+        "(f) wormhole under load: 10×10 mesh, XY unicasts, 1 VC, B = 8, L = 64, Ts = 33, one-port,"
+        " Poisson 0.128 flits/node/cycle, engines and model: rates over the whole run, start-up included"
+    )
     for table in bench_tables(rows):
         con.print(table)
     con.print(

@@ -14,6 +14,11 @@
 (e) each dense lockstep point of (b) again on the engines runtime: the same engines and lockstep
     driver in one plain loop, frames through msgpack, no trio task, link or control message —
     the nodes' own work per hop, a ceiling no I/O shell around these engines can pass.
+(f) wormhole under uniform load (:data:`FLIT_LOAD`, issue #36's workload): a 10×10 mesh, XY
+    unicasts, one VC, B = 8, L = 64, every node a Poisson source of 0.128 flits/node/cycle
+    (``meshcast load``'s plan and defaults otherwise: one-port, Ts = 33), on the engines runtime
+    and on the reference model; flit-hops/s over the whole run, start-up (building the engines
+    or the model's tables) included.
 Each point runs in a fresh process (so its peak RSS is its own; a sharded point's is the
 coordinator's only). Rates are over the active span
 (the first injection to the last delivery, from the nodes' own wall clocks); the whole run
@@ -23,14 +28,15 @@ Figures, not assertions: speed targets live here, never in timed tests.
 ``meshcast bench --json`` prints ``{"relay_hops_per_s": float, "build": "plain" | "compiled",
 "rows": [row, ...]}``; ``build`` says whether the node's hot modules ran compiled (``make compiled``,
 mypyc) or as Python sources. JSON row fields:
-topology, runtime ("in-process" | "engines"), shards (1 unless sharded), clock, switching
+topology, runtime ("in-process" | "engines" | "model"), shards (1 unless sharded), clock, switching
 ("store-and-forward" | "wormhole"), nodes, multicasts, destinations, complete, steps (None on the
 free clock), span_steps (those of them in the active span, below), packet_hops, flit_hops (None
 under store-and-forward), start_s, run_s, active_s, packet_hops_per_s, flit_hops_per_s (None
 under store-and-forward), steps_per_s (span_steps per second of the active span: the run's idle
 tail after the last delivery is not in the span), run_packet_hops_per_s, peak_rss_mb,
-relay_hops_per_s (the relay chain measured in the point's process just before and after it,
-mean), ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ that row's
+workload ("random plan" for (b)–(e), "uniform load" for (f), which also has
+offered_flits_per_node_cycle), relay_hops_per_s (the relay chain measured in the point's process
+just before and after it, mean), ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ that row's
 relay_hops_per_s). The top-level relay_hops_per_s is the median of the rows': this shared
 machine's speed drifts within minutes, so each point is compared with the limit measured beside
 it, not with one measured minutes earlier.
@@ -45,6 +51,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import msgpack
@@ -55,8 +62,9 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
-__all__ = ["RELAY_PACKET", "SWITCHING", "WORM_FLITS", "Point", "WormPoint", "bench_points", "beside_relay",
-           "relay_chain", "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
+__all__ = ["FLIT_LOAD", "RELAY_PACKET", "SWITCHING", "WORM_FLITS", "FlitLoad", "Point", "WormPoint",
+           "bench_points", "beside_relay", "flit_load_point", "flit_load_points", "relay_chain", "run_bench",
+           "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
 Point = tuple[str, str, int, int]
@@ -64,6 +72,24 @@ Point = tuple[str, str, int, int]
 WormPoint = tuple[str, str, int, int]
 """(mesh topology, runtime "in-process" | "engines", unicast messages, destinations per message)."""
 WORM_FLITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class FlitLoad:
+    """A wormhole load workload: XY unicasts from every node of a mesh, Poisson at ``flits_per_node``
+    flits per node per cycle (messages of ``flits`` flits), injected for ``duration`` cycles."""
+
+    topology: str
+    flits: int
+    buffer_flits: int
+    flits_per_node: float
+    duration: int
+
+
+FLIT_LOAD: Final = FlitLoad("mesh:10x10", flits=64, buffer_flits=8, flits_per_node=0.128, duration=2000)
+"""Issue #36's speed workload (10×10 mesh, XY, 1 VC, B = 8, L = 64, 0.128 flits/node/cycle):
+``meshcast load --topology mesh:10x10 --algorithms unicast --dests 1 --switching wormhole
+--buffer-flits 8 --flits 64 --rates 0.002 --duration 2000`` runs the same plan."""
 
 
 RELAY_PACKET: Final = [1, "vh", [[3, 4], [5, 6], [7, 8]], 1, 1, 0]
@@ -177,6 +203,7 @@ def emulator_point(
     steps = raw.last_step if clock == "lockstep" else None
     return {
         "topology": spec,
+        "workload": "random plan",
         "runtime": runtime,
         "shards": shards,
         "clock": clock,
@@ -223,6 +250,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
     flits = sum(raw.link_sends.values())
     return {
         "topology": spec,
+        "workload": "random plan",
         "runtime": runtime,
         "shards": 1,
         "clock": "lockstep",
@@ -244,6 +272,60 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
         "peak_rss_mb": round(_peak_rss_mb(), 1),
     }
+
+
+def flit_load_point(runtime: str, quick: bool = False) -> dict[str, Any]:
+    """:data:`FLIT_LOAD` (quick: a quarter of its duration) on the engines runtime or the model.
+
+    The rates divide by the whole run, start-up included: building the engines (or the model's
+    tables) to the last node done. ``steps`` is the run's last cycle.
+    """
+    from coordinator.experiments.load import Traffic, poisson_plan
+
+    w = replace(FLIT_LOAD, duration=FLIT_LOAD.duration // 4) if quick else FLIT_LOAD
+    topo = Topology.parse(w.topology)
+    plan = poisson_plan(topo, "unicast", Traffic(w.flits_per_node / w.flits, 1, w.duration, seed=1))
+    settings = RunSettings(
+        contention="shared",
+        switching="wormhole",
+        flits=w.flits,
+        buffer_flits=w.buffer_flits,
+        max_steps=4 * w.duration,  # load's step budget (--budget-factor 4)
+        runtime="in-process" if runtime == "engines" else runtime,
+    )
+    raw, total, _, _ = _timed_run(plan, settings, runtime)
+    hops = sum(raw.traffic.values())
+    flits = sum(raw.link_sends.values())
+    return {
+        "topology": w.topology,
+        "workload": "uniform load",
+        "runtime": runtime,
+        "shards": 1,
+        "clock": "lockstep",
+        "switching": "wormhole",
+        "nodes": topo.size,
+        "multicasts": len(plan.multicasts),
+        "destinations": 1,
+        "offered_flits_per_node_cycle": w.flits_per_node,
+        "complete": not raw.incomplete and len(raw.arrivals) == len(plan.multicasts),
+        "steps": raw.last_step,
+        "span_steps": raw.last_step,
+        "packet_hops": hops,
+        "flit_hops": flits,
+        "start_s": 0.0,
+        "run_s": round(total, 3),
+        "active_s": round(total, 3),
+        "packet_hops_per_s": hops / total,
+        "flit_hops_per_s": flits / total,
+        "steps_per_s": raw.last_step / total,
+        "run_packet_hops_per_s": hops / total,
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
+    }
+
+
+def flit_load_points(quick: bool = False) -> list[tuple[str, bool]]:
+    """The (f) points: :data:`FLIT_LOAD` on the engines runtime and on the reference model."""
+    return [(runtime, quick) for runtime in ("engines", "model")]
 
 
 def wormhole_points(quick: bool = False) -> list[WormPoint]:
@@ -299,6 +381,7 @@ def run_bench(
     jobs: list[tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]] = [
         *((emulator_point, p) for p in [*points, *sharded, *engines]),
         *((wormhole_point, p) for p in wormhole_points(quick)),
+        *((flit_load_point, p) for p in flit_load_points(quick)),
     ]
     rows = []
     ctx = multiprocessing.get_context("spawn")

@@ -10,12 +10,19 @@ quiescence), handing each node's step frames to its neighbours in memory, in its
 Frames that carry packets, and the plan, go through msgpack as on the wire, and the records are gathered from
 the nodes' own reports by the session's :class:`Collector`. Its records equal the in-process
 runtime's, node statistics included (``tests/test_mcast.py`` checks it).
+
+Under wormhole switching (:func:`_run_flits`) the same sparse schedule steps the flit engines
+without frames: each flit an engine sends is handed to its neighbour's engine as it is (a head's
+header through msgpack, as the wire would give it; body and tail flits carry nothing to encode),
+with the credits returned beside them — a flit costs a few list operations, not a frame.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+import msgpack
 
 from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
@@ -24,9 +31,10 @@ from node.actor import done_report, take_report
 from node.engine import Injection
 from node.lockstep import Lockstep, Schedule
 from node.routing import registry
-from node.switching import AnyEngine, make_engine
+from node.switching import AnyEngine, LockstepWormhole, make_engine
 from node.topology import PORTS, Coord, Topology
-from node.wire import StepFrame, decode_link, encode_link
+from node.wire import Credits, Flit, StepFrame, decode_flit, decode_link, encode_link
+from node.wormhole import WormholeEngine
 
 __all__ = ["run_engines"]
 
@@ -62,6 +70,15 @@ def run_engines(
     """Run ``plan`` in lockstep on every node's engine; the same :class:`RawRun` as a runtime."""
     if settings.clock != "lockstep":
         raise ValueError("the engine loop runs the lockstep clock only")
+    if settings.switching == "wormhole":
+        return _run_flits(plan, settings, progress)
+    return _run_frames(plan, settings, progress)
+
+
+def _run_frames(
+    plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
+) -> RawRun:
+    """Every node's :class:`Lockstep` clock in sparse mode, frames between them (any switching)."""
     topo = plan.topology
     engines = _engines(topo, settings)
     nodes = list(topo.nodes())
@@ -110,6 +127,133 @@ def run_engines(
         collector.handle(protocol.Hello(n, ""))
         collector.handle(take_report(e, n, 0))
         collector.handle(done_report(e, n, host="", status="ok", last_step=clock.step))
+    raw = collector.raw
+    raw.wall_s = time.perf_counter() - started
+    if raw.last_step >= settings.max_steps:
+        raw.incomplete.append(f"step budget of {settings.max_steps} steps ran out")
+    return raw
+
+
+_HEADS = frozenset({"H", "W"})
+
+
+def _as_received(flit: Flit) -> Flit:
+    """A head as its neighbour decodes it (its header through msgpack)."""
+    got = decode_flit(msgpack.unpackb(msgpack.packb(flit.to_wire(), use_bin_type=True), raw=False))
+    assert isinstance(got, Flit), got
+    return got
+
+
+def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None) -> RawRun:
+    """Wormhole switching: :func:`run_engines`' sparse lockstep loop with flits handed over directly.
+
+    Step for step what :class:`node.lockstep.Lockstep` in sparse mode does for each node, and the
+    schedule of :class:`node.lockstep.Schedule` written out for two kinds of wake-up: a node works
+    at t+1 when it is busy after step t or a neighbour sent it a flit or a credit at t, and at
+    each step it injects; the run ends at the first step past the last busy step + diameter + 1
+    (or the step budget) with no node due. The idle steps are counted, and every engine ends with
+    :meth:`LockstepWormhole.end` there: the records are the frame loop's.
+
+    The flits and credits sent at t are given to their engines before any node does t+1; a node's
+    step reads only its own state, and a flit on one port and a credit on another change
+    different tables, so this equals taking each node's frames, port by port, just before its
+    step.
+    """
+    topo = plan.topology
+    engines = _engines(topo, settings)
+    nodes = sorted(topo.nodes())  # node i is nodes[i]: a step visits its nodes in this order
+    rank = {n: i for i, n in enumerate(nodes)}
+    eng: list[LockstepWormhole] = []
+    for n in nodes:
+        e = engines[n]
+        assert isinstance(e, LockstepWormhole)
+        eng.append(e)
+    pending: list[dict[int, list[Injection]]] = [{} for _ in nodes]
+    injecting: dict[int, set[int]] = {}  # step -> the nodes that inject then
+    for i, n in enumerate(nodes):
+        for inj in _injections(plan, n):
+            pending[i].setdefault(inj.step, []).append(inj)
+            injecting.setdefault(inj.step, set()).add(i)
+    inj_steps = sorted(injecting)
+    # per node and port: the neighbour across it, its engine and the port it hears us on
+    across: list[dict[str, tuple[int, LockstepWormhole, str]]] = []
+    for n in nodes:
+        sides = {}
+        for p in PORTS:
+            nb = topo.neighbour(n, p)
+            if nb is not None:
+                sides[p] = (rank[nb], eng[rank[nb]], topo.opposite(p))
+        across.append(sides)
+    collector = Collector(plan)
+    expected = collector.expected
+    diameter, max_steps = topo.diameter, settings.max_steps
+    last_busy = plan.last_step
+    done = [0] * len(nodes)  # per node: the next step its clock would do
+    flits: list[tuple[LockstepWormhole, str, Flit]] = []  # sent at t, received at t+1
+    credits: list[tuple[LockstepWormhole, str, Credits]] = []
+    due: set[int] = set()  # the nodes that work at t+1
+    take = WormholeEngine.receive
+    k = 0  # inj_steps[k]: the next step at which some node injects
+    t = -1
+    delivered = 0
+    started = time.perf_counter()
+    while True:
+        horizon = min(last_busy + diameter + 1, max_steps)
+        nxt = t + 1 if due else None
+        if k < len(inj_steps) and (nxt is None or inj_steps[k] < nxt):
+            nxt = inj_steps[k]
+        if nxt is None or nxt > horizon:
+            break
+        t = nxt
+        active, due = due, set()
+        if k < len(inj_steps) and inj_steps[k] == t:
+            active |= injecting[t]
+            k += 1
+        for e, p, c in credits:
+            e.credit_back(p, c)
+        for e, p, flit in flits:
+            take(e, flit, p)  # a Flit from an engine: not LockstepWormhole.receive's check for other items
+        flits, credits = [], []
+        for i in sorted(active):
+            e = eng[i]
+            e.steps += t - done[i]
+            done[i] = t + 1
+            injs = pending[i]
+            if t in injs:
+                for inj in injs.pop(t):
+                    e.inject(inj)
+            if progress is not None:
+                delivered -= len(e.deliveries)
+            was_busy = e.busy()
+            sends = e.step(t)
+            if progress is not None:
+                delivered += len(e.deliveries)
+            if (was_busy or sends) and t > last_busy:
+                last_busy = t
+            if e.busy():
+                due.add(i)
+            if not (sends or e.freed):
+                continue
+            nbs = across[i]
+            for p, flit in sends:
+                j, ne, q = nbs[p]
+                flits.append((ne, q, _as_received(flit) if flit.kind in _HEADS else flit))
+                due.add(j)
+            for p, c in e.take_freed().items():
+                j, ne, q = nbs[p]
+                credits.append((ne, q, c))
+                due.add(j)
+        if progress is not None:
+            progress(delivered, expected)
+    end = horizon
+    for i, e in enumerate(eng):
+        e.steps += max(0, end + 1 - done[i])
+        e.end(end)
+    for n in topo.nodes():  # the frame loop's order of reports
+        e = eng[rank[n]]
+        collector.handle(protocol.Hello(n, ""))
+        collector.handle(take_report(e, n, 0))
+        collector.handle(done_report(e, n, host="", status="ok", last_step=end))
     raw = collector.raw
     raw.wall_s = time.perf_counter() - started
     if raw.last_step >= settings.max_steps:

@@ -13,7 +13,9 @@ an input that got a flit, a credit or a grant (or moved a flit the cycle before)
 else the rules would do nothing, so the records equal those of visiting every node and channel
 every cycle, and an idle node costs nothing. The tables are lists indexed by channel numbers:
 input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
-port ``PORTS[j]`` (r: the node's rank in sorted order).
+port ``PORTS[j]`` (r: the node's rank in sorted order). An input buffer is a queue of runs
+``[flit, count]``: a start-up puts a worm in as three runs (head, L − 2 body flits, tail), and
+the body flits one hop sends are one tuple, so those arriving behind each other add to one count.
 
 With ``vcs`` V > 1 an output number is a VC of a link (``o // V`` the link, ``o % V`` the VC)
 and input channel ``r * S + i`` is the i-th of node r's order: each link's V VCs, then the
@@ -47,6 +49,9 @@ SEED004_PREP: Mapping[str, int] = defaults.PREP
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
+# a run in an input buffer: [flit, count], that many flits alike in a row (a worm's body flits on
+# one hop are one tuple, so a body is one run however long the worm)
+Run = list[Any]
 # a message waiting for its injection channel: [mc, alg, port, header, hops, startups, ready]
 Msg = list[Any]
 
@@ -65,9 +70,10 @@ class _Route:
     deliver: bool = False
     later: list[tuple[str, Any, int]] = field(default_factory=list)  # (port, header, st) to start here
     ej: int = -1  # the ejection channel it holds (index into the node's)
-    sends: list[tuple[int, int, Fl]] = field(default_factory=list)
+    sends: list[tuple[int, int, Fl, int]] = field(default_factory=list)
     """Per output, in ``outs`` order: the output VC, the input it feeds, the body flit sent there
-    (filled in once it holds a VC on every output it needs)."""
+    and the link (filled in once it holds a VC on every output it needs)."""
+    granted: bool = False  # it holds a VC on every output it needs (``sends`` is complete)
     may: dict[str, list[int]] | None = None
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
@@ -166,7 +172,9 @@ def run_wormhole_model(
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
 
-    buf: list[deque[Fl]] = [deque() for _ in range(len(nodes) * S)]
+    buf: list[deque[Run]] = [deque() for _ in range(len(nodes) * S)]
+    node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
+    bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
     route: dict[int, _Route] = {}  # input channel -> the worm bound to it
     owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
     ej_owner = [-1] * (len(nodes) * E)
@@ -215,6 +223,7 @@ def run_wormhole_model(
         r, i = divmod(ch, S)
         if V > 1:
             rt.may = {p: may_take(r, i, rt.alg, p) for p in rt.outs}
+        rt.granted = not rt.outs  # a worm with nowhere to go (a failed route) drains at once
         route[ch] = rt
         to_arbitrate[r] = True
         to_move[r] |= 1 << i
@@ -234,9 +243,9 @@ def run_wormhole_model(
                 continue
             rt = route.get(r * S + i)
             b = buf[r * S + i]
-            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][3] != rt.worm:
+            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][0][3] != rt.worm:
                 continue
-            if len(rt.held) < len(rt.outs) or not all(credit[o] > 0 for o, _, _ in rt.sends):
+            if not rt.granted or not all(credit[o] > 0 for o, _, _, _ in rt.sends):
                 continue
             if taken.intersection(rt.outs):
                 to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
@@ -253,17 +262,23 @@ def run_wormhole_model(
     while True:
         active, active_next = active_next, set()
         for o in credits_back:
-            credit[o] = min(credit[o] + 1, buffer_flits)
+            if credit[o] < buffer_flits:
+                credit[o] += 1
             if owner[o] >= 0:
-                to_move[o // PV] |= 1 << owner[o]
-                active.add(o // PV)
+                r = o // PV
+                to_move[r] |= 1 << owner[o]
+                active.add(r)
         for ch, fl in arriving:
-            buf[ch].append(fl)
-            r, i = divmod(ch, S)
-            if ch in route:
-                to_move[r] |= 1 << i
+            b = buf[ch]
+            if b and b[-1][0] is fl:  # the next body flit of the worm the run holds
+                b[-1][1] += 1
             else:
-                to_route[r] |= 1 << i
+                b.append([fl, 1])
+            r = node_of[ch]
+            if ch in route:
+                to_move[r] |= bit_of[ch]
+            else:
+                to_route[r] |= bit_of[ch]
             active.add(r)
         buffered += len(arriving)
         arriving, credits_back = [], []
@@ -292,17 +307,20 @@ def run_wormhole_model(
                     mc, alg, port, header, hops, st, _ = startup_end.pop(ch)[1]
                     worm = (n[0], n[1], counter[r])
                     counter[r] += 1
-                    for k in range(flits):
-                        buf[ch].append((k == 0, k == flits - 1, mc, worm, alg, header, hops, st))
+                    buf[ch].append([(True, flits == 1, mc, worm, alg, header, hops, st), 1])
+                    if flits > 2:
+                        buf[ch].append([(False, False, mc, worm, alg, header, hops, st), flits - 2])
+                    if flits > 1:
+                        buf[ch].append([(False, True, mc, worm, alg, header, hops, st), 1])
                     buffered += flits
                     bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
             # routing: once per head at the front of an unbound input
             mask, to_route[r] = to_route[r], 0
             for i in bits[mask]:
                 ch = r * S + i
-                if ch in route or not buf[ch] or not buf[ch][0][0]:
+                if ch in route or not buf[ch] or not buf[ch][0][0][0]:
                     continue
-                _, _, mc, worm, alg, header, hops, st = buf[ch][0]
+                _, _, mc, worm, alg, header, hops, st = buf[ch][0][0]
                 rt = _Route(worm, mc, alg, hops, st)
                 if hops > limit:
                     err(n, "hop-limit", "", mc)
@@ -365,7 +383,8 @@ def run_wormhole_model(
                             for q, (h, hops_o, st_o) in cand.outs.items():
                                 oq = cand.held[q]
                                 body = (False, False, cand.mc, cand.worm, cand.alg, h, hops_o, st_o)
-                                cand.sends.append((oq, across[oq], body))
+                                cand.sends.append((oq, across[oq], body, oq // V))
+                            cand.granted = True
                         to_move[r] |= 1 << i
                 for e in range(r * E, r * E + E):
                     if ej_owner[e] >= 0:
@@ -389,18 +408,39 @@ def run_wormhole_model(
                 bound = route.get(ch)
                 if bound is None or not b or (bound.absorb and bound.ej < 0):
                     continue
-                if len(bound.held) < len(bound.outs) or not all(credit[o] > 0 for o, _, _ in bound.sends):
+                if not bound.granted:
                     continue
-                head, tail, mc, _, alg, _, _, _ = b.popleft()
+                ready = True
+                for o, _, _, _ in bound.sends:
+                    if credit[o] <= 0:
+                        ready = False
+                        break
+                if not ready:
+                    continue
+                front = b[0]
+                fl = front[0]
+                head, tail = fl[0], fl[1]
+                front[1] -= 1
+                if not front[1]:
+                    b.popleft()
                 buffered -= 1
                 moved += 1
                 active_next.add(r)
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
-                for o, into, body in bound.sends:
+                if not (head or tail):
+                    for o, into, body, link in bound.sends:
+                        credit[o] -= 1
+                        arriving.append((into, body))
+                        sent[link] += 1
+                        # (a link's first flit is a head: its first use is counted below)
+                    if b:  # more to move (an empty buffer waits for an arrival, which marks it)
+                        to_move[r] |= 1 << i
+                    continue
+                mc, alg = fl[2], fl[4]
+                for o, into, body, link in bound.sends:
                     credit[o] -= 1
-                    arriving.append((into, body if not (head or tail) else (head, tail, *body[2:])))
-                    link = o // V
+                    arriving.append((into, (head, tail, *body[2:])))
                     if not sent[link]:
                         first_used.append(link)
                     sent[link] += 1
@@ -408,9 +448,10 @@ def run_wormhole_model(
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
                         raw.links.setdefault(mc, set()).add((n, PORTS[link - r * P]))
                 if not tail:
-                    to_move[r] |= 1 << i
+                    if b:  # more to move (an empty buffer waits for an arrival, which marks it)
+                        to_move[r] |= 1 << i
                     continue
-                for o, _, _ in bound.sends:
+                for o, _, _, _ in bound.sends:
                     owner[o] = -1
                 if bound.ej >= 0:
                     ej_owner[r * E + bound.ej] = -1
