@@ -130,6 +130,7 @@ def done_report(
         last_step=last_step,
         traffic=_traffic(e.traffic, e.links_used),
         trace=tuple(e.link_trace),
+        worms=tuple(tuple(r) for r in getattr(e, "worm_trace", ())),  # wormhole switching with a trace
         injected=tuple(e.injected.items()),
         sent=e.sent,
         received=e.received,

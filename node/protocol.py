@@ -204,6 +204,25 @@ def _traffic(v: Any) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _worm_run(v: Any) -> tuple[int, int, int, int, str, str, int, int]:
+    """A ``done``'s wormhole flit run: (multicast, worm x, worm y, worm n, input, output, first
+    step, count): ``count`` flits of the worm that came in on the input port (``inj``: injected
+    here) left the node on the output port (``ej``: to its processor) in consecutive steps from
+    ``first`` on."""
+    if len(_as_array(v)) != 8:
+        raise _fail("expected 8 elements (multicast, worm x, worm y, worm n, input, output, first, count)", v)
+    for i in (0, 1, 2, 3, 6, 7):
+        if type(v[i]) is not int or v[i] < 0:
+            raise _fail("expected an integer >= 0", v[i])
+    if v[4] not in PORTS and v[4] != "inj":
+        raise _fail(f"expected an input port ({', '.join(PORTS)}) or inj", v[4])
+    if v[5] not in PORTS and v[5] != "ej":
+        raise _fail(f"expected an output port ({', '.join(PORTS)}) or ej", v[5])
+    if v[7] < 1:
+        raise _fail("expected a run of at least 1 flit", v[7])
+    return (v[0], v[1], v[2], v[3], str(v[4]), str(v[5]), v[6], v[7])
+
+
 def _seq(item: Check) -> Check:
     def check(v: Any) -> tuple[Any, ...]:
         return tuple([item(x) for x in _as_array(v)])
@@ -406,6 +425,10 @@ class Done(_Event):
     protocol_errors: int = field(metadata={"check": _int}, default=0)
     delivered: int | None = field(metadata={"check": _opt(_int)}, default=None)
     """Deliveries the node recorded over the run: more than its reports carried means some were lost."""
+    worms: tuple[tuple[int, int, int, int, str, str, int, int], ...] = field(
+        metadata={"check": _seq(_worm_run)}, default=()
+    )
+    """Wormhole switching with ``trace``: the runs of flits each worm moved here (see :func:`_worm_run`)."""
 
     @property
     def lost(self) -> bool:

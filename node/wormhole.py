@@ -279,6 +279,11 @@ class WormholeEngine:
         self.peak_out = 0  # no output buffers: flits wait only in input buffers
         self.occupancy_sum = 0
         self.link_trace: list[tuple[int, str, int]] = []  # (mc, port, step) of each head sent
+        # -- replay trace hook (--trace only; see _trace_flit) --
+        self.worm_trace: list[list[Any]] = []
+        """Runs of flits (``trace`` on): [mc, worm x, worm y, worm n, input port or "inj", output port
+        or "ej", first step, count]."""
+        self._worm_run: dict[tuple[Worm, str, str], list[Any]] = {}
 
     # -- inputs ------------------------------------------------------------------------
     def _now(self) -> int:
@@ -636,6 +641,20 @@ class WormholeEngine:
         for port, header, st in b.later:
             self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
 
+    def _trace_flit(self, b: _Bind, c: str, t: int) -> None:
+        """Replay trace hook (``trace`` on): a flit of worm ``b`` left input ``c`` at ``t``, onto each of
+        ``b``'s outputs and, absorbed here, its ejection channel; extends that run or opens one."""
+        runs = self._worm_run
+        came = self._vc_of[c][0] if c in self._vc_of else "inj"
+        for o in (*b.outs, "ej") if b.ej is not None else b.outs:
+            key = (b.worm, came, o)
+            run = runs.get(key)
+            if run is not None and run[6] + run[7] == t:
+                run[7] += 1
+            else:
+                run = runs[key] = [b.mc, *b.worm, came, o, t, 1]
+                self.worm_trace.append(run)
+
     def _copy(self, b: _Bind, flit: Flit, o: str, header: Any, hops: int, st: int) -> Flit:
         """``flit`` as sent on output ``o``: a head with that output's header, on the VC ``b`` holds there."""
         if self._one_vc:  # one VC: the port is the channel, and a body or tail flit goes on as it is
@@ -734,6 +753,8 @@ class WormholeEngine:
                     held -= 1
                     freed[c] = freed.get(c, 0) + 1
                 moved += 1
+                if self.trace:  # replay trace hook
+                    self._trace_flit(b, c, t)
                 for o, (header, hops, st) in b.outs.items():
                     # the one place a flit is sent on an output
                     credit[got[o]] -= 1

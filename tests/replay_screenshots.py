@@ -24,7 +24,7 @@ SHOTS: dict[str, tuple[list[str], tuple[float, ...]]] = {
     ),
     "dp-wormhole-mesh10": (
         ["--topology", "mesh:10x10", "--algorithm", "dp", "--source", "4,4", "--random-dests", "8"],
-        (0.4, 0.6, 1.0),
+        (0.4, 0.8, 1.0),
     ),
 }
 """Name -> (run arguments, the steps to photograph as fractions of the run's last step)."""

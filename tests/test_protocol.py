@@ -31,6 +31,7 @@ EVENTS: list[protocol.Event] = [
         {"+x": 3}, 1,
     ),
     protocol.Done((4, 4), "lost: gone"),
+    protocol.Done((2, 3), worms=((7, 1, 1, 0, "inj", "+x", 40, 8), (7, 1, 1, 0, "-y", "ej", 41, 8))),
     protocol.Assign(run="r1", topology="torus:4x4", node=(1, 3), port_model="all-port", contention="shared",
                     clock="free", max_steps=100, hop_limit=9, trace=True, token="tok", buffer=4, out_buffer=2,
                     policy="drop", peers={"+x": {"host": "127.0.0.1", "port": 7000}}),
@@ -137,6 +138,27 @@ def test_a_corrupted_field_is_named(event: protocol.Event, data: st.DataObject) 
         (msgpack.packb({"type": "go", "step": 3, "expect": ["up"]}), "go.expect"),
         (msgpack.packb({"type": "go", "step": -1}), "go.step"),
         (msgpack.packb({"type": "step-done", "node": [0, 0], "sent": ["+x", "+x"]}), "step-done.sent"),
+        (
+            msgpack.packb({"type": "done", "node": [0, 0], "worms": [[7, 1, 1, 0, "inj", "+x", 40]]}),
+            "done.worms.*8 elements",
+        ),
+        (
+            msgpack.packb({"type": "done", "node": [0, 0], "worms": [[7, 1, 1, 0, "+x", "up", 40, 8]]}),
+            "done.worms.*or ej",
+        ),
+        (
+            msgpack.packb({"type": "done", "node": [0, 0], "worms": [[7, 1, 1, 0, "+x", "ej", 40, 0]]}),
+            "done.worms.*at least 1",
+        ),
+        (
+            msgpack.packb({"type": "done", "node": [0, 0], "worms": [[7, 1, 1, -1, "+x", "ej", 40, 2]]}),
+            "done.worms.*>= 0",
+        ),
+        (msgpack.packb({"type": "done", "node": [0, 0], "worms": 5}), "done.worms.*array"),
+        (
+            msgpack.packb({"type": "done", "node": [0, 0], "worms": [[7, 1, 1, 0, "ej", "+x", 40, 2]]}),
+            "done.worms.*or inj",
+        ),
     ],
 )
 def test_malformed_messages_name_their_cause(data: bytes, cause: str) -> None:

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from coordinator.cli import main
+from node.topology import Topology
 from tests._env import CHROMEDRIVER, CHROMIUM, need_browser
+from tests.test_worm_trace import worm_state
 
 DESTS = "3,2 5,5 1,4 0,5 4,0"
 
@@ -25,6 +27,7 @@ RUNS: dict[str, list[str]] = {
     "tree-torus": [*TORUS, "--algorithm", "vh", "--dests", "0,0 5,4 3,1 1,3"],
     "free-clock": ["--topology", "mesh:5x5", "--algorithm", "vh", "--dests", "4,4 0,4 2,1", *FREE],
     "two-multicasts": [*MESH, "--algorithm", "diag,dp", "--dests", DESTS],
+    "trees-torus-wormhole": [*TORUS, "--algorithm", "hcm,tree", "--dests", "0,0 5,4 3,1 1,3 4,2", *WORMHOLE],
 }
 
 
@@ -268,3 +271,125 @@ def test_a_free_clock_run_replays_on_its_wall_clock_latencies(browser: Any, runs
         "try { window.replay.timebase('wall'); return ''; } catch (e) { return String(e); }"
     )
     assert "no wall-clock latencies" in refused
+
+
+@pytest.mark.parametrize("name", ["path-mesh-wormhole", "trees-torus-wormhole"])
+def test_worms_match_the_flit_trace(browser: Any, runs: dict[str, Path], name: str) -> None:
+    """Issue 38: at cycle t, each worm's held channels, heads and buffered flits as run.json's flit
+    runs imply them (worked out flit by flit in tests/test_worm_trace.py, not by the page's code)."""
+    doc = json.loads((runs[name] / "run.json").read_text())
+    topo, flits = Topology.parse(doc["run"]["topology"]), doc["run"]["switching"]["flits"]
+    open_page(browser, runs[name] / "replay.html")
+    for m in doc["multicasts"]:
+        assert m["worms"], "a traced wormhole run records its worms"
+        browser.execute_script(f"window.replay.select({m['id']})")
+        first = min(r["first"] for r in m["worms"])
+        last = max(r["first"] + r["count"] for r in m["worms"])
+        busy = 0
+        for t in sorted(
+            {0, first, first + 1, first + 3, (first + last) // 2, last - 2, last - 1, last, last + 1}
+        ):
+            browser.execute_script(f"window.replay.seek({t})")
+            state = browser.execute_script("return window.replay.state()")
+            want = worm_state(topo, m["worms"], flits, state["step"])
+            assert state["worms"] == want, (m["id"], t)
+            busy += bool(want)
+        assert busy >= 3  # the cycles looked at do show worms
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+# -- sweep --replay and load --replay -----------------------------------------------------------
+SWEEP = ["sweep", "--topology", "mesh:5x5", "--algorithms", "dp,mp", "--dests", "2:6:2", "--repeat", "2",
+         "--jobs", "1", *WORMHOLE]  # fmt: skip
+LOAD = ["load", "--topology", "mesh:5x5", "--algorithms", "dp", "--dests", "3", "--rates", "0.002,0.004",
+        "--duration", "150", "--warmup", "30", "--runtime", "engines", *WORMHOLE]  # fmt: skip
+
+
+def page_data(page: Path) -> dict[str, Any]:
+    return json.loads(re.search(r'id="replay-data">(.*?)</script>', page.read_text(), re.S).group(1))  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def experiments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("experiments")
+    assert main([*SWEEP, "--replay", "--out", str(base / "sweep")]) == 0
+    assert main([*LOAD, "--replay", "--out", str(base / "load")]) == 0
+    return {"sweep": base / "sweep", "load": base / "load"}
+
+
+def test_sweep_replay_is_the_first_repetition_of_each_point(experiments: dict[str, Path]) -> None:
+    with (experiments["sweep"] / "tidy.csv").open() as f:
+        first = [r for r in csv.DictReader(f) if r["repetition"] == "0"]
+    (run,) = page_data(experiments["sweep"] / "replay.html")["runs"]
+    got = [(m["algorithm"], len(m["dests"]), m["metrics"]["time"]) for m in run["multicasts"]]
+    assert got == [(r["algorithm"], int(r["k"]), int(r["time"])) for r in first]  # the sweep's own records
+    assert all(m["worms"] for m in run["multicasts"])
+
+
+def test_load_replay_is_one_whole_point(experiments: dict[str, Path]) -> None:
+    with (experiments["load"] / "load.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    (run,) = page_data(experiments["load"] / "replay.html")["runs"]
+    assert len(run["multicasts"]) > 1 and run["switching"] == "wormhole"
+    assert {m["algorithm"] for m in run["multicasts"]} == {"dp"} and rows
+
+
+@pytest.mark.parametrize("name", ["sweep", "load"])
+def test_experiment_pages_load_without_errors(browser: Any, experiments: dict[str, Path], name: str) -> None:
+    open_page(browser, experiments[name] / "replay.html")
+    steps = browser.execute_script("return window.replay.state().steps")
+    for t in (0, steps // 3, steps // 2, steps):
+        browser.execute_script(f"window.replay.seek({t})")
+    ids = browser.execute_script("return Array.from(document.getElementById('mc').options).map(o => o.value)")
+    assert ids[0] == "all" and len(ids) > 2
+    browser.execute_script(f"window.replay.select({ids[1]}); window.replay.seek({steps // 2})")
+    assert "worms" in browser.execute_script("return window.replay.state()")
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+def test_experiment_replay_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*LOAD, "--replay"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+    assert main([*SWEEP, "--replay"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+    shared = [*SWEEP, "--switching", "store-and-forward", "--contention", "shared", "--replay"]
+    assert main([*shared, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "isolated" in err
+
+
+def test_a_load_point_too_big_for_a_page_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from coordinator.experiments import replays
+
+    big = [*LOAD[: LOAD.index("--rates")], "--rates", "0.05", *LOAD[LOAD.index("--rates") + 2 :]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(replays, "LOAD_MAX", 10)
+        main([*big, "--replay", "--out", str(tmp_path / "big")])
+    assert "no replay.html" in capsys.readouterr().out and not (tmp_path / "big" / "replay.html").exists()
+
+
+def test_the_wormhole_model_has_no_trace_but_its_replays_run_on_engines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The flit-level reference model records no trace: run refuses it, sweep replays on engines."""
+    assert (
+        main(
+            [
+                "run",
+                *RUNS["path-mesh-wormhole"],
+                "--runtime",
+                "model",
+                "--replay",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runtime engines" in err
+    assert main([*SWEEP, "--runtime", "model", "--replay", "--out", str(tmp_path / "s")]) == 0
+    (run,) = page_data(tmp_path / "s" / "replay.html")["runs"]
+    assert run["multicasts"] and all(m["worms"] and m["links"] for m in run["multicasts"])

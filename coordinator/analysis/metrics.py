@@ -18,7 +18,16 @@ from typing import Any
 from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Multicast, Plan
 
-__all__ = ["ci95", "jitter", "multicast_metrics", "quantile", "spread", "summarise", "t_critical"]
+__all__ = [
+    "ci95",
+    "jitter",
+    "multicast_metrics",
+    "quantile",
+    "spread",
+    "summarise",
+    "t_critical",
+    "worm_runs",
+]
 
 # two-sided 95% Student t critical values for df = 1..30
 _T95 = (
@@ -90,8 +99,11 @@ def _cv(values: Sequence[float]) -> float | None:
     return statistics.pstdev(values) / mean if mean else 0.0
 
 
-def multicast_metrics(plan: Plan, raw: RawRun, trace: bool = False) -> list[dict[str, Any]]:
-    """One record per multicast in the ``--json`` shape."""
+def multicast_metrics(
+    plan: Plan, raw: RawRun, trace: bool = False, worms: bool = False
+) -> list[dict[str, Any]]:
+    """One record per multicast in the ``--json`` shape (``worms``: with a trace under wormhole
+    switching, each multicast's flit runs as ``worms`` beside its ``links``)."""
     by_mc: dict[int, list[Arrival]] = defaultdict(list)
     for a in raw.arrivals:
         by_mc[a.mc].append(a)
@@ -104,6 +116,36 @@ def multicast_metrics(plan: Plan, raw: RawRun, trace: bool = False) -> list[dict
     out = []
     for m in plan.multicasts:
         out.append(_one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None))
+    if trace and worms:
+        runs = worm_runs(plan, raw)
+        for rec in out:
+            rec["worms"] = runs.get(rec["id"], [])
+    return out
+
+
+def worm_runs(plan: Plan, raw: RawRun) -> dict[int, list[dict[str, Any]]]:
+    """Per multicast, its wormhole flit runs in the ``--json`` shape, ordered by first step, node, ports:
+    ``{"from": [x, y], "to": [x, y] or None, "in", "port", "worm": [x, y, n], "first", "count"}``:
+    ``count`` flits of the worm that came into ``from`` on port ``in`` (``inj``: injected there)
+    crossed the link on ``port`` (``ej``, ``to`` None: went to the node's processor) in the steps
+    ``first`` .. ``first + count - 1``. The worm is named by its source node and number there."""
+    topo = plan.topology
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for mc, node, came, port, worm, first, count in sorted(
+        raw.worms, key=lambda e: (e[0], e[5], e[1], e[2], e[3])
+    ):
+        to = None if port == "ej" else topo.neighbour(node, port)
+        out[mc].append(
+            {
+                "from": list(node),
+                "to": list(to) if to else None,
+                "in": came,
+                "port": port,
+                "worm": list(worm),
+                "first": first,
+                "count": count,
+            }
+        )
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from coordinator.cli.options import MAX_COUNT, add_run_options, in_range, settings_from, topology_from
@@ -17,8 +18,10 @@ from coordinator.experiments.load import (
     load_point,
     parse_rates,
     plot_load,
+    poisson_plan,
     xy_bound,
 )
+from coordinator.experiments.replays import LOAD_MAX
 from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import write_csv
 from coordinator.runtimes.records import RunSettings
@@ -49,6 +52,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not algorithms:
         raise UsageError("--algorithms is empty")
+    if args.replay and not args.out:
+        raise UsageError("--replay writes replay.html into the results: give --out DIR")
     engines = args.runtime == "engines"
     if engines and args.clock != "lockstep":
         raise UsageError("--runtime engines runs the lockstep clock only")
@@ -87,7 +92,37 @@ def cmd_load(args: argparse.Namespace) -> int:
         title += f", {args.runtime}"
         plot_load(points, out / "load.png", title, bound)
         con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
+        if args.replay:
+            _write_replay(out, args, topo, algorithms[0], rates, hotspot, points, settings, engines)
     return 0
+
+
+def _write_replay(
+    out: Path,
+    args: argparse.Namespace,
+    topo: Topology,
+    algorithm: str,
+    rates: list[float],
+    hotspot: Coord | None,
+    points: list[LoadPoint],
+    settings: RunSettings,
+    engines: bool,
+) -> None:
+    """``--replay``: one point of ``algorithm`` traced (coordinator/experiments/replays.py says which)."""
+    from coordinator.experiments.replays import load_replay_choice, traced_document
+    from coordinator.output.replay import write_replay
+
+    saturated = {p.rate: p.saturated is not None for p in points if p.algorithm == algorithm}
+    candidates = []
+    for rate in rates:
+        traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
+                          args.hotspot_fraction, args.seed)  # fmt: skip
+        candidates.append((rate, saturated[rate], poisson_plan(topo, algorithm, traffic)))
+    plan, note = load_replay_choice(candidates)
+    console().print(note)
+    if plan is not None:
+        doc = traced_document(plan, replace(settings, runtime="engines") if engines else settings)
+        console().print(f"wrote {write_replay(out / 'replay.html', [(doc, out.absolute().name)])}")
 
 
 def _unicast_bound(
@@ -156,6 +191,12 @@ def add_command(sub: Any) -> None:
     )
     p.add_argument("--out", default=None, help="new (or empty) directory for load.csv and load.png")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="also write replay.html into --out: one point of the first algorithm traced and played "
+        f"step by step (the highest rate that did not saturate; at most {LOAD_MAX} messages)",
+    )
     add_run_options(p, command="load")
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from coordinator.cli.options import (
@@ -22,11 +23,13 @@ from coordinator.cli.plot_command import write_plots
 from coordinator.cli.ui import console, plain, progress
 from coordinator.errors import UsageError
 from coordinator.experiments import sweep as sweep_mod
+from coordinator.experiments.replays import SWEEP_MAX
 from coordinator.experiments.sweep import DEFAULT_CHUNK, SweepResult, check_settings, parse_dests, sweep_plan
 from coordinator.output.paths import prepare_out_dir
+from coordinator.runtimes.records import RunSettings
 from coordinator.wording import plural
 from coordinator.workloads.plan import PlanError
-from node.topology import TopologyError, parse_coord
+from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = ["COMMANDS", "add_command", "progress_label"]
 
@@ -62,6 +65,12 @@ def add_command(sub: Any) -> None:
         "--out", required=True, help="new (or empty) directory for tidy.csv, summary.csv, sweep.json, plots"
     )
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="also write replay.html into --out: the first repetition of each point, every algorithm, "
+        f"traced and played step by step (at most {SWEEP_MAX} multicasts; isolated contention)",
+    )
     p.add_argument(
         "--jobs",
         type=int,
@@ -126,6 +135,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.contention is None:  # a sweep measures single multicasts (wormhole: each in its own network)
         args.contention = "isolated"
     settings = settings_from(args, topo)
+    if args.replay and settings.contention != "isolated":
+        raise UsageError(
+            "--replay replays a sweep's multicasts one by one: it needs --contention isolated (the default)"
+        )
     params = check_params(algorithms, parse_params(args.param))
     try:
         check_settings(settings)
@@ -153,6 +166,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     }
     written = sweep_mod.write_sweep(out, result, meta)
     written += write_plots(out)
+    if args.replay:
+        run_args = (topo, algorithms, ks, args.repeat, args.seed, source, params)
+        written.append(_write_replay(out, run_args, settings))
     _print_summary(result, algorithms)
     print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if not result.complete:
@@ -161,6 +177,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"meshcast: sweep incomplete: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_replay(
+    out: Path,
+    run_args: tuple[Topology, list[str], list[int], int, int, Coord | None, dict[str, Any]],
+    settings: RunSettings,
+) -> Path:
+    """``--replay``: the sweep's replay page (coordinator/experiments/replays.py says which multicasts)."""
+    from coordinator.experiments.replays import sweep_replay_plan, traced_document
+    from coordinator.output.replay import write_replay
+
+    plan, points = sweep_plan(*run_args)  # the sweep's own plan (seeded): its multicasts and ids
+    chosen, note = sweep_replay_plan(plan, points, run_args[2], run_args[1])
+    print(note, file=sys.stderr)
+    return write_replay(out / "replay.html", [(traced_document(chosen, settings), out.absolute().name)])
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"sweep": cmd_sweep}

@@ -1,6 +1,10 @@
 // meshcast replay: draws a traced run on a <canvas>, step by step. No libraries, no network.
 // Data (from coordinator/output/replay.py): runs[], each with cols, rows, torus, steps and
-// multicasts[] holding node ids (x * rows + y), and links as flat [from, to, step, ...] triples.
+// multicasts[] holding node ids (x * rows + y), and links as flat [from, to, step, ...] triples;
+// under wormhole switching also worms as flat [worm, node, in, out, first, count, ...] runs
+// (count flits of the worm that came into node on port in (4: injected there) left it on port out
+// (4: to its processor) in the cycles first .. first + count - 1; ports +x, -x, +y, -y are 0-3)
+// and wormIds (each worm's source x, y and number, flat).
 (function () {
   "use strict";
   const DATA = JSON.parse(document.getElementById("replay-data").textContent);
@@ -62,6 +66,7 @@
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.side = document.createElement("div");
     this.side.className = "side";
+    this.hasWorms = run.multicasts.some((m) => m.worms && m.worms.length > 0);
     box.appendChild(this.canvas);
     box.appendChild(this.side);
     $("panels").appendChild(box);
@@ -106,6 +111,161 @@
     let s = 0;
     for (const m of this.shown()) m.dests.forEach((d, k) => { if (isDelivered(m, k)) s = Math.max(s, m.arrive[k]); });
     return s;
+  };
+
+  // Worms of multicast m at the start of cycle t (flits sent in cycles < t have crossed), from
+  // its flit runs: per worm the links it holds (its head crossed, its tail not yet), the flits
+  // in network input buffers (crossed into a node minus gone on or ejected there, per node) and
+  // its heads (nodes its front has reached and not left, where it still is; a branching worm
+  // has one per branch). Worms with nothing held and nothing buffered are left out.
+  // An input channel is a node's port (node * 5 + port; port 4: its injection channel). A worm
+  // can pass a node twice (some trees on a torus do): its passes through a channel follow each
+  // other, so a channel's or a link's count of crossed flits is in its current pass modulo L.
+  Panel.prototype.neighbour = function (a, port) {  // the node across port (0-3) of a, or -1
+    const run = this.run;
+    let x = Math.floor(a / run.rows) + [1, -1, 0, 0][port], y = (a % run.rows) + [0, 0, 1, -1][port];
+    if (run.torus) {
+      x = (x + run.cols) % run.cols;
+      y = (y + run.rows) % run.rows;
+    } else if (x < 0 || y < 0 || x >= run.cols || y >= run.rows) return -1;
+    return x * run.rows + y;
+  };
+
+  Panel.prototype.wormState = function (m, t) {
+    const W = m.worms, L = this.run.flits, per = new Map();
+    const OPP = [1, 0, 3, 2];
+    for (let i = 0; i < W.length; i += 6) {
+      const k = Math.min(W[i + 5], Math.max(0, t - W[i + 4]));
+      if (k === 0) continue;
+      let s = per.get(W[i]);
+      if (!s) per.set(W[i], (s = { links: new Map(), into: new Map(), outs: new Map() }));
+      const a = W[i + 1], came = a * 5 + W[i + 2], out = W[i + 3];
+      let o = s.outs.get(came);
+      if (!o) s.outs.set(came, (o = { ports: [0, 0, 0, 0, 0], spans: [] }));
+      o.ports[out] += k;
+      o.spans.push([W[i + 4], W[i + 4] + k]);
+      if (out === 4) continue;
+      const b = this.neighbour(a, out);
+      if (b < 0) continue;
+      s.links.set(a * 5 + out, (s.links.get(a * 5 + out) || 0) + k);
+      const into = b * 5 + OPP[out];
+      s.into.set(into, (s.into.get(into) || 0) + k);
+    }
+    const out = [];
+    for (const [w, s] of per) {
+      const holds = [], buffers = [], heads = [];
+      for (const [key, k] of s.links) {
+        if (k % L !== 0) holds.push([Math.floor(key / 5), this.neighbour(Math.floor(key / 5), key % 5)]);
+      }
+      let buffered = 0;
+      for (const [key, k] of s.into) {
+        const v = Math.floor(key / 5), from = this.neighbour(v, key % 5);
+        const o = s.outs.get(key) || { ports: [0, 0, 0, 0, 0], spans: [] };
+        // one flit leaves a channel a cycle, on all its branches at once: count the cycles
+        let gone = 0, end = -1;
+        for (const [a, b] of o.spans.sort((p, q) => p[0] - q[0])) {
+          if (b > end) { gone += b - Math.max(a, end); end = b; }
+        }
+        const here = Math.max(0, k - gone);
+        const goneOn = Math.max(o.ports[0], o.ports[1], o.ports[2], o.ports[3]);
+        const pass = k - ((k - 1) % L + 1);  // flits of its earlier passes through this channel
+        buffered += here;
+        if (here > 0) buffers.push([from, v, here]);
+        if ((k % L !== 0 || here > 0) && goneOn <= pass) heads.push([from, v]);
+      }
+      if (!holds.length && !buffered) continue;
+      const xy = (v) => this.xy(v);
+      heads.sort((p, q) => p[1] - q[1]);
+      holds.sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+      out.push({
+        index: w,
+        worm: m.wormIds.slice(3 * w, 3 * w + 3),
+        head: heads.length ? xy(heads[0][1]) : null,
+        heads: heads.map((h) => xy(h[1])),
+        holds: holds.map(([a, b]) => xy(a).concat(xy(b))),
+        buffered: buffered,
+        links: holds,
+        headLinks: heads,
+        buffers: buffers,
+      });
+    }
+    return out.sort((p, q) => p.index - q.index);
+  };
+
+  // Worms: the channels each holds as a thick band in its multicast's colour, each head as an
+  // arrowhead outlined in black, and the flits waiting in an input buffer as small dark squares
+  // at the buffer's end of the link (a number beside them past four).
+  Panel.prototype.drawWorms = function (shown) {
+    const ctx = this.ctx, c = this.cell;
+    let worms = 0, buffered = 0;
+    const marks = [];
+    ctx.lineCap = "butt";
+    for (const m of shown) {
+      if (!m.worms.length) continue;
+      for (const w of this.wormState(m, step)) {
+        worms++;
+        buffered += w.buffered;
+        ctx.strokeStyle = m.colour;
+        ctx.globalAlpha = 0.75;
+        ctx.lineWidth = Math.max(5, c * 0.3);
+        for (const [a, b] of w.links) {
+          for (const [x0, y0, x1, y1] of this.segments(a, b)) {
+            ctx.beginPath();
+            ctx.moveTo(x0, y0);
+            ctx.lineTo(x1, y1);
+            ctx.stroke();
+          }
+        }
+        ctx.globalAlpha = 1;
+        marks.push([m.colour, w]);
+      }
+    }
+    return { worms: worms, buffered: buffered, marks: marks };
+  };
+
+  Panel.prototype.drawWormMarks = function (marks) {  // over the nodes: heads and buffered flits
+    const ctx = this.ctx, c = this.cell;
+    const near = (a, b, f) => {  // a point on link a -> b, a fraction f of a cell before b
+      const segs = this.segments(a, b), [x0, y0, x1, y1] = segs[segs.length - 1];
+      const len = Math.hypot(x1 - x0, y1 - y0) || 1;
+      return [x1 - ((x1 - x0) / len) * f * c, y1 - ((y1 - y0) / len) * f * c, (x1 - x0) / len, (y1 - y0) / len];
+    };
+    for (const [colour, w] of marks) {
+      for (const [a, b] of w.headLinks) {
+        const [X, Y, ux, uy] = near(a, b, 0.22);
+        const size = Math.max(8, c * 0.36);
+        ctx.fillStyle = colour;
+        ctx.beginPath();
+        ctx.moveTo(X + ux * size * 0.5, Y + uy * size * 0.5);
+        ctx.lineTo(X - ux * size * 0.6 - uy * size * 0.55, Y - uy * size * 0.6 + ux * size * 0.55);
+        ctx.lineTo(X - ux * size * 0.6 + uy * size * 0.55, Y - uy * size * 0.6 - ux * size * 0.55);
+        ctx.closePath();
+        ctx.fill();
+        ctx.lineWidth = 1.5;
+        ctx.strokeStyle = "#000";
+        ctx.stroke();
+      }
+      for (const [a, b, n] of w.buffers) {
+        const sq = Math.max(3, c * 0.1);
+        const shown = Math.min(n, 4);
+        ctx.fillStyle = "#222";
+        ctx.strokeStyle = "#fff";
+        ctx.lineWidth = 1;
+        for (let i = 0; i < shown; i++) {
+          const [X, Y] = near(a, b, 0.5 + i * 0.14);
+          ctx.fillRect(X - sq / 2, Y - sq / 2, sq, sq);
+          ctx.strokeRect(X - sq / 2, Y - sq / 2, sq, sq);
+        }
+        if (n > 4) {
+          const [X, Y] = near(a, b, 0.5 + 4 * 0.14 + 0.06);
+          ctx.fillStyle = "#222";
+          ctx.font = "bold " + Math.max(9, Math.round(c * 0.24)) + "px system-ui, sans-serif";
+          ctx.textAlign = "center";
+          ctx.textBaseline = "middle";
+          ctx.fillText(String(n), X, Y);
+        }
+      }
+    }
   };
 
   Panel.prototype.drawGrid = function () {
@@ -211,7 +371,7 @@
   // the crossings of the last TRAIL cycles stay drawn, fading, to show where the worms went.
   Panel.prototype.drawFlight = function (shown, many) {
     const ctx = this.ctx, c = this.cell, r = Math.max(2.5, c * 0.13);
-    const trail = this.run.switching === "wormhole" ? TRAIL : 1;
+    const trail = this.run.switching === "wormhole" && !this.hasWorms ? TRAIL : 1;
     let count = 0;
     for (const m of shown) {
       const colour = many ? m.colour : PACKET;
@@ -349,7 +509,7 @@
     return Array.from(out.values()).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
   };
 
-  Panel.prototype.drawSide = function (shown, many, flying) {
+  Panel.prototype.drawSide = function (shown, many, flying, worms) {
     const run = this.run;
     const rows = [];
     const row = (k, v) => rows.push("<tr><td>" + k + "</td><td>" + v + "</td></tr>");
@@ -381,6 +541,10 @@
       row("first packet", "leaves in " + unit + " " + first);
     }
     row(this.run.switching === "wormhole" ? "headers crossing now" : "packets sent now", String(flying));
+    if (this.hasWorms) {
+      row("worms in the network", String(worms.worms));
+      row("flits in input buffers", String(worms.buffered));
+    }
     let html = "<h2>" + escape(run.title) + "</h2><table>" + rows.join("") + "</table>";
     if (!many) {  // the latest arrivals, with wall-clock times where the run measured them
       const m = shown[0], recent = [];
@@ -402,7 +566,13 @@
       "'></span>destination, delivered (arrival " + unit + ")</div>" +
       "<div><span class='key' style='border-radius:50%;background:#fff'></span>relay passed</div>" +
       "<div><span class='key' style='background:" + (many ? "#888" : PACKET) + "'></span>packet sent this " + unit + (run.switching === "wormhole" ? "" : ", arriving the next") +
-      (run.switching === "wormhole" ? " (a worm's header; faded: the last " + TRAIL + " cycles)" : "") + "</div>" +
+      (run.switching === "wormhole" ? (this.hasWorms ? " (a worm's header)" : " (a worm's header; faded: the last " + TRAIL + " cycles)") : "") + "</div>" +
+      (this.hasWorms ? "<div><span class='key' style='background:" + (many ? "#888" : shown[0].colour) +
+        ";opacity:.75;border:none'></span>channels a worm holds (its head crossed, its tail not yet)</div>" +
+        "<div><span class='key' style='border:none;background:none;font-size:11px;line-height:12px'>&#9654;</span>" +
+        "a worm's head (one per branch)</div>" +
+        "<div><span class='key' style='background:#222;border-color:#fff;width:6px;height:6px;vertical-align:0'></span> " +
+        "flits waiting in an input buffer (a number past 4)</div>" : "") +
       "<div style='margin-top:4px'>link load so far (traversals)</div><div class='heatbar'></div>" +
       "<div style='display:flex;justify-content:space-between'><span>1</span><span>" + (this.most || 1) +
       "</span></div></div>";
@@ -414,8 +584,11 @@
           "'time: wall clock' replays the measured latencies.</div>";
     }
     if (run.switching === "wormhole") {
-      html += "<div class='note'>Wormhole: the trace holds each worm header's link crossing; " +
-        "a destination is delivered when the tail flit arrives.</div>";
+      html += this.hasWorms
+        ? "<div class='note'>Wormhole, " + run.flits + " flits a message: at each cycle the worms as they are " +
+          "then; a destination is delivered when the tail flit arrives.</div>"
+        : "<div class='note'>Wormhole: the trace holds each worm header's link crossing; " +
+          "a destination is delivered when the tail flit arrives.</div>";
     }
     this.side.innerHTML = html;
   };
@@ -428,9 +601,11 @@
     const shown = this.shown(), many = shown.length > 1;
     this.drawGrid();
     this.drawLoad(shown);
+    const worms = this.hasWorms ? this.drawWorms(shown) : { worms: 0, buffered: 0, marks: [] };
     const flying = this.drawFlight(shown, many);
     this.drawNodes(shown, many);
-    this.drawSide(shown, many, flying);
+    this.drawWormMarks(worms.marks);
+    this.drawSide(shown, many, flying, worms);
   };
 
   const panels = runs.map((r) => new Panel(r));
@@ -561,6 +736,11 @@
       const out = { step: pos, steps: top(), selected: selected, playing: playing, delivered: p.delivered(),
         timebase: timebase };
       if (timebase === "wall") out.wall_ns = wallAt(pos);
+      if (p.hasWorms && timebase === "steps" && selected !== "all") {  // the chosen multicast's worms now
+        const m = p.shown()[0];
+        out.worms = p.wormState(m, pos).map((w) => ({ worm: w.worm, head: w.head, heads: w.heads,
+          holds: w.holds, buffered: w.buffered }));
+      }
       return out;
     },
   };

@@ -116,6 +116,7 @@ def merge_runs(parts: Sequence[RawRun]) -> RawRun:
         for mc, links in p.links.items():
             out.links.setdefault(mc, set()).update(links)
         out.trace.extend(p.trace)
+        out.worms.extend(p.worms)
         out.errors.extend(p.errors)
         out.injected.update(p.injected)
         out.hosts.update(p.hosts)
@@ -153,7 +154,7 @@ def result_document(
     ``multicasts``, summaries, jitter and latency hold the kept ones; ``run.warmup_repeats`` and
     ``run.warmup_discarded`` (multicasts left out) say so.
     """
-    every = multicast_metrics(plan, raw, trace=settings.trace)
+    every = multicast_metrics(plan, raw, trace=settings.trace, worms=settings.switching == "wormhole")
     records = plan.kept(every)  # the warm-up multicasts' records leave here, errors stay below
     if timing is not None:
         apply_timing(records, timing)

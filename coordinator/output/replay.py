@@ -21,13 +21,17 @@ from typing import Any
 from coordinator.errors import UsageError
 from coordinator.output.palette import algorithm_colour
 from coordinator.output.results import atomic_write
-from node.topology import Topology, TopologyError
+from node.topology import PORTS, Topology, TopologyError
 
 __all__ = ["load_run", "page", "replay_data", "write_replay"]
 
 _SPARE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 """Colours of multicasts that share an algorithm (repetitions), one each, in id order."""
 
+
+_IN = (*PORTS, "inj")
+_OUT = (*PORTS, "ej")
+"""A worm run's input and output as the page has them: a port's index, or 4 (injected, ejected)."""
 
 _METRICS = ("time", "traffic", "distinct_links", "additional_traffic", "mean_arrival", "cv", "cv_wall")
 """The multicast's metrics the side panel shows, as the result document has them."""
@@ -92,6 +96,22 @@ def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, A
         if lk.get("to") is None:  # a send off the grid's edge (a rule error): nothing to draw
             continue
         links += [nid(lk["from"]), nid(lk["to"]), int(lk["step"])]
+    worm_ids: list[tuple[int, int, int]] = []
+    index: dict[tuple[int, int, int], int] = {}
+    worms: list[int] = []
+    for run in m.get("worms") or []:
+        wid = (int(run["worm"][0]), int(run["worm"][1]), int(run["worm"][2]))
+        w = index.get(wid)
+        if w is None:
+            w = index[wid] = len(worm_ids)
+            worm_ids.append(wid)
+        if run["to"] is None and run["port"] != "ej":  # a send off the grid's edge (a rule error)
+            continue
+        start, count = int(run["first"]), int(run["count"])
+        if start < 0 or count < 1:
+            raise ValueError(f"worm run {run!r}: first step below 0 or fewer than 1 flit")
+        came, port = _IN.index(run["in"]), _OUT.index(run["port"])
+        worms += [w, nid(run["from"]), came, port, start, count]
     return {
         "id": int(m["id"]),
         "algorithm": str(m["algorithm"]),
@@ -103,6 +123,8 @@ def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, A
         "wall": [first[d][1] if d in first and first[d][1] is not None else -1 for d in dests],
         "links": links,
         "traced": "links" in m,
+        "worms": worms,
+        "wormIds": [x for wid in worm_ids for x in wid],
         "metrics": {k: m.get(k) for k in _METRICS},
         "missing": len(m.get("missing") or []),
     }
@@ -117,6 +139,8 @@ def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
     last = 0
     for r in records:
         last = max([last, *r["arrive"], *(s + 1 for s in r["links"][2::3])])
+        w = r["worms"]
+        last = max([last, *(w[i + 4] + w[i + 5] for i in range(0, len(w), 6))])
     switching = run.get("switching") or {}
     return {
         "title": title,
@@ -126,6 +150,7 @@ def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
         "rows": topo.rows,
         "clock": str(run.get("clock", "lockstep")),
         "switching": str(switching.get("mode", "store-and-forward")),
+        "flits": int(switching.get("flits") or 1),
         "complete": bool(run.get("complete", True)),
         "steps": last,
         "multicasts": records,

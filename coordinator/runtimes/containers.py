@@ -422,6 +422,12 @@ def raw_to_json(raw: RawRun) -> str:
             "last_step": raw.last_step,
             "wall_s": raw.wall_s,
             "incomplete": raw.incomplete,
+            # wormhole flit runs, only with a trace (so a record without one keeps its bytes)
+            **(
+                {"worms": [[mc, list(n), i, p, list(w), s, k] for mc, n, i, p, w, s, k in raw.worms]}
+                if raw.worms
+                else {}
+            ),
         }
     )
 
@@ -436,6 +442,10 @@ def raw_from_json(text: str) -> RawRun:
         traffic={int(mc): int(n) for mc, n in d["traffic"]},
         links={int(mc): {(_c(n), str(p)) for n, p in ls} for mc, ls in d["links"]},
         trace=[(int(mc), _c(n), str(p), int(s)) for mc, n, p, s in d["trace"]],
+        worms=[
+            (int(mc), _c(n), str(i), str(p), (int(w[0]), int(w[1]), int(w[2])), int(s), int(k))
+            for mc, n, i, p, w, s, k in d.get("worms", [])
+        ],
         errors=list(d["errors"]),
         injected={int(mc): (int(ns), str(h)) for mc, ns, h in d["injected"]},
         hosts={_c(n): str(h) for n, h in d["hosts"]},

@@ -15,6 +15,7 @@ from node.linkmodel import LinkModel
 from node.settings import CLOCKS, INT64, MAX_COUNT, MAX_WALL_S, TIMING, NodeSettings, setting
 from node.tcp import REJECTED as REJECTED_KIND
 from node.topology import Coord, port_names
+from node.wire import Worm
 
 __all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
 
@@ -98,6 +99,10 @@ class RawRun:
     traffic: dict[int, int] = field(default_factory=dict)
     links: dict[int, set[tuple[Coord, str]]] = field(default_factory=dict)
     trace: list[tuple[int, Coord, str, int]] = field(default_factory=list)
+    worms: list[tuple[int, Coord, str, str, Worm, int, int]] = field(default_factory=list)
+    """Wormhole switching with a trace: (multicast, node, input port or ``inj``, output port or
+    ``ej``, worm, first step, count): ``count`` flits of ``worm`` that came into ``node`` on the
+    input leaving it on the output in consecutive steps from ``first``."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[int, tuple[int, str]] = field(default_factory=dict)
     hosts: dict[Coord, str] = field(default_factory=dict)
@@ -199,5 +204,7 @@ class Collector:
                     used.update(ends)
             for mc, port, step in msg.trace:
                 raw.trace.append((mc, node, port, step))
+            for mc, wx, wy, wn, came, port, first, count in msg.worms:
+                raw.worms.append((mc, node, came, port, (wx, wy, wn), first, count))
             for mc, ns in msg.injected:
                 raw.injected[mc] = (ns, host or "")

@@ -56,6 +56,8 @@ class Runtime:
         if s.switching not in self.switchings:
             what = " and ".join(self.switchings)
             return f"the {self.name} runtime runs {what} switching only, not {s.switching}"
+        if s.trace and s.switching == "wormhole" and self.name == "model":  # the flit model keeps none
+            return "the model runtime records no wormhole trace: use --runtime engines (the same records)"
         if s.sync is not None:
             if not self.syncs:
                 actors = [r.name for r in RUNTIMES.values() if r.syncs]
