@@ -586,8 +586,7 @@ def build_report(
         for a in meta.get("added", [])
     )
     report = t["report"].format(
-        **meta,
-        added=added,
+        **{**meta, "added": added},
         slowest=slowest,
         s=s,
         flits=FLITS,
