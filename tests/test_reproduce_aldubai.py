@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.analysis.verdicts import read_claims
+from coordinator.analysis.verdicts import Verdict, read_claims
 from coordinator.cli import main
 from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import reproductions
@@ -26,7 +26,10 @@ from coordinator.reproduce.aldubai import (
     PREP,
     SCENARIOS,
     TS,
+    _read,
     draw_points,
+    eq7_agreement,
+    eq7_claim,
     paper_data,
     run_task,
 )
@@ -155,9 +158,14 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
         ("CP has the highest latency", 4),
     ):
         assert sum(name.startswith(start) for name in names) == n, start
+    *compared, eq7 = claims
     assert all(
-        c.numbers["points"] in (2, 4, 8) and c.evidence.startswith("judged contention-free") for c in claims
+        c.numbers["points"] in (2, 4, 8) and c.evidence.startswith("judged contention-free") for c in compared
     )
+    # the last claim: flits in isolation against eq. 7, every multicast of every scenario
+    assert eq7.source.startswith("§4.1, eq. 7") and eq7.verdict is Verdict.HELD
+    n = len(SCENARIOS) * len(KS) * 2
+    assert eq7.numbers == {"hits": 4 * n, "points": 4 * n, "exact": 3 * n, "whole": n}
     assert {c.source.split(" (")[0] for c in claims} >= {"Table 4", "Table 5", "§4.2.1, §5, Fig. 12"}
     # the CV tables: 4 ks × 4 algorithms per mesh, the paper's value beside ours
     assert len(re.findall(r"^\| (20|40|60|80) \| (DP|MP|CP|QG) \| 0\.\d+ \| ", text, re.M)) == 2 * 4 * 4
@@ -195,3 +203,33 @@ def test_tidy_rows(report_dir: Path) -> None:
         )
     assert len(traffic) == len(MESHES) * len(KS) * 2 * len(ALGORITHMS)
     assert all(len(v) == 1 for v in traffic.values())
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "aldubai"
+
+
+def test_committed_runs_agree_with_eq7_multicast_by_multicast() -> None:
+    """The committed run, re-read from its CSVs: DP, MP and QG arrive exactly at preparation + eq. 7 at every
+    delivery, CP above it by whole start-ups queued on the source's ports; the committed claim says so."""
+    ours, _, meta = _read(DOCS)
+    n = len(meta["scenarios"]) * len(KS) * int(meta["repeat"])
+    assert eq7_agreement(ours) == {"dp": (n, 0, n), "mp": (n, 0, n), "cp": (0, n, n), "qg": (n, 0, n)}
+    claim = eq7_claim(ours)
+    assert claim.verdict is Verdict.HELD and claim.numbers["points"] == 4 * n == 6400
+    assert claim.row() in [c.row() for c in read_claims(DOCS / "claims.csv")]
+
+
+def test_eq7_claim_fails_when_one_multicast_is_off() -> None:
+    """An identity: one DP multicast a cycle late (or a CP one off by less than a start-up) is not held."""
+    ours, _, _ = _read(DOCS)
+    for alg in ("dp", "cp"):
+        i = next(i for i, r in enumerate(ours.rows) if r.algorithm == alg)
+        r = ours.rows[i]
+        bad = (
+            replace(r, latency_max=(r.latency_max or 0) + 1.0)
+            if alg == "dp"
+            else replace(r, queued=r.queued + 1)
+        )
+        rows = [*ours.rows[:i], bad, *ours.rows[i + 1 :]]
+        claim = eq7_claim(replace(ours, rows=rows))
+        assert claim.verdict is Verdict.NOT_HELD and claim.numbers["hits"] == 6399, alg

@@ -8,22 +8,32 @@ import csv
 import random
 import re
 import statistics
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
 import pytest
 
+from coordinator.analysis.verdicts import Verdict, read_claims
 from coordinator.cli import main
+from coordinator.reproduce import _wormhole as wormhole
 from coordinator.reproduce import reproductions
 from coordinator.reproduce.chen import (
     ALGORITHMS,
+    CYCLE_NS,
+    FLIT_SETTINGS,
+    FLITS,
     KS,
     READINGS,
     SCENARIOS,
     TIMING,
+    agreement,
     draw_points,
+    flit_claim,
+    flit_rows,
     proximity_destinations,
     run_example,
+    timed,
 )
 from coordinator.runtimes.records import RunSettings
 from node.topology import Topology
@@ -133,7 +143,7 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
         text,
         re.M,
     )
-    assert len(bullets) == 4 + 2 * 4 + 2 * 3 + 5
+    assert len(bullets) == 4 + 2 * 4 + 2 * 3 + 5 + 1
     assert sum("uses fewer links than" in b for _, b in bullets) == 4
     for reading in READINGS:
         assert (
@@ -145,6 +155,14 @@ def test_report_sections_tables_and_claims(report_dir: Path) -> None:
     assert [v for v, b in bullets if "reduces the transmission time" in b] == ["not held"]
     assert "our invention" in text and "s·(t_s + L·(t_l + t_r)) + h·(t_l + t_r)" in text
     assert (report_dir / "claims.csv").read_text().count("\n") == len(bullets) + 1
+    # the last: flits in isolation equal the per-flit formula, every multicast
+    flits = bullets[-1]
+    assert (
+        flits[0] == "held"
+        and "at 180 of 180 multicasts" in flits[1]
+        and "largest difference 0 ns" in flits[1]
+    )
+    assert "Flit level (every multicast again" in text and "| flits Ham-Path (DP) (µs) |" in text
     # the worked example beside the paper's numbers
     assert re.search(r"\| Ham-Path \(DP\) \| — \| — \| 23 \| 23 \|", text)
     assert re.search(r"\| Graph-Based \| .+ \| 15 \| 15 \|", text)
@@ -165,10 +183,60 @@ def test_plots_are_non_empty_pngs_and_linked(report_dir: Path) -> None:
 def test_tidy_rows(report_dir: Path) -> None:
     with (report_dir / "tidy.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS) * len(READINGS)
-    assert {r["model"] for r in rows} == set(READINGS)
+    assert len(rows) == len(SCENARIOS) * len(KS) * 2 * len(ALGORITHMS) * (len(READINGS) + 1)
+    assert {r["model"] for r in rows} == {*READINGS, FLITS}
+    # the flit-level rows: the per-flit formula's, number for number
+    key = ("scenario", "algorithm", "k", "repetition")
+    formula = {tuple(r[c] for c in key): r for r in rows if r["model"] == "per-flit"}
+    for r in (r for r in rows if r["model"] == FLITS):
+        g = formula[tuple(r[c] for c in key)]
+        assert float(r["latency_max"]) == float(g["latency_max"]) and r["traffic"] == g["traffic"]
     assert all(r["complete"] == "1" for r in rows)
     # the same sets for every algorithm
     by = {(r["scenario"], r["k"], r["repetition"], r["algorithm"]): r["source"] for r in rows}
     for (s, k, rep, _), src in by.items():
         assert by[(s, k, rep, "dp")] == src
+
+
+def test_flits_in_isolation_are_the_per_flit_formula() -> None:
+    """The per-flit reading is a flit engine in 25 ns cycles (Ts = 40, L = 100): random and clustered sets of
+    every scheme, each alone at flit level, arrive at the formula's times, delivery for delivery."""
+    assert (CYCLE_NS, FLIT_SETTINGS.ts, FLIT_SETTINGS.flits, FLIT_SETTINGS.prep) == (25.0, 40, 100, 0)
+    points = draw_points(MESH16, (8, 40, 200), 2, 7)
+    params = {"group-graph": {"T": 0.8}}
+    saf = wormhole.emulate_points(MESH16, points, ALGORITHMS, RunSettings(contention="isolated"), params)
+    flit = wormhole.emulate_points(MESH16, points, ALGORITHMS, FLIT_SETTINGS, params)
+    assert saf.status.complete and flit.status.complete
+    formula = READINGS["per-flit"]
+    for a, b in zip(saf.records, flit.records, strict=True):
+        by_node = {tuple(x["node"]): formula.latency(0, x["hops"], x["startups"]) for x in a["arrivals"]}
+        assert sorted(by_node) == sorted(tuple(x["node"]) for x in b["arrivals"])
+        assert all(CYCLE_NS * x["step"] == by_node[tuple(x["node"])] for x in b["arrivals"])
+    rows = [r for r in timed(saf) if r.model == "per-flit"]
+    claim = flit_claim(flit_rows(flit), rows)
+    assert claim.verdict is Verdict.HELD and claim.numbers["hits"] == claim.numbers["points"] == 36
+    # an identity: one multicast 25 ns late is a failed claim, named
+    late = [replace(r, latency_max=(r.latency_max or 0) + 25.0) if i == 5 else r for i, r in enumerate(rows)]
+    bad = flit_claim(flit_rows(flit), late)
+    assert bad.verdict is Verdict.NOT_HELD and bad.numbers["hits"] == 35 and bad.numbers["worst_ns"] == 25.0
+    assert "The first such multicast:" in bad.evidence
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "chen"
+
+
+def test_committed_flits_equal_the_formula() -> None:
+    """The committed run: its flit-level rows against its per-flit formula rows, rebuilt from tidy.csv, and
+    the committed claim is that rebuild."""
+    rows = wormhole.read_rows(DOCS / "tidy.csv")
+    flits = [r for r in rows if r.model == FLITS]
+    formula = [r for r in rows if r.model == "per-flit"]
+    assert len(flits) == len(formula) == len(SCENARIOS) * len(KS) * 50 * len(ALGORITHMS)
+    a = agreement(flits, formula)
+    # the latency (the last delivery) of every multicast is the formula's; where a delivery before the last
+    # differs (self-contention), it is later, never earlier
+    assert a.last == a.pairs == len(flits) and a.worst == 0.0
+    assert a.later == a.pairs - a.equal and a.equal > 0.95 * a.pairs
+    claim = flit_claim(flits, formula)
+    assert claim.verdict is Verdict.HELD
+    assert claim.row() == read_claims(DOCS / "claims.csv")[-1].row()

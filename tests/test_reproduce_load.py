@@ -18,6 +18,7 @@ from coordinator.reproduce.aldubai_load import (
     INTERARRIVAL_CYCLES,
     CvCell,
     LoadSpec,
+    _read,
     cv_claims,
     load_claims,
     paper_cv,
@@ -86,6 +87,12 @@ def test_load_claims_follow_the_data() -> None:
         {**r, "point": replace(r["point"], latency=5.0)} if r["point"].algorithm == "qg" else r for r in rows
     ]
     assert load_claims({"mc": slow}, specs[:1])[0].verdict is Verdict.NOT_HELD
+    # the mixed sweep again with virtual channels: judged apart, by claims of its own
+    vc = LoadSpec("mx-vc", "", "mesh:4x4", 10, 0.9, (0.02, 0.2), vcs=2, vc_classes="split")
+    both = load_claims({"mx": mixed, "mx-vc": [{**r, "sweep": "mx-vc"} for r in swapped_rows(mixed)]},
+                       (specs[2], vc))  # fmt: skip
+    assert [c.verdict for c in both] == [Verdict.HELD, Verdict.HELD, Verdict.NOT_HELD, Verdict.NOT_HELD]
+    assert "two virtual channels" in both[2].text and "two virtual channels" not in both[0].text
     fast_cp = [
         {**r, "point": replace(r["point"], latency=1.0)} if r["point"].algorithm == "cp" else r for r in mixed
     ]
@@ -95,6 +102,13 @@ def test_load_claims_follow_the_data() -> None:
                for r in mixed for a in [r["point"].algorithm]]  # fmt: skip
     assert load_claims({"mx": swapped}, specs[2:])[0].verdict is Verdict.NOT_HELD
     assert load_claims({}, specs) == []
+
+
+def swapped_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with QG's and CP's numbers exchanged."""
+    swap = {"cp": "qg", "qg": "cp"}
+    return [{**r, "point": replace(p, algorithm=swap.get(p.algorithm, p.algorithm))}
+            for r in rows for p in [r["point"]]]  # fmt: skip
 
 
 def test_cv_claims_follow_the_data() -> None:
@@ -139,12 +153,15 @@ def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None
     ):
         assert needle in report, needle
     plots = sorted((out / "plots").glob("*.png"))
-    assert {p.name for p in plots} >= {"load_4x4-multicast-3.png", "load_4x4-mixed-3.png", "cv_6x6.png"}
+    assert {p.name for p in plots} >= {"load_4x4-multicast-3.png", "load_4x4-mixed-3.png", "cv_6x6.png",
+                                       "load_4x4-mixed-3-vc2split.png"}  # fmt: skip
     for p in plots:
         assert p.read_bytes().startswith(PNG) and p.stat().st_size > 5000
         assert f"plots/{p.name}" in report
     load_rows = list(csv.DictReader((out / "load.csv").open()))
-    assert len(load_rows) == 2 * 2 * len(ALGORITHMS)
+    assert len(load_rows) == 3 * 2 * len(ALGORITHMS)  # all multicast, mixed, mixed with 2 VCs split
+    assert "**Virtual channels (Figs. 19–20 a second time).**" in report
+    assert "4×4, 10% multicast, 90% unicast, 2 virtual channels, split classes" in report
     cv_rows = list(csv.DictReader((out / "cv.csv").open()))
     assert len(cv_rows) == 2 * len(ALGORITHMS) and all(int(r["multicasts"]) > 0 for r in cv_rows)
     claims = read_claims(out / "claims.csv")
@@ -153,3 +170,39 @@ def test_quick_reproduction_writes_report_plots_and_csvs(tmp_path: Path) -> None
     (out / "report.md").unlink()
     assert main(["reproduce", "load", "--report-only", "--out", str(out)]) == 0
     assert (out / "report.md").read_text() == report
+    # --sweeps: one sweep run again into the same directory, the rest kept; the header says so
+    before = {(r["sweep"], r["algorithm"], r["rate"]): r for r in load_rows}
+    argv = ["reproduce", "load", "--quick", "--repeat", "1", "--jobs", "1", "--out", str(out)]
+    assert main([*argv, "--sweeps", "4x4-mixed-3-vc2split"]) == 0
+    after = list(csv.DictReader((out / "load.csv").open()))
+    assert len(after) == len(load_rows)
+    for r in after:  # the same seed: the same points again, without wall times
+        old = before[(r["sweep"], r["algorithm"], r["rate"])]
+        assert {**r, "wall_s": ""} == {**old, "wall_s": ""}
+    assert (
+        "were run afterwards into the same directory by `meshcast reproduce load --repeat 1 --seed 1 "
+        "--quick --sweeps 4x4-mixed-3-vc2split --out DIR`" in (out / "report.md").read_text()
+    )
+    assert main([*argv, "--sweeps", "no-such-sweep"]) == 2
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "load"
+
+
+def test_committed_mixed_sweeps_with_two_vcs_split() -> None:
+    """The committed run, re-read: Figs. 19–20 with one VC and again with 2 VCs split, the same rates; the
+    mixed claims rebuilt from results.json are the committed ones, the VC ones judged on their own sweeps."""
+    _, s, by_sweep, _ = _read(DOCS)
+    spec = {x.name: x for x in s.sweeps}
+    for name in ("10x10-mixed-10", "10x10-mixed-20"):
+        one, two = spec[name], spec[f"{name}-vc2split"]
+        assert (one.vcs, two.vcs, two.vc_classes) == (1, 2, "split") and one.rates == two.rates
+        assert len(by_sweep[two.name]) == len(ALGORITHMS) * len(two.rates)
+        # with one VC DP, MP and QG deadlock; CP never does, in either
+        assert any(r["saturated"].startswith("deadlock") for r in by_sweep[name] if r["saturated"])
+        cp = [r for r in by_sweep[name] + by_sweep[two.name] if r["point"].algorithm == "cp"]
+        assert not any((r["saturated"] or "").startswith("deadlock") for r in cp)
+    claims = load_claims(by_sweep, s.sweeps)
+    committed = [c.row() for c in read_claims(DOCS / "claims.csv")]
+    assert [c.row() for c in claims] == committed[: len(claims)]
+    assert sum("two virtual channels" in c.text for c in claims) == 2

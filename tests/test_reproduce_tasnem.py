@@ -19,7 +19,7 @@ import pytest
 
 from coordinator.analysis.verdicts import Verdict, read_claims
 from coordinator.cli import main
-from coordinator.reproduce import reproductions
+from coordinator.reproduce import framework, reproductions
 from coordinator.reproduce.tasnem import (
     ALGORITHMS,
     DEFAULT_DESTS,
@@ -100,13 +100,18 @@ def test_report_sections(run_dir: Path) -> None:
     # statements (the "increasing rate" one twice: the paper says traffic under Fig. 10, which plots
     # latency), TASNEM's start-ups and the case study (not reproducible: its set is only in a figure)
     # and the two wormhole claims (the abstract's "over a wide range of traffic loads", §3's congestion)
+    # and the two wormhole claims again on the runs with two virtual channels and the dateline
     claims = read_claims(run_dir / "claims.csv")
-    assert len(claims) == 15 and all(c.markdown() in text for c in claims)
-    assert [c.source.split(" (")[0] for c in claims[-2:]] == ["Abstract, §5", "§3"]
+    assert len(claims) == 17 and all(c.markdown() in text for c in claims)
+    assert [c.source.split(" (")[0] for c in claims[-4:]] == ["Abstract, §5", "§3"] * 2
+    assert all("2 virtual channels per link, torus dateline)" in c.source for c in claims[-2:])
+    assert not any("virtual" in c.source for c in claims[:-2])
+    assert "### With 2 virtual channels per link and the torus dateline" in text
+    assert "**What 2 virtual channels change (our measurement).**" in text
     rates = [c for c in claims if "increasing rate" in c.text]
     assert [c.source for c in rates] == ["§4.2, Fig. 10 (read as traffic)", "§4.2, Fig. 10 (read as latency)"]
     assert all("only the direction is judged" in c.text and "ratio" in c.numbers for c in rates)
-    assert claims[-3].verdict is Verdict.NOT_REPRODUCIBLE
+    assert claims[-5].verdict is Verdict.NOT_REPRODUCIBLE
     hits, points = claims[0].numbers["hits"], claims[0].numbers["points"]
     assert hits is not None and points is not None
     if hits < points:  # beaten: by a reconstruction, so said
@@ -123,6 +128,8 @@ def test_plots(run_dir: Path) -> None:
     names = [s.filename for s in FIGURES] + [
         "wormhole_latency_vs_concurrency.png",
         "wormhole_deadlocks_vs_concurrency.png",
+        "wormhole_vcs2_latency_vs_concurrency.png",
+        "wormhole_vcs2_deadlocks_vs_concurrency.png",
     ]
     for name in names:
         p = run_dir / "plots" / name
@@ -262,14 +269,18 @@ def test_wormhole_section_rows(run_dir: Path) -> None:
     """Every (c, set) ran for every algorithm on the same sources; a run that did not deadlock delivered
     every multicast, none faster than Ts + L + its farthest destination's distance."""
     rows = _rows(run_dir / "wormhole.csv")
-    runs = {(r["algorithm"], r["c"], r["repetition"]) for r in rows}
+    runs = {(r["algorithm"], r["c"], r["repetition"], r["vcs"]) for r in rows}
     sets = json.loads((run_dir / "run.json").read_text())["wormhole"]["sets"]
     assert sets == 2 * WORMHOLE_SETS
     assert runs == {
-        (a, str(c), str(rep)) for a in PAPER_ALGORITHMS for c in CONCURRENT for rep in range(sets)
+        (a, str(c), str(rep), v)
+        for a in PAPER_ALGORITHMS
+        for c in CONCURRENT
+        for rep in range(sets)
+        for v in ("1", "2")
     }
     assert all(
-        sum(1 for r in rows if (r["algorithm"], r["c"], r["repetition"]) == run) == int(run[1])
+        sum(1 for r in rows if (r["algorithm"], r["c"], r["repetition"], r["vcs"]) == run) == int(run[1])
         for run in runs
     )
     sources = {(r["c"], r["repetition"], r["multicast"], r["algorithm"]): r["source"] for r in rows}
@@ -285,6 +296,7 @@ def test_wormhole_section_rows(run_dir: Path) -> None:
     assert (
         doc["wormhole"]["levels"] == list(CONCURRENT)
         and doc["wormhole"]["settings"]["switching"] == "wormhole"
+        and doc["wormhole"]["vcs"] == [1, 2]
     )
 
 
@@ -319,5 +331,35 @@ def test_wormhole_claims_skip_deadlocked_levels() -> None:
     )  # c = 4 not judged: TASNEM deadlocked
     assert latency.verdict is Verdict.NOT_HELD and "c = 4 (multipath-HCM)" in latency.evidence
     assert (growth.numbers["hits"], growth.numbers["points"]) == (2, 3)  # ×1.5 vs ×1.82, ×1.3, ×1.56
+    assert all("2 virtual channels per link" in c.source for c in _wormhole_claims(w, 2))
     w = _contention({a: {1: None, 2: None} for a in PAPER_ALGORITHMS})
     assert [c.verdict for c in _wormhole_claims(w)] == [Verdict.UNTESTABLE] * 2
+
+
+def test_two_vcs_rows_are_kept_apart() -> None:
+    """Rows of runs with two virtual channels build their own Contention; rows without a ``vcs`` column (runs
+    before virtual channels) are one channel's. With the dateline a deadlocked set can complete."""
+    one = wormhole_rows(("t2w", 4, 3, 1, 20))
+    two = wormhole_rows(("t2w", 4, 3, 1, 20, 2))
+    assert {r["vcs"] for r in one} == {1} and {r["vcs"] for r in two} == {2}
+    old = [{k: v for k, v in r.items() if k != "vcs"} for r in one]
+    assert Contention.build(old + two) == Contention.build(one) != Contention.build(one + two, 2)
+    assert Contention.build(one + two, 2) == Contention.build(two, 2)
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "tasnem"
+
+
+def test_committed_wormhole_section_with_and_without_vcs() -> None:
+    """The committed section, re-read from wormhole.csv: one VC's claims as before virtual channels existed
+    (9 of 9 and 2 of 6), the runs with two rebuilt into the committed claims, deadlocks counted per c."""
+    rows = framework.read_tidy(DOCS / "wormhole.csv")
+    one, two = Contention.build(rows), Contention.build(rows, 2)
+    assert one.levels == two.levels == (1, 2, 4, 8, 16)
+    latency, growth = _wormhole_claims(one)
+    assert (latency.numbers["hits"], latency.numbers["points"]) == (9, 9)
+    assert (growth.numbers["hits"], growth.numbers["points"]) == (2, 6)
+    assert sum(one.dead("tasnem", c)[0] for c in one.levels) == 283  # as committed before VCs
+    committed = [c.row() for c in read_claims(DOCS / "claims.csv")]
+    assert [c.row() for c in (*_wormhole_claims(one), *_wormhole_claims(two, 2))] == committed[-4:]
+    assert all(two.dead(a, c)[1] == 100 for a in PAPER_ALGORITHMS for c in two.levels)

@@ -16,10 +16,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from coordinator.analysis.metrics import multicast_metrics
 from coordinator.analysis.verdicts import COLUMNS, Claim, Verdict, by_points, legend, repeat_warning
+from coordinator.errors import UsageError
 from coordinator.experiments.load import (
     HEADER,
     LoadPoint,
@@ -46,6 +48,7 @@ from coordinator.reproduce.framework import (
     write_tidy,
 )
 from coordinator.runtimes.records import RunSettings
+from node import defaults
 from node.topology import Topology
 
 __all__ = ["INTERARRIVAL_CYCLES", "CvCell", "LoadSpec", "cv_claims", "load_claims", "paper_cv"]
@@ -84,6 +87,8 @@ class LoadSpec:
     algorithms: tuple[str, ...] = ALGORITHMS
     qg_prep: int | None = None
     base: str | None = None
+    vcs: int = 1  # virtual channels per physical channel (1: the paper's network as described)
+    vc_classes: str = "shared"  # split: unicast and multicast worms on disjoint VCs
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,18 +140,33 @@ FULL_SWEEPS += tuple(
     for x in FULL_SWEEPS
     if x.k == 10 and x.unicast_fraction == 0
 )
-QUICK_SWEEPS = (
+VCS, VC_CLASSES = 2, "split"  # the mixed sweeps again with unicast and multicast worms on VCs of their own
+
+
+def _with_vcs(x: LoadSpec) -> LoadSpec:
+    """A mixed sweep again with two virtual channels: unicast worms on one, multicast worms on the other."""
+    head, fig = x.title.rsplit(" (", 1) if " (" in x.title else (x.title, "")
+    title = f"{head}, {VCS} virtual channels, {VC_CLASSES} classes" + (f" ({fig}" if fig else "")
+    return replace(x, name=f"{x.name}-vc{VCS}{VC_CLASSES}", title=title,
+                   vcs=VCS, vc_classes=VC_CLASSES)  # fmt: skip
+
+
+FULL_SWEEPS += tuple(_with_vcs(x) for x in FULL_SWEEPS if x.unicast_fraction > 0)
+QUICK_SWEEPS: tuple[LoadSpec, ...] = (
     LoadSpec("4x4-multicast-3", "4×4, all multicast, 3 destinations", "mesh:4x4", 3, 0.0, (0.0005, 0.02)),
     LoadSpec("4x4-mixed-3", "4×4, 10% multicast, 90% unicast", "mesh:4x4", 3, 0.9, (0.001, 0.05)),
 )
+QUICK_SWEEPS += (_with_vcs(QUICK_SWEEPS[-1]),)
 FULL = Setup(FULL_SWEEPS, 16_000, 2_000, 10, ("mesh:16x16", "mesh:32x32"), (20, 40, 60, 80), 30, 10)
 QUICK = Setup(QUICK_SWEEPS, 1_500, 300, 4, ("mesh:6x6",), (4, 8), 6, 2)
 
 
-def _settings(max_steps: int, prep: int | None = None) -> RunSettings:
+def _settings(max_steps: int, prep: int | None = None, vcs: int = 1, vc_classes: str = "shared"
+              ) -> RunSettings:  # fmt: skip
     """Flit-level wormhole on the reference model: shared contention, all-port, four injection channels."""
     return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps,
-                       switching="wormhole", flits=FLITS, ts=TS, prep=prep)  # fmt: skip
+                       switching="wormhole", flits=FLITS, ts=TS, prep=prep, vcs=vcs,
+                       vc_classes=vc_classes)  # fmt: skip
 
 
 # -- the load sweep ----------------------------------------------------------------------------------
@@ -156,9 +176,8 @@ def load_task(spec: LoadSpec, alg: str, rate: float, s: Setup, seed: int) -> dic
     traffic = Traffic(rate, spec.k, s.duration, spec.unicast_fraction, seed=seed)
     prep = spec.qg_prep if alg == "qg" else None
     t0 = time.perf_counter()
-    p = load_point(
-        topo, alg, traffic, _settings(s.duration + DRAIN, prep), s.warmup, s.batches, latency_of=alg
-    )
+    settings = _settings(s.duration + DRAIN, prep, spec.vcs, spec.vc_classes)
+    p = load_point(topo, alg, traffic, settings, s.warmup, s.batches, latency_of=alg)
     reason = p.saturated
     if reason is None and p.throughput < SATURATION_SHORTFALL * p.offered:
         reason = f"accepted {p.throughput:.4f} of {p.offered:.4f} offered"
@@ -352,12 +371,13 @@ def _merged(by_sweep: Mapping[str, Rows], x: LoadSpec) -> list[Mapping[str, Any]
 def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> list[Claim]:
     """The paper's claims about latency and throughput under load, one point per sweep of their traffic."""
 
-    def judged(mixed: bool, qg45: bool) -> list[tuple[str, int, Rows]]:
+    def judged(mixed: bool, qg45: bool, vcs: bool = False) -> list[tuple[str, int, Rows]]:
         return [(x.mesh, x.k, rows) for x in sweeps
                 if (x.unicast_fraction > 0) == mixed and (x.qg_prep is not None) == qg45
-                and (rows := _merged(by_sweep, x))]  # fmt: skip
+                and (x.vcs > 1) == vcs and (rows := _merged(by_sweep, x))]  # fmt: skip
 
     multi, prep, mixed = judged(False, False), judged(False, True), judged(True, False)
+    mixed_vcs = judged(True, False, vcs=True)
     claims = []
     if multi:
         claims += [_lowest("low-load", multi, ("dp", "mp"), ("qg", "cp")), _sensitivity(multi)]
@@ -367,6 +387,11 @@ def load_claims(by_sweep: Mapping[str, Rows], sweeps: Sequence[LoadSpec]) -> lis
         claims += [
             _qg_best(mixed, "heavy-mixed", "cp"),
             _lowest("light-mixed", mixed, ("dp", "mp", "qg"), ("cp",)),
+        ]
+    if mixed_vcs:  # the same claims with unicast and multicast worms on virtual channels of their own
+        claims += [
+            _qg_best(mixed_vcs, "heavy-mixed-vcs", "cp"),
+            _lowest("light-mixed-vcs", mixed_vcs, ("dp", "mp", "qg"), ("cp",)),
         ]
     return claims
 
@@ -465,9 +490,9 @@ def _stuck(x: Mapping[str, Any]) -> bool:
 
 
 def _deadlocks(by_sweep: Mapping[str, Rows], s: Setup) -> str:
-    """The paragraph naming, per sweep and algorithm, the lowest rate whose run deadlocked."""
+    """The paragraph naming, per sweep and algorithm, the lowest rate whose run deadlocked (one VC)."""
     first: dict[tuple[str, str], float] = {}
-    for x in s.sweeps:
+    for x in (x for x in s.sweeps if x.vcs == 1):
         for r in by_sweep.get(x.name, []):
             key = (x.title.split(" (")[0], r["point"].algorithm.upper())
             if _stuck(r):
@@ -476,6 +501,32 @@ def _deadlocks(by_sweep: Mapping[str, Rows], s: Setup) -> str:
         return ""
     where = "; ".join(f"{t}: {a} from {rate:g}" for (t, a), rate in first.items())
     return texts(NAME)["deadlocks"].format(where=where) + "\n\n"
+
+
+def _base(x: LoadSpec) -> str:
+    """The one-channel sweep a sweep with virtual channels repeats."""
+    return x.name.removesuffix(f"-vc{x.vcs}{x.vc_classes}")
+
+
+def _vcs_text(by_sweep: Mapping[str, Rows], s: Setup) -> str:
+    """The paragraph on the sweeps run again with virtual channels: deadlocked points beside one VC's."""
+    runs = [x for x in s.sweeps if x.vcs > 1 and by_sweep.get(x.name)]
+    if not runs:
+        return ""
+
+    def dead(name: str) -> tuple[int, int]:
+        rows = by_sweep.get(name, [])
+        return sum(map(_stuck, rows)), len(rows)
+
+    t = texts(NAME)
+    where = "; ".join(
+        t["vcs-sweep"].format(title=x.title, dead=d[0], points=d[1], dead1=d1[0], points1=d1[1])
+        for x in runs
+        for d, d1 in [(dead(x.name), dead(_base(x)))]
+    )
+    x = runs[0]
+    fields = dict(vcs=x.vcs, classes=x.vc_classes, buffer=defaults.BUFFER_FLITS, where=where)
+    return t["vcs"].format(**fields) + "\n\n"
 
 
 def _load_table(rows: Rows) -> str:
@@ -530,8 +581,12 @@ def build_report(
     cut = sorted(
         {f"{c.algorithm.upper()} ({c.mesh.split(':')[1]}, k = {c.k})" for c in cells.values() if c.incomplete}
     )
+    added = "".join(
+        t["added"].format(**a, names=", ".join(a["sweeps"]), n=len(a["sweeps"]))
+        for a in meta.get("added", [])
+    )
     report = t["report"].format(
-        **meta,
+        **{**meta, "added": added},
         slowest=slowest,
         s=s,
         flits=FLITS,
@@ -543,6 +598,7 @@ def build_report(
         note=t["note"].format(cells=", ".join(grown)) + "\n\n" if grown else "",
         cut=t["cut"].format(cells=", ".join(cut)) + "\n\n" if cut else "",
         deadlocks=_deadlocks(by_sweep, s),
+        vcs=_vcs_text(by_sweep, s),
         legend=legend(meta["repeat"]),
         claims="".join(c.markdown() + "\n" for c in claims),
         load_tables="\n".join(f"### {x.title}\n\n{_load_table(_merged(by_sweep, x))}" for x in s.sweeps),
@@ -557,7 +613,9 @@ USES = ("jobs", "quick")
 OPTIONS = (
     Option("--no-cv", "skip the CV experiment", None, flag=True),
     Option("--no-sweep", "skip the load sweep", None, flag=True),
-)
+    Option("--sweeps", "run only these load sweeps (a comma list of names, e.g. 10x10-mixed-10-vc2split) "
+           "into an earlier run's --out, replacing their points and keeping everything else", None),
+)  # fmt: skip
 CV_COLUMNS = (
     "mesh",
     "k",
@@ -598,6 +656,34 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     write_json(out / "reproduction.json", {**facts, "jobs": args.jobs, "setup": asdict(s)})
 
 
+def _add_sweeps(args: Any, ctx: Context, out: Path) -> None:
+    """Run only the sweeps named by ``--sweeps`` (with the earlier run's sizes and seed) into ``out``: their
+    points replace any of the same name in results.json; reproduction.json lists the addition."""
+    meta, old, _, _ = read_report_only(NAME, out, _read)
+    known = {x.name: x for x in (QUICK if args.quick else FULL).sweeps}
+    names = [n.strip() for n in args.sweeps.split(",") if n.strip()]
+    if not names or (bad := [n for n in names if n not in known]):
+        raise UsageError(f"--sweeps: unknown sweep {(bad or [''])[0]!r} (known: {', '.join(known)})")
+    order = [x.name for x in old.sweeps] + [n for n in known if n not in {x.name for x in old.sweeps}]
+    specs = {**{x.name: x for x in old.sweeps}, **{n: known[n] for n in names}}
+    s = replace(old, sweeps=tuple(specs[n] for n in order if n in specs))
+    tasks: list[Task] = [("load", (known[n], a, r, s, meta["seed"])) for n in names
+                         for a in known[n].algorithms for r in known[n].rates]  # fmt: skip
+    watch = Stopwatch()
+    results = run_pool(_do, tasks, args.jobs, ctx.progress, _cost)
+    data = json.loads((out / "results.json").read_text())
+    data["load"] = [r for r in data["load"] if r["sweep"] not in names]
+    data["load"] += [{**r, "point": asdict(r["point"])} for r in results]
+    if args.seed != meta["seed"]:
+        raise UsageError(f"--sweeps: the run in {out} has seed {meta['seed']}, not {args.seed}")
+    same = SimpleNamespace(repeat=meta["repeat"], seed=meta["seed"], quick=args.quick)
+    facts = run_facts(command_line(NAME, same, f"--sweeps {','.join(names)}"), watch, jobs=args.jobs)
+    added = [a for a in meta.get("added", []) if not set(a["sweeps"]) <= set(names)]
+    meta |= {"setup": asdict(s), "added": [*added, {**facts, "sweeps": names}]}
+    atomic_write(out / "results.json", json.dumps(data))
+    write_json(out / "reproduction.json", meta)
+
+
 BySweep = dict[str, list[dict[str, Any]]]
 
 
@@ -622,7 +708,9 @@ def _read(out: Path) -> tuple[dict[str, Any], Setup, BySweep, dict[Key, CvCell]]
 def run(args: Any, ctx: Context) -> int:
     """Run (unless ``--report-only``), then rebuild the CSVs, claims, plots and report from results.json."""
     out = Path(args.out)
-    if not args.report_only:
+    if args.sweeps and not args.report_only:
+        _add_sweeps(args, ctx, out)
+    elif not args.report_only:
         _emulate(args, ctx, out)
     meta, s, by_sweep, cells = read_report_only("load", out, _read)
     paper = paper_cv()

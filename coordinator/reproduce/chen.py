@@ -7,10 +7,12 @@ timed by the contention-free wormhole model (t_r per hop and per flit), plus the
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import random
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -49,6 +51,13 @@ GREAT = 10.0  # our tolerance for §4's "a great amount": a mean latency reducti
 TIMING = Timing("wormhole", ts=1000.0, beta=5.0, flits=100, router=20.0)  # ns, t_r charged per hop
 READINGS: Mapping[str, Timing] = {"per-hop": TIMING, "per-flit": replace(TIMING, beta=25.0, router=0.0)}
 CHECKS = (("traffic", "per-hop"), ("latency_max", "per-hop"), ("latency_max", "per-flit"))  # metric, reading
+#: The per-flit reading is a flit engine in cycles of t_l + t_r = 25 ns: one cycle per flit and per hop, a
+#: start-up of t_s / 25 ns = 40 cycles, no preparation; each multicast alone in an idle network (eq. 7 exact).
+FLITS = "flits"  # the model name of those rows in tidy.csv
+CYCLE_NS = READINGS["per-flit"].beta + READINGS["per-flit"].router
+FLIT_SETTINGS = RunSettings(port_model="all-port", contention="isolated", runtime="model",
+                            switching="wormhole", flits=TIMING.flits, ts=round(TIMING.ts / CYCLE_NS), prep=0,
+                            max_steps=100_000)  # fmt: skip
 CLUSTER_SIZE = 8
 CLUSTER_DENSITY = 0.5
 METRICS = ("latency_max", "latency_mean", "traffic", "additional_traffic", "cv", "groups")
@@ -118,6 +127,66 @@ def draw_points(
 def timed(em: wormhole.Emulated) -> list[wormhole.McRow]:
     """Every multicast's row under each reading of t_r (model = the reading; the step is not used)."""
     return [r for m, t in READINGS.items() for r in wormhole.mc_rows(em, lambda _, *d: t.latency(*d), m)]  # noqa: B023
+
+
+def flit_rows(em: wormhole.Emulated) -> list[wormhole.McRow]:
+    """Every multicast's row from its flit-level run: a delivery's latency is its arrival cycle × 25 ns."""
+    return wormhole.mc_rows(em, lambda _a, step, _h, _s: CYCLE_NS * step, FLITS)
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """Flit-level rows against the per-flit formula's rows of the same multicasts."""
+
+    pairs: int
+    last: int  # the last delivery (the multicast's latency, as Figs. 10–11 plot it) equal
+    equal: int  # every delivery equal: the last and the mean delivery's latency and the CV
+    later: int  # not every delivery equal, none earlier than the formula (the mean and the last not below it)
+    by_algorithm: Mapping[str, tuple[int, int, int]]  # algorithm → (last, equal, pairs)
+    worst: float  # the largest |flits − formula| of a multicast's latency (ns)
+    worst_mean: float  # the largest |flits − formula| of a multicast's mean delivery (ns)
+    first: str  # the first multicast not equal at every delivery, described ("" when none)
+
+
+def _same(x: float | None, y: float | None) -> bool:
+    return (x is None) == (y is None) and (x is None or y is None or abs(x - y) <= 1e-6)
+
+
+def agreement(flits: Sequence[wormhole.McRow], formula: Sequence[wormhole.McRow]) -> Agreement:
+    """Pair each flit-level row with the formula's row of the same (scenario, algorithm, k, set) (both
+    complete): is the last delivery equal (to 1e-6 ns), is every one (the last, the mean and the CV), and
+    where not, is none earlier."""
+    key = {(r.scenario, r.algorithm, r.k, r.rep): r for r in formula}
+    tally: dict[str, list[int]] = {a: [0, 0, 0] for a in ALGORITHMS}
+    later, worst, worst_mean, first = 0, 0.0, 0.0, ""
+    for f in flits:
+        g = key.get((f.scenario, f.algorithm, f.k, f.rep))
+        if g is None:
+            continue
+        ok = f.complete and g.complete
+        last = ok and _same(f.latency_max, g.latency_max)
+        same = last and _same(f.latency_mean, g.latency_mean) and _same(f.cv, g.cv)
+        t = tally[f.algorithm]
+        t[0], t[1], t[2] = t[0] + last, t[1] + same, t[2] + 1
+        if (
+            ok
+            and not same
+            and all(
+                x is not None and y is not None and x >= y - 1e-6
+                for x, y in ((f.latency_max, g.latency_max), (f.latency_mean, g.latency_mean))
+            )
+        ):
+            later += 1
+        if f.latency_max is not None and g.latency_max is not None:
+            worst = max(worst, abs(f.latency_max - g.latency_max))
+        if f.latency_mean is not None and g.latency_mean is not None:
+            worst_mean = max(worst_mean, abs(f.latency_mean - g.latency_mean))
+        if not same and not first:
+            first = f"{LABELS[f.algorithm]}, {f.scenario}, k = {f.k}, set {f.rep}"
+    by = {a: (t[0], t[1], t[2]) for a, t in tally.items() if t[2]}
+    n = sum(t[2] for t in by.values())
+    return Agreement(n, sum(t[0] for t in by.values()), sum(t[1] for t in by.values()), later, by, worst,
+                     worst_mean, first)  # fmt: skip
 
 
 # -- the worked example (§2.2, §3.1, Figs. 2–3) ---------------------------------------------------
@@ -256,15 +325,45 @@ def claims(readings: Mapping[str, wormhole.Summaries], ex: Example) -> list[Clai
     some = "some" if any(c.weight == 93 for c in graph_cuts(EXAMPLE)) else "no"
     out.append(_claim("weights", (w1 == 93) + (w["second"] == 32), 2, w, some=some))
     src, text, why = (_text(f"pattern example{s}") for s in (" source", " claim", ""))
-    return [*out, Claim(src, text, Verdict.NOT_REPRODUCIBLE, why)]
+    out.append(Claim(src, text, Verdict.NOT_REPRODUCIBLE, why))
+    return out + ([flit_claim(readings[FLITS].rows, readings["per-flit"].rows)] if FLITS in readings else [])
 
 
-def _table(ours: wormhole.Summaries, scenario: str, full: bool = True) -> str:
-    """One scenario's per-k latency (and when ``full`` links, 95% CIs, and mean numbers of groups)."""
+def flit_claim(flits: Sequence[wormhole.McRow], formula: Sequence[wormhole.McRow]) -> Claim:
+    """The per-flit formula against flit-level wormhole switching, each multicast alone: the multicast's
+    latency (its last delivery) is an identity, so held only when every multicast agrees; every delivery
+    equal, and where not why, in the evidence."""
+    a = agreement(flits, formula)
+    each = ", ".join(f"{LABELS[g]} {last} ({every}) of {n}" for g, (last, every, n) in a.by_algorithm.items())
+    first = _text("flits first", where=a.first) if a.first else ""
+    numbers = {"hits": a.last, "points": a.pairs, "every": a.equal, "later": a.later,
+               "worst_ns": round(a.worst, 6), "worst_mean_ns": round(a.worst_mean, 6),
+               "others": a.pairs - a.equal}  # fmt: skip
+    f = {
+        "each": each,
+        "first": first,
+        "cycle": CYCLE_NS,
+        "ts": FLIT_SETTINGS.ts,
+        "flits": FLIT_SETTINGS.flits,
+    }
+    src, text, evidence = (_text(s, numbers, f) for s in ("flits source", "flits claim", "flits"))
+    verdict = by_points(a.last, a.pairs, share=1.0) if a.pairs else Verdict.UNTESTABLE
+    return Claim(src, text, verdict, evidence, numbers)
+
+
+def _table(
+    ours: wormhole.Summaries, scenario: str, full: bool = True, flits: wormhole.Summaries | None = None
+) -> str:
+    """One scenario's per-k latency (and when ``full`` links, 95% CIs, and mean numbers of groups; with
+    ``flits``, the flit-level latency of the same multicasts beside)."""
     latency, links = partial(wormhole.ci_cell, digits=3, scale=1000.0), partial(wormhole.ci_cell, digits=1)
     cols: list[wormhole.Column] = [
         (f"latency {LABELS[a]} (µs)", a, "latency_max", latency) for a in ALGORITHMS
     ]
+    if flits is not None:
+        cols += [(f"flits {LABELS[a]} (µs)", f"{a} {FLITS}", "latency_max", latency) for a in ALGORITHMS]
+        summary = {**ours.summary, **{(s, f"{a} {FLITS}", k): v for (s, a, k), v in flits.summary.items()}}
+        ours = replace(ours, summary=summary)
     cols += [(f"links {LABELS[a]}", a, "traffic", links) for a in ALGORITHMS if full]
     groups = partial(wormhole.mean_cell, digits=2)
     return wormhole.point_table(
@@ -303,6 +402,11 @@ def build_report(read: Read, plots: Sequence[Path], out: Path) -> str:
     ours = readings["per-hop"]
     fields = {"labels": ", ".join(LABELS.values()), "ks": ", ".join(map(str, ours.ks)), "repeat": ours.repeat}
     fields |= {"steps": status.steps, "state": status.state, "errors": len(status.errors), "great": GREAT}
+    fl = meta.get("flits_status")
+    fields |= {
+        "flits_run": "" if fl is None else _text("flits run", fl, state=wormhole.EmulationStatus(**fl).state),
+        "flits_note": "" if FLITS not in readings else _text("flits note"),
+    }
     parts = [
         _text("head", meta, fields) + "\n",
         legend(ours.repeat) + "\n",
@@ -318,10 +422,14 @@ def build_report(read: Read, plots: Sequence[Path], out: Path) -> str:
     for (m, r), a in product(readings.items(), ALGORITHMS):
         us[f"{a} {m}"] = (r.mean("random", a, k, "latency_max") or 0) / 1000
     parts.append(_text("flit tables", us, k=k) + "\n")
+    if FLITS in readings:
+        parts.append(
+            _text("flits tables", ts=FLIT_SETTINGS.ts, flits=FLIT_SETTINGS.flits, cycle=CYCLE_NS) + "\n"
+        )
     for scenario, title in SCENARIOS.items():
         parts += [
             f"### {title[0].upper()}{title[1:]}, t_r per flit\n",
-            _table(readings["per-flit"], scenario, False),
+            _table(readings["per-flit"], scenario, False, readings.get(FLITS)),
         ]
     parts += [_text("plots") + "\n", *wormhole.plot_links(plots, out), _text("rows") + "\n"]
     return "\n".join(parts)
@@ -335,7 +443,9 @@ OPTIONS = (
     Option("--cluster-density", "destinations per node of a cluster's square", float, CLUSTER_DENSITY),
     framework.runtime_option(),
     Option("--wall-budget", "wall-clock budget (s)", float, 3600.0),
-)
+    Option("--flits", "also run every multicast at flit level, alone in an idle network, on the reference "
+           "model: t_r per flit in cycles of 25 ns (default: yes)", None, True, negatable=True),
+)  # fmt: skip
 
 
 def _check(args: Any) -> tuple[int, ...]:
@@ -361,7 +471,23 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     )
     example = run_example(settings)
     groups = _group_counts(points, args.threshold)
-    rows = [replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep))) for r in timed(em)]
+    fl = None
+    if args.flits:  # wall time of the whole flit-level run (each multicast's own run records only its own)
+        t0 = time.perf_counter()
+        # each multicast's run starts with a full collection (paused_gc); the store-and-forward records
+        # held meanwhile would make each one cost ~0.3 s: frozen, the collector skips them
+        gc.freeze()
+        try:
+            fl = wormhole.emulate_points(
+                topo, points, ALGORITHMS, FLIT_SETTINGS, {"group-graph": {"T": args.threshold}}, ctx.progress
+            )
+        finally:
+            gc.unfreeze()
+        fl = replace(fl, status=replace(fl.status, wall_s=round(time.perf_counter() - t0, 1)))
+    rows = [
+        replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep)))
+        for r in timed(em) + ([] if fl is None else flit_rows(fl))
+    ]
     wormhole.write_rows(out / "tidy.csv", rows)
     wormhole.write_rows(out / "example.csv", example.rows.values())
     facts = {k: getattr(args, k) for k in ("seed", "repeat")} | {"ks": list(ks), "threshold": args.threshold}
@@ -371,7 +497,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         "status": asdict(em.status),
         "example_status": asdict(example.status),
     }
-    cmd = framework.command_line(NAME, args, *([] if ks == KS else [f"--ks {args.ks}"]))
+    facts |= {} if fl is None else {"flits_status": asdict(fl.status)}
+    extra = ([] if ks == KS else [f"--ks {args.ks}"]) + ([] if args.flits else ["--no-flits"])
+    cmd = framework.command_line(NAME, args, *extra)
     framework.write_json(out / "reproduction.json", framework.run_facts(cmd, watch, **facts))
 
 
@@ -388,7 +516,7 @@ def _group_counts(points: Sequence[wormhole.Point], threshold: float) -> dict[tu
 
 def _read(out: Path) -> Read:
     meta, rows = json.loads((out / "reproduction.json").read_text()), wormhole.read_rows(out / "tidy.csv")
-    by = {m: [r for r in rows if r.model == m] for m in READINGS}
+    by = {m: rs for m in (*READINGS, FLITS) if (rs := [r for r in rows if r.model == m])}
     ks, status = tuple(meta["ks"]), wormhole.EmulationStatus(**meta["example_status"])
     ours = {
         m: wormhole.Summaries(rs, wormhole.summarise_rows(rs, METRICS), ks, meta["repeat"])

@@ -579,7 +579,10 @@ WORMHOLE = RunSettings(port_model="all-port", contention="shared", runtime="mode
                        flits=64, buffer_flits=defaults.BUFFER_FLITS, ts=33, prep=None,
                        max_steps=50_000)  # fmt: skip
 WORMHOLE_COLUMNS = ("c", "repetition", "algorithm", "multicast", "source", "status", "end", "latency",
-                    "missing")  # fmt: skip
+                    "missing", "vcs")  # fmt: skip
+#: The section runs once per number of virtual channels: 1 (none) and 2 (the paper's, §4; ours with the torus
+#: dateline of docs/wormhole.md, every class sharing them).
+DEFAULT_WORMHOLE_VCS: tuple[int, ...] = (1, 2)
 
 
 def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
@@ -591,19 +594,22 @@ def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
     return Plan(topo, tuple(Multicast(i, alg, s, d) for i, (s, d) in enumerate(sets)))
 
 
-def wormhole_rows(task: tuple[str, int, int, int, int]) -> list[dict[str, Any]]:
-    """(algorithm, c, sets, seed, k): one run per set, one row per multicast with its run's status."""
-    alg, c, sets, seed, k = task
+def wormhole_rows(task: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """(algorithm, c, sets, seed, k[, vcs]): one run per set, one row per multicast with its run's status;
+    ``vcs`` virtual channels per physical channel (default 1)."""
+    alg, c, sets, seed, k, *more = task
+    vcs = more[0] if more else 1
+    settings = replace(WORMHOLE, vcs=vcs)
     rows = []
     for rep in range(sets):
         plan = wormhole_plan(alg, c, rep, seed, k)
-        raw = trio.run(emulate, plan, WORMHOLE, None)
+        raw = trio.run(emulate, plan, settings, None)
         dead = any(s.startswith("deadlock") for s in raw.incomplete)
         status = "deadlock" if dead else ("incomplete" if raw.incomplete else "ok")
         for m, rec in zip(plan.multicasts, multicast_metrics(plan, raw), strict=True):
             rows.append({"c": c, "repetition": rep, "algorithm": alg, "multicast": m.id, "status": status,
                          "source": f"{m.source[0]},{m.source[1]}", "end": raw.last_step,
-                         "latency": rec["time"], "missing": len(rec["missing"])})  # fmt: skip
+                         "latency": rec["time"], "missing": len(rec["missing"]), "vcs": vcs})  # fmt: skip
     return rows
 
 
@@ -615,9 +621,10 @@ class Contention:
     levels: tuple[int, ...]
 
     @staticmethod
-    def build(rows: Iterable[Mapping[str, Any]]) -> Contention:
+    def build(rows: Iterable[Mapping[str, Any]], vcs: int = 1) -> Contention:
+        """The runs with ``vcs`` virtual channels (rows without a ``vcs`` column had one)."""
         got: dict[tuple[str, int], dict[int, tuple[str, list[Any]]]] = {}
-        for r in rows:
+        for r in (r for r in rows if (r.get("vcs") or 1) == vcs):
             run = got.setdefault((r["algorithm"], r["c"]), {}).setdefault(r["repetition"], (r["status"], []))
             run[1].append(r["latency"])
         ok = {k: {rep: (s, statistics.fmean(v) if s == "ok" and None not in v else None)
@@ -641,8 +648,14 @@ def _named(pairs: Iterable[tuple[int, str]]) -> str:
     return ", ".join(f"c = {c} ({LABELS[b]})" for c, b in pairs) or "none"
 
 
-def _wormhole_claims(w: Contention) -> list[Claim]:
-    """The abstract's "low latency over a wide range of traffic loads" and §3's congestion avoidance."""
+def _net(vcs: int) -> str:
+    """How the network of a claim or section differs from one channel per link."""
+    return "" if vcs == 1 else _text("net", vcs=vcs)
+
+
+def _wormhole_claims(w: Contention, vcs: int = 1) -> list[Claim]:
+    """The abstract's "low latency over a wide range of traffic loads" and §3's congestion avoidance, on the
+    runs with ``vcs`` virtual channels."""
     pairs = [(c, b) for c in w.levels for b in PAPER_ALGORITHMS[1:]]
     mine = {c: w.ok("tasnem", c) for c in w.levels}
     diffs = {(c, b): [mine[c][r] - v for r, v in w.ok(b, c).items() if r in mine[c]] for c, b in pairs}
@@ -666,7 +679,7 @@ def _wormhole_claims(w: Contention) -> list[Claim]:
         ("claim_wormhole_growth", sum(g[("tasnem", c)] < g[(b, c)] for c, b in grown), len(grown),
          {"each": "; ".join(each) or "none"}),
     ):  # fmt: skip
-        source, text = _text(key).split("\n")
+        source, text = _text(key, net=_net(vcs)).split("\n")
         evidence = _text(f"evidence_{key[6:]}", hits=n_hits, points=points, **more)
         verdict = by_points(n_hits, points) if points else Verdict.UNTESTABLE
         nums = {"hits": n_hits, "points": points} | {k: v for k, v in more.items() if isinstance(v, int)}
@@ -674,10 +687,53 @@ def _wormhole_claims(w: Contention) -> list[Claim]:
     return out
 
 
-def _wormhole_text(w: Contention | None, doc: Mapping[str, Any], out: Path) -> str:
-    """The section: its setting, latency and deadlocked runs per c (a table), the plots."""
+def _wormhole_text(
+    w: Contention | None, doc: Mapping[str, Any], out: Path, more: Mapping[int, Contention] | None = None
+) -> str:
+    """The section: its setting, latency and deadlocked runs per c (a table), the plots; then per number of
+    virtual channels in ``more`` the same runs with them, beside one channel's deadlocks."""
     if w is None:
         return _text("wormhole_skipped")
+    return "\n\n".join(
+        [_one_vc_text(w, doc, out), *(_vcs_text(w, v, x, doc, out) for v, x in (more or {}).items())]
+    )
+
+
+def _vcs_text(one: Contention, vcs: int, w: Contention, doc: Mapping[str, Any], out: Path) -> str:
+    """The subsection of the runs with ``vcs`` virtual channels: per c their latency and deadlocks beside one
+    channel's, the totals, the plots."""
+
+    def cell(a: str, c: int) -> str:
+        d, d1 = w.dead(a, c), one.dead(a, c)
+        return f"{fmt_ci(*w.stat(a, c), 0)}; {d[0]} of {d[1]} (one: {d1[0]})"
+
+    head = ["c", *(LABELS[a] for a in PAPER_ALGORITHMS)]
+    rows = [[str(c), *(cell(a, c) for a in PAPER_ALGORITHMS)] for c in w.levels]
+    table = markdown_table(head, rows, ["r"] * len(head)).rstrip()
+
+    def total(x: Contention, a: str) -> tuple[int, int]:
+        d = [x.dead(a, c) for c in w.levels]
+        return sum(n for n, _ in d), sum(n for _, n in d)
+
+    dead = "; ".join(f"{LABELS[a]} {total(w, a)[0]} of {total(w, a)[1]} (one channel: {total(one, a)[0]})"
+                     for a in PAPER_ALGORITHMS)  # fmt: skip
+    # where both completed enough runs: the mean latency with vcs over one channel's, per (c, algorithm)
+    ratio = []
+    for a in PAPER_ALGORITHMS:
+        for c in w.levels:
+            both = [(w.ok(a, c)[r], v) for r, v in one.ok(a, c).items() if r in w.ok(a, c)]
+            if len(both) >= 2:
+                q = statistics.fmean(x for x, _ in both) / statistics.fmean(y for _, y in both)
+                ratio.append(f"{LABELS[a]} c = {c} ×{q:.2f}")
+    plots = "\n\n".join(
+        f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in write_wormhole_plots(out, w, vcs)
+    )
+    return _text("wormhole_vcs", doc, vcs=vcs, table=table, dead=dead, plots=plots,
+                 same="; ".join(ratio) or "none")  # fmt: skip
+
+
+def _one_vc_text(w: Contention, doc: Mapping[str, Any], out: Path) -> str:
+    """The one-channel part of the section."""
 
     def cell(a: str, c: int) -> str:
         return f"{fmt_ci(*w.stat(a, c), 0)}; {'{} of {}'.format(*w.dead(a, c))}"
@@ -694,8 +750,9 @@ def _wormhole_text(w: Contention | None, doc: Mapping[str, Any], out: Path) -> s
     return _text("wormhole", doc, table=table, plots=plots, first=w.levels[0], alone=alone_text, dead=dead)
 
 
-def write_wormhole_plots(out: Path, w: Contention) -> list[Path]:
-    """Mean latency (completed runs, 95% CI) and the share of deadlocked runs against c, per algorithm."""
+def write_wormhole_plots(out: Path, w: Contention, vcs: int = 1) -> list[Path]:
+    """Mean latency (completed runs, 95% CI) and the share of deadlocked runs against c, per algorithm
+    (with ``vcs`` virtual channels: files ``wormhole_vcsN_…``)."""
     lat, dead = [], []
     for a in PAPER_ALGORITHMS:
         stats = [w.stat(a, c) for c in w.levels]
@@ -705,10 +762,11 @@ def write_wormhole_plots(out: Path, w: Contention) -> list[Path]:
         dead.append(Series(LABELS[a], w.levels, share, colour=COLOURS[a]))
     note = f"T{WORMHOLE_TORUS}, L = 64 flits, Ts = 33 cycles, B = 2; latency: runs without deadlock"
     xlabel, p = "simultaneous multicasts c", out / "plots"
+    name, what = ("wormhole", "") if vcs == 1 else (f"wormhole_vcs{vcs}", f", {vcs} virtual channels")
     return [
-        plot_series(p / "wormhole_latency_vs_concurrency.png", lat, "Multicast latency under wormhole",
+        plot_series(p / f"{name}_latency_vs_concurrency.png", lat, f"Multicast latency under wormhole{what}",
                     xlabel, "mean multicast latency (cycles)", note),
-        plot_series(p / "wormhole_deadlocks_vs_concurrency.png", dead, "Deadlocked runs under wormhole",
+        plot_series(p / f"{name}_deadlocks_vs_concurrency.png", dead, f"Deadlocked runs under wormhole{what}",
                     xlabel, "deadlocked runs (%)", note),
     ]  # fmt: skip
 
@@ -717,12 +775,18 @@ def run_wormhole(cfg: Config, ctx: Context, out: Path) -> dict[str, Any]:
     """Run the section (algorithm × c tasks); write wormhole.csv; return its run.json entry."""
     sets = cfg.repeat * (1 if cfg.quick else WORMHOLE_SETS)
     k, watch = size_k(WORMHOLE_TORUS, cfg.percent), framework.Stopwatch()
-    tasks = [(a, c, sets, cfg.seed, k) for a in PAPER_ALGORITHMS for c in cfg.concurrent]
+    tasks = [
+        (a, c, sets, cfg.seed, k, v)
+        for v in cfg.wormhole_vcs
+        for a in PAPER_ALGORITHMS
+        for c in cfg.concurrent
+    ]
     rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t[1])
     framework.write_tidy(out / "wormhole.csv", WORMHOLE_COLUMNS, [r for rs in rows for r in rs])
     facts = framework.run_facts(cfg.command, watch, torus=f"T{WORMHOLE_TORUS}", k=k)
     return {**facts, "sets": sets, "seed": cfg.seed, "jobs": cfg.jobs, "percent": cfg.percent,
-            "levels": list(cfg.concurrent), "settings": asdict(WORMHOLE)}  # fmt: skip
+            "levels": list(cfg.concurrent), "vcs": list(cfg.wormhole_vcs),
+            "settings": asdict(WORMHOLE)}  # fmt: skip
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -770,6 +834,7 @@ class Config:
     jobs: int
     concurrent: tuple[int, ...] = DEFAULT_CONCURRENT  # the wormhole section's c values; () skips it
     quick: bool = False
+    wormhole_vcs: tuple[int, ...] = DEFAULT_WORMHOLE_VCS  # the section's virtual channels, one run of each
 
     @property
     def command(self) -> str:
@@ -787,6 +852,10 @@ class Config:
             (
                 self.concurrent not in ((), DEFAULT_CONCURRENT),
                 f"--concurrent {','.join(map(str, self.concurrent))}",
+            ),
+            (
+                bool(self.concurrent) and self.wormhole_vcs != DEFAULT_WORMHOLE_VCS,
+                f"--wormhole-vcs {','.join(map(str, self.wormhole_vcs))}",
             ),
         )
         return framework.command_line(NAME, self, *(o for on, o in opts if on))
@@ -835,7 +904,9 @@ def build_report(
         "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes), "trees": _trees(res),
         **_consistency(res), "run_status": _run_status(results), "tables": "\n\n".join(tables),
         "plots": "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in plots),
-        "wormhole": _wormhole_text(meta.get("contention"), meta.get("wormhole", {}), out),
+        "wormhole": _wormhole_text(
+            meta.get("contention"), meta.get("wormhole", {}), out, meta.get("contention_vcs")
+        ),
     }  # fmt: skip
     return _text("report", **fields) + "\n"
 
@@ -880,7 +951,9 @@ def load_run(out: Path) -> tuple[list[JobResult], Config, dict[str, Any]]:
     meta = {k: doc[k] for k in ("date", "cpus", "machine", "wall_s", "load")}
     if "wormhole" in doc:
         rows = framework.read_tidy(out / "wormhole.csv")
-        meta |= {"wormhole": doc["wormhole"], "contention": Contention.build(rows)}
+        vcs = sorted({int(r.get("vcs") or 1) for r in rows} - {1})
+        meta |= {"wormhole": doc["wormhole"], "contention": Contention.build(rows),
+                 "contention_vcs": {v: Contention.build(rows, v) for v in vcs}}  # fmt: skip
     return results, cfg, meta
 
 
@@ -914,6 +987,8 @@ OPTIONS = (
     Option("--wormhole", f"also run TASNEM and its comparators under wormhole with contention on "
            f"T{WORMHOLE_TORUS} (default: yes)", None, True, negatable=True),
     Option("--concurrent", "simultaneous multicasts of that section: a comma list (default 1,2,4,8,16)"),
+    Option("--wormhole-vcs", "virtual channels of that section's runs: a comma list, one run each "
+           "(default 1,2; 2 and more with the torus dateline)"),
     Option("--wormhole-only", "run only the wormhole section into an earlier run's --out (with its --repeat "
            "and --seed)", None, flag=True),
 )  # fmt: skip
@@ -927,6 +1002,9 @@ def _config(args: Any) -> Config:
     dests = dests if args.dests is None else _int_list(args.dests, "--dests")
     sizes = sizes if args.sizes is None else _int_list(args.sizes, "--sizes")
     conc = conc if args.concurrent is None else framework.int_list(args.concurrent, "--concurrent", 1, 50)
+    vcs = DEFAULT_WORMHOLE_VCS
+    if args.wormhole_vcs is not None:
+        vcs = tuple(sorted(set(framework.int_list(args.wormhole_vcs, "--wormhole-vcs", 1, 16))))
     if args.dest_torus < 3:
         raise UsageError(f"--dest-torus must be at least 3 (a torus needs 3×3), got {args.dest_torus}")
     if small := [n for n in sizes if n < 3]:
@@ -941,7 +1019,7 @@ def _config(args: Any) -> Config:
     return Config(
         args.repeat, args.seed, args.dest_torus, tuple(sorted(dests)), tuple(sorted(sizes)), args.percent,
         ALGORITHMS if args.extras else PAPER_ALGORITHMS, args.runtime, args.emulate_up_to, args.ts, args.jobs,
-        tuple(sorted(conc)) if args.wormhole else (), args.quick,
+        tuple(sorted(conc)) if args.wormhole else (), args.quick, vcs,
     )  # fmt: skip
 
 
@@ -954,7 +1032,10 @@ def run(args: Any, ctx: Context) -> int:
     out = Path(args.out)
     if args.wormhole_only and not args.report_only:
         doc = framework.read_report_only("tasnem", out, lambda o: json.loads((o / "run.json").read_text()))
-        cfg = replace(load_run(out)[1], concurrent=_config(args).concurrent or DEFAULT_CONCURRENT)
+        new = _config(args)
+        cfg = replace(
+            load_run(out)[1], concurrent=new.concurrent or DEFAULT_CONCURRENT, wormhole_vcs=new.wormhole_vcs
+        )
         doc["config"], doc["wormhole"] = asdict(cfg), run_wormhole(replace(cfg, jobs=args.jobs), ctx, out)
         framework.write_json(out / "run.json", doc)
     elif not args.report_only:
@@ -968,6 +1049,7 @@ def run(args: Any, ctx: Context) -> int:
     t2w = framework.read_report_only("tasnem", out, lambda o: framework.read_tidy(o / "t2w_variants.csv"))
     sensitivity, span = _sensitivity(res, t2w, cfg.ts_ns)
     claims = _claims(res, span) + (_wormhole_claims(meta["contention"]) if "contention" in meta else [])
+    claims += [c for v, w in meta.get("contention_vcs", {}).items() for c in _wormhole_claims(w, v)]
     framework.write_tidy(out / "claims.csv", verdicts.COLUMNS, (c.row() for c in claims))
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")
