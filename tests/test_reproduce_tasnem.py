@@ -31,6 +31,7 @@ from coordinator.reproduce.tasnem import (
     WORMHOLE_SETS,
     Contention,
     Results,
+    WormholeTask,
     _wormhole_claims,
     make_jobs,
     ordering,
@@ -290,9 +291,9 @@ def test_wormhole_section_rows(run_dir: Path) -> None:
 
 def test_wormhole_deadlock_is_counted_not_averaged() -> None:
     """16 multicasts of 20 destinations at once on T10 deadlock (no virtual channels); one alone does not."""
-    dead = wormhole_rows(("tasnem", 16, 1, 1, 20))
+    dead = wormhole_rows(WormholeTask("tasnem", 16, 1, 1, 20))
     assert {r["status"] for r in dead} == {"deadlock"} and any(r["missing"] for r in dead)
-    alone = wormhole_rows(("tasnem", 1, 2, 1, 20))
+    alone = wormhole_rows(WormholeTask("tasnem", 1, 2, 1, 20))
     assert {r["status"] for r in alone} == {"ok"}
     w = Contention.build(dead + alone)
     assert w.levels == (1, 16) and w.dead("tasnem", 16) == (1, 1) and w.dead("tasnem", 1) == (0, 2)

@@ -447,7 +447,8 @@ class TimingInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
     """What ran and how it ended. ``rejected`` counts refused connections per node ("x,y");
-    ``repetitions`` says how repetitions of one ``--dests`` multicast were run (``meshcast run``)."""
+    ``repetitions`` says how repetitions of one ``--dests`` multicast were run (``meshcast run``);
+    ``started_at_unix`` and ``coordinator_startup_s`` time a compose coordinator's start-up."""
 
     topology: str
     port_model: str
@@ -467,6 +468,8 @@ class RunInfo:
     sync: str | None = None
     timing: TimingInfo | None = None
     repetitions: str | None = None
+    started_at_unix: float | None = None
+    coordinator_startup_s: float | None = None
 
     def to_json(self) -> Json:
         d: Json = {
@@ -494,6 +497,10 @@ class RunInfo:
             d["timing"] = self.timing.to_json()
         if self.repetitions is not None:
             d["repetitions"] = self.repetitions
+        if self.started_at_unix is not None:
+            d["started_at_unix"] = self.started_at_unix
+        if self.coordinator_startup_s is not None:
+            d["coordinator_startup_s"] = self.coordinator_startup_s
         return d
 
     @classmethod
@@ -518,6 +525,8 @@ class RunInfo:
             sync=d.get("sync"),
             timing=None if timing is None else TimingInfo.from_json(timing),
             repetitions=d.get("repetitions"),
+            started_at_unix=d.get("started_at_unix"),
+            coordinator_startup_s=d.get("coordinator_startup_s"),
         )
 
 

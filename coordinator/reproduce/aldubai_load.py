@@ -203,9 +203,9 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
         plan = poisson_plan(topo, alg, Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)))
         raw = run_plan(plan, _settings(50 * duration + 20 * topo.size))
         incomplete += raw.incomplete
-        recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= s.cv_warmup * INTERARRIVAL_CYCLES]
-        cvs += [r["cv"] for r in recs if not r["missing"] and r["cv"] is not None]
-        times.append([float(r["time"]) for r in recs if r["time"] is not None])
+        recs = [r for r in multicast_metrics(plan, raw) if r.injected >= s.cv_warmup * INTERARRIVAL_CYCLES]
+        cvs += [r.cv for r in recs if not r.missing and r.cv is not None]
+        times.append([float(r.time) for r in recs if r.time is not None])
     growth = [
         statistics.fmean(ts[-(len(ts) // 3) :]) / max(1e-9, statistics.fmean(ts[: len(ts) // 3]))
         for ts in times

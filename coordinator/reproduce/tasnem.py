@@ -215,21 +215,21 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     t0, c0 = time.perf_counter(), time.process_time()
     raw = trio.run(emulate, plan, replace(settings, runtime=job.runtime), None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    records = multicast_metrics(plan, raw)
-    apply_timing(records, PAPER_TIMING)
+    records = apply_timing(multicast_metrics(plan, raw), PAPER_TIMING)
     with_ts = replace(PAPER_TIMING, ts=ts_ns)
     rows = []
     for m, rec, i in zip(plan.multicasts, records, index, strict=True):
         k, rep = points[i]
-        arr, done = rec["arrivals"], not rec["missing"]
-        with_ts_ns = max(with_ts.latency(a["step"], a["hops"], a["startups"]) for a in arr) if done else None
+        arr, done = rec.arrivals, not rec.missing
+        with_ts_ns = max(with_ts.latency(a.step, a.hops, a.startups) for a in arr) if done else None
+        latency_ns = rec.latency.max if rec.latency is not None else None
         rows.append({
             "sweep": job.sweep, "topology": job.topology, "n": topo.cols, "k": k, "algorithm": m.algorithm,
-            "repetition": rep, "source": f"{m.source[0]},{m.source[1]}", "latency_ns": rec["latency"]["max"],
-            "latency_ts_ns": with_ts_ns, "hops": max(a["hops"] for a in arr) if done else None,
-            "bound_hops": max(topo.distance(m.source, d) for d in m.destinations), "time": rec["time"],
-            "traffic": rec["traffic"], "startups": max((a["startups"] for a in arr), default=0),
-            "missing": len(rec["missing"]),
+            "repetition": rep, "source": f"{m.source[0]},{m.source[1]}", "latency_ns": latency_ns,
+            "latency_ts_ns": with_ts_ns, "hops": max(a.hops for a in arr) if done else None,
+            "bound_hops": max(topo.distance(m.source, d) for d in m.destinations), "time": rec.time,
+            "traffic": rec.traffic, "startups": max((a.startups for a in arr), default=0),
+            "missing": len(rec.missing),
         })  # fmt: skip
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
 
@@ -590,9 +590,20 @@ def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
     return Plan(topo, tuple(Multicast(i, alg, s, d) for i, (s, d) in enumerate(sets)))
 
 
-def wormhole_rows(task: tuple[str, int, int, int, int]) -> list[dict[str, Any]]:
-    """(algorithm, c, sets, seed, k): one run per set, one row per multicast with its run's status."""
-    alg, c, sets, seed, k = task
+@dataclass(frozen=True, slots=True)
+class WormholeTask:
+    """One algorithm at one concurrency ``c``: ``sets`` draws of c multicasts of k destinations."""
+
+    algorithm: str
+    c: int
+    sets: int
+    seed: int
+    k: int
+
+
+def wormhole_rows(task: WormholeTask) -> list[dict[str, Any]]:
+    """One run per set, one row per multicast with its run's status."""
+    alg, c, sets, seed, k = task.algorithm, task.c, task.sets, task.seed, task.k
     rows = []
     for rep in range(sets):
         plan = wormhole_plan(alg, c, rep, seed, k)
@@ -602,7 +613,7 @@ def wormhole_rows(task: tuple[str, int, int, int, int]) -> list[dict[str, Any]]:
         for m, rec in zip(plan.multicasts, multicast_metrics(plan, raw), strict=True):
             rows.append({"c": c, "repetition": rep, "algorithm": alg, "multicast": m.id, "status": status,
                          "source": f"{m.source[0]},{m.source[1]}", "end": raw.last_step,
-                         "latency": rec["time"], "missing": len(rec["missing"])})  # fmt: skip
+                         "latency": rec.time, "missing": len(rec.missing)})  # fmt: skip
     return rows
 
 
@@ -716,8 +727,8 @@ def run_wormhole(cfg: Config, ctx: Context, out: Path) -> dict[str, Any]:
     """Run the section (algorithm × c tasks); write wormhole.csv; return its run.json entry."""
     sets = cfg.repeat * (1 if cfg.quick else WORMHOLE_SETS)
     k, watch = size_k(WORMHOLE_TORUS, cfg.percent), framework.Stopwatch()
-    tasks = [(a, c, sets, cfg.seed, k) for a in PAPER_ALGORITHMS for c in cfg.concurrent]
-    rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t[1])
+    tasks = [WormholeTask(a, c, sets, cfg.seed, k) for a in PAPER_ALGORITHMS for c in cfg.concurrent]
+    rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t.c)
     framework.write_tidy(out / "wormhole.csv", WORMHOLE_COLUMNS, [r for rs in rows for r in rs])
     facts = framework.run_facts(cfg.command, watch, torus=f"T{WORMHOLE_TORUS}", k=k)
     return {**facts, "sets": sets, "seed": cfg.seed, "jobs": cfg.jobs, "percent": cfg.percent,
