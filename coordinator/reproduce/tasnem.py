@@ -409,21 +409,36 @@ def _order_claims(res: Results, span: tuple[int, int]) -> list[Claim]:
     return claims
 
 
-def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[Any, Any, int, int, int]:
-    """(first mean, last mean, rises, falls, steps) between consecutive points of a sweep."""
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """A curve over a sweep: its first and last means (None without points: ``last`` needs two) and
+    its rises, falls and steps between consecutive points."""
+
+    first: Any
+    last: Any
+    rises: int
+    falls: int
+    steps: int
+
+
+def _trend(res: Results, sweep: str, alg: str, metric: str) -> Trend:
+    """The curve of ``alg``'s mean ``metric`` over a sweep, step by step."""
     known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
     steps, last = list(itertools.pairwise(known)), (known[-1] if len(known) > 1 else None)
     first = known[0] if known else None
-    return first, last, sum(b > a for a, b in steps), sum(b < a for a, b in steps), len(steps)
+    return Trend(first, last, sum(b > a for a, b in steps), sum(b < a for a, b in steps), len(steps))
 
 
 def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> Claim:
     """A claim "these curves rise" (or fall), decided over the steps between consecutive points."""
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
-    hits, steps = sum(t[2] if up else t[3] for t in trends.values()), sum(t[4] for t in trends.values())
+    hits = sum(t.rises if up else t.falls for t in trends.values())
+    steps = sum(t.steps for t in trends.values())
     unit, xs = ("ns" if metric.startswith("latency") else "links"), res.xs[sweep]
-    each = "; ".join(f"{LABELS[a]} {fmt(t[0], 0)} → {fmt(t[1], 0)} {unit} ({t[2]} rises, {t[3]} falls)"
-                     for a, t in trends.items())  # fmt: skip
+    each = "; ".join(
+        f"{LABELS[a]} {fmt(t.first, 0)} → {fmt(t.last, 0)} {unit} ({t.rises} rises, {t.falls} falls)"
+        for a, t in trends.items()
+    )
     ends, way = f"{_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}", "up" if up else "down"
     evidence = _text("evidence_trend", ends=ends, each=each, hits=hits, steps=steps, way=way)
     return _claim(key, hits, steps, evidence)
@@ -446,7 +461,8 @@ def _claims(res: Results, span: tuple[int, int]) -> list[Claim]:
     claims += [_trend_claim(res, key, sweep, which[these], metric, up)
                for key, sweep, these, metric, up in _CURVE_CLAIMS if len(res.xs[sweep]) > 1]  # fmt: skip
     for key, metric in (("curve_growth", "traffic"), ("curve_growth_latency", "latency_ns")):
-        ends = {a: t[:2] for a in algs if (t := _trend(res, "size", a, metric))[0] and t[1] is not None}
+        trends = {a: _trend(res, "size", a, metric) for a in algs}
+        ends = {a: (t.first, t.last) for a, t in trends.items() if t.first and t.last is not None}
         growth = {a: y / x for a, (x, y) in ends.items()}
         if (mine := growth.pop("tasnem", None)) and growth:
             hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
