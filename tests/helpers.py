@@ -7,7 +7,13 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import summarise
-from coordinator.analysis.results import ArrivalResult, MulticastResult, RunInfo, RunResult, SwitchingInfo
+from coordinator.analysis.result_types import (
+    ArrivalResult,
+    MulticastResult,
+    RunInfo,
+    RunResult,
+    SwitchingInfo,
+)
 from coordinator.experiments.run import emulate
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from coordinator.analysis.metrics import jitter, quantile, spread
-from coordinator.analysis.results import MulticastResult
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.cli import main
 from tests.helpers import arrival_record, multicast_record
 

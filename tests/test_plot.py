@@ -11,7 +11,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
-from coordinator.analysis.results import ArrivalResult, JitterResult, MulticastResult, Spread
+from coordinator.analysis.result_types import ArrivalResult, JitterResult, MulticastResult, Spread
 from coordinator.cli import main
 from coordinator.experiments import plot as plot_mod
 from coordinator.experiments.plot import paired_differences, rows_of

@@ -1,4 +1,4 @@
-"""The result tree (coordinator/analysis/results.py) reads back the documents meshcast writes.
+"""The result tree (coordinator/analysis/result_types.py) reads back the documents meshcast writes.
 
 ``RunResult.from_json(doc).to_json() == doc`` on real ``--json`` documents (key order included,
 so run.json's text is unchanged), and ``from_json(to_json(r)) == r`` for records hypothesis draws.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.analysis.results import (
+from coordinator.analysis.result_types import (
     CI,
     ArrivalResult,
     JitterResult,

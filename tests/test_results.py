@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.analysis.results import LinkUse, RunResult
+from coordinator.analysis.result_types import LinkUse, RunResult
 from coordinator.output.results import atomic_write, write_run
 from tests.helpers import arrival_record, multicast_record, run_record
 

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from coordinator.analysis.results import MulticastResult
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.wording import plural
 
 __all__ = ["POLICY_DROPS", "RULE_ERRORS", "completion"]

@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from coordinator.analysis.results import MulticastResult, Prediction
+from coordinator.analysis.result_types import MulticastResult, Prediction
 from node.linkmodel import LinkModel
 
 __all__ = ["predict"]

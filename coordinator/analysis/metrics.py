@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from coordinator.analysis.results import (
+from coordinator.analysis.result_types import (
     CI,
     ArrivalResult,
     JitterResult,

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from coordinator.analysis.results import MulticastLatency, MulticastResult
+from coordinator.analysis.result_types import MulticastLatency, MulticastResult
 from node import defaults
 
 __all__ = ["TIMINGS", "Timing", "apply_timing"]

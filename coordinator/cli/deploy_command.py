@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from coordinator.analysis.results import RunResult
+from coordinator.analysis.result_types import RunResult
 from coordinator.cli.options import add_run_options, settings_from, topology_from
 from coordinator.cli.run_command import plan_from
 from coordinator.errors import Interrupted

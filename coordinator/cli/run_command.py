@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from coordinator.analysis.results import CI, RunInfo, RunResult
+from coordinator.analysis.result_types import CI, RunInfo, RunResult
 from coordinator.analysis.timing import Timing
 from coordinator.cli.options import (
     MAX_COUNT,

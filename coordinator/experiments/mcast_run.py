@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import trio
 
-from coordinator.analysis.results import RunResult
+from coordinator.analysis.result_types import RunResult
 from coordinator.analysis.timing import Timing
 from coordinator.experiments.run import emulate, run_result
 from coordinator.runtimes.records import RunSettings

@@ -10,7 +10,7 @@ from typing import Any
 
 from coordinator.analysis.completion import completion
 from coordinator.analysis.metrics import ci, jitter, multicast_metrics, summarise
-from coordinator.analysis.results import (
+from coordinator.analysis.result_types import (
     LatencySummary,
     MulticastResult,
     Rejected,
@@ -168,7 +168,7 @@ def result_document(
 
 def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | None = None) -> RunResult:
     """The run's results (the documented ``--json`` shape: run status, multicasts, summaries,
-    jitter, latency; see coordinator/analysis/results.py).
+    jitter, latency; see coordinator/analysis/result_types.py).
 
     ``run.complete`` is true only when every destination was reached exactly once and no rule
     or node error occurred; ``run.incomplete`` then lists one line per kind of cause.

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from coordinator.analysis.results import MulticastResult, RunResult
+from coordinator.analysis.result_types import MulticastResult, RunResult
 from coordinator.experiments.run import emulate, run_result
 from coordinator.output.results import atomic_write
 from coordinator.runtimes.records import RunSettings

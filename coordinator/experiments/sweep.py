@@ -33,7 +33,7 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
-from coordinator.analysis.results import MulticastResult
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.experiments.run import emulate, paused_gc
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings

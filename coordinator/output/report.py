@@ -25,7 +25,7 @@ from coordinator.output.results import atomic_write, write_csv
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from coordinator.analysis.results import JitterResult, MulticastResult
+    from coordinator.analysis.result_types import JitterResult, MulticastResult
 
 __all__ = [
     "DataTable",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coordinator.analysis.results import RunResult
+    from coordinator.analysis.result_types import RunResult
 
 __all__ = ["RUN_FILES", "atomic_write", "write_csv", "write_run"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
-from coordinator.analysis.results import MulticastResult
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.experiments.run import emulate, emulate_apart
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table
 from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
