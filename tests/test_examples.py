@@ -51,15 +51,15 @@ def test_worked_example(
     s = RunSettings(port_model="one-port")
     for raw in (emulated(plan, s), modelled(plan, s)):
         (m,) = multicast_metrics(plan, raw)
-        assert not m["missing"] and m["duplicates"] == 0 and m["stray"] == 0
-        assert m["traffic"] == traffic
+        assert not m.missing and m.duplicates == 0 and m.stray == 0
+        assert m.traffic == traffic
         if time is not None:
-            assert m["time"] == time
+            assert m.time == time
 
 
 def test_vh_example_1_all_port_time_is_the_longest_path() -> None:
     plan = explicit(Topology.parse("mesh:8x8"), ["vh"], (0, 0), parse_coords(EX1))
     (m,) = multicast_metrics(plan, emulated(plan, RunSettings(port_model="all-port")))
-    assert m["time"] == 12  # (6,6) is 12 hops away and every path is a shortest path
-    assert m["traffic"] == m["distinct_links"] == 25
-    assert {tuple(a["node"]): a["step"] for a in m["arrivals"]}[(0, 2)] == 2
+    assert m.time == 12  # (6,6) is 12 hops away and every path is a shortest path
+    assert m.traffic == m.distinct_links == 25
+    assert {a.node: a.step for a in m.arrivals}[(0, 2)] == 2

@@ -18,7 +18,7 @@ import trio
 
 from coordinator.analysis.metrics import jitter
 from coordinator.cli import main
-from coordinator.experiments.run import emulate_apart, result_document
+from coordinator.experiments.run import emulate_apart, result_document, run_result
 from coordinator.output.report import JITTER_COLUMNS
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import explicit
@@ -52,9 +52,10 @@ def _median_sd(repeat: int) -> float:
     plan = explicit(topo, ["vh"], (3, 3), dests, repeat=repeat)  # type: ignore[arg-type]
     settings = RunSettings(clock="free")
     raw = trio.run(emulate_apart, plan, settings)
-    sds = [j["wall_ns_sd"] for j in jitter(result_document(plan, settings, raw)["multicasts"])]
-    assert len(sds) == len(dests) and all(s is not None for s in sds)
-    return statistics.median(sds)
+    sds = [j.wall_ns.sd for j in jitter(run_result(plan, settings, raw).multicasts)]
+    measured = [s for s in sds if s is not None]
+    assert len(measured) == len(sds) == len(dests)
+    return statistics.median(measured)
 
 
 def test_wall_clock_sd_does_not_grow_with_repetitions() -> None:

@@ -9,7 +9,9 @@ import statistics
 import pytest
 
 from coordinator.analysis.metrics import jitter, quantile, spread
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.cli import main
+from tests.helpers import arrival_record, multicast_record
 
 RUN = ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--source", "3,3",
        "--dests", "0,0 7,7 1,6 6,1 4,4 0,5"]  # fmt: skip
@@ -41,27 +43,27 @@ def test_spread_of_a_known_list() -> None:
     assert s["p95"] == pytest.approx(7 + 0.65 * 2) and s["p99"] == pytest.approx(7 + 0.93 * 2)
 
 
-def _record(rep: int, wall_us: float | None, step: int = 5) -> dict[str, object]:
+def _record(rep: int, wall_us: float | None, step: int = 5) -> MulticastResult:
     wall = None if wall_us is None else int(wall_us * 1000)
-    return {
-        "id": rep, "algorithm": "vh", "source": [0, 0], "destinations": [[2, 3]], "injected": 0,
-        "arrivals": [{"node": [2, 3], "step": step, "hops": 5, "startups": 1, "wall_ns": wall, "host": "h"}],
-    }  # fmt: skip
+    arrival = arrival_record((2, 3), step, hops=5, startups=1, wall_ns=wall, host="h")
+    return multicast_record(id=rep, destinations=((2, 3),), arrivals=(arrival,))
 
 
 def test_jitter_rows_carry_median_iqr_and_tails() -> None:
     """One slow repetition moves the SD a lot and the median and IQR little."""
     (row,) = jitter([_record(i, us) for i, us in enumerate([100, 200, 300, 1000])])
-    assert row["repetitions"] == 4
-    assert row["wall_ns_median"] == pytest.approx(250_000)
-    assert row["wall_ns_iqr"] == pytest.approx(475_000 - 175_000)  # h = 2.25 and 0.75
-    assert row["wall_ns_p95"] == pytest.approx(895_000) and row["wall_ns_p99"] == pytest.approx(979_000)
-    assert row["wall_ns_mean"] == pytest.approx(400_000)
-    assert row["wall_ns_sd"] == pytest.approx(statistics.pstdev([100_000, 200_000, 300_000, 1_000_000]))
-    assert (row["step_mean"], row["step_sd"], row["step_median"], row["step_iqr"]) == (5, 0, 5, 0)
-    assert (row["step_p95"], row["step_p99"]) == (5, 5)
+    assert row.repetitions == 4
+    wall = row.wall_ns
+    assert wall.median == pytest.approx(250_000)
+    assert wall.iqr == pytest.approx(475_000 - 175_000)  # h = 2.25 and 0.75
+    assert wall.p95 == pytest.approx(895_000) and wall.p99 == pytest.approx(979_000)
+    assert wall.mean == pytest.approx(400_000)
+    assert wall.sd == pytest.approx(statistics.pstdev([100_000, 200_000, 300_000, 1_000_000]))
+    assert (row.steps.mean, row.steps.sd, row.steps.median, row.steps.iqr) == (5, 0, 5, 0)
+    assert (row.steps.p95, row.steps.p99) == (5, 5)
+    assert row.to_json()["wall_ns_median"] == wall.median  # the --json keys are prefixed
     (none,) = jitter([_record(i, None) for i in range(3)])
-    assert none["wall_ns_median"] is None and none["wall_ns_iqr"] is None and none["wall_ns_sd"] is None
+    assert none.wall_ns.median is None and none.wall_ns.iqr is None and none.wall_ns.sd is None
 
 
 def test_cv_wall_is_seed_004s_cv_of_wall_clock_latency(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
+from coordinator.analysis.result_types import ArrivalResult, JitterResult, MulticastResult, Spread
 from coordinator.cli import main
 from coordinator.experiments import plot as plot_mod
 from coordinator.experiments.plot import paired_differences, rows_of
@@ -94,11 +95,18 @@ def test_plot_of_a_directory_without_results(tmp_path: Path, capsys: pytest.Capt
     assert main(["plot", str(tmp_path / "missing")]) == 2
 
 
-def _arrivals(alg: str, rows: list[tuple[int, float | None]]) -> dict[str, object]:
-    return {
-        "algorithm": alg,
-        "arrivals": [{"node": [h, 0], "hops": h, "wall_ns": w} for h, w in rows],
-    }
+def _arrivals(alg: str, rows: list[tuple[int, float | None]]) -> MulticastResult:
+    arrivals = tuple(
+        ArrivalResult(
+            node=(h, 0), step=h, hops=h, startups=0, wall_ns=None if w is None else int(w), host=None
+        )
+        for h, w in rows
+    )
+    return MulticastResult(
+        id=0, algorithm=alg, source=(0, 0), destinations=(), injected=0, time=None, traffic=0,
+        distinct_links=0, additional_traffic=0, mean_arrival=None, cv=None, cv_wall=None, missing=(),
+        duplicates=0, stray=0, arrivals=arrivals,
+    )  # fmt: skip
 
 
 def test_latency_by_hops_groups_wall_latency_by_links_crossed() -> None:
@@ -129,11 +137,15 @@ def test_latency_by_hops_plot_with_a_predicted_line(tmp_path: Path) -> None:
 
 
 def test_jitter_heat_map_with_missing_wall_times(tmp_path: Path) -> None:
-    row = {"algorithm": "vh", "source": [0, 0], "repetitions": 3}
-    jitter = [
-        {**row, "node": [1, 1], "wall_ns_median": 5e5, "wall_ns_iqr": 2e4},
-        {**row, "node": [2, 0], "wall_ns_median": None, "wall_ns_iqr": None},
-    ]
+    steps = Spread(mean=1.0, sd=0.0, median=1.0, iqr=0.0, p95=1.0, p99=1.0)
+
+    def row(node: tuple[int, int], median: float | None, iqr: float | None) -> JitterResult:
+        wall = Spread(mean=median, sd=None, median=median, iqr=iqr, p95=None, p99=None)
+        return JitterResult(
+            algorithm="vh", source=(0, 0), node=node, repetitions=3, steps=steps, wall_ns=wall, host=None
+        )
+
+    jitter = [row((1, 1), 5e5, 2e4), row((2, 0), None, None)]
     assert plot_jitter(tmp_path / "j.png", 3, 2, jitter).read_bytes()[:8] == PNG
 
 

@@ -26,6 +26,7 @@ from coordinator.reproduce.aldubai import (
     PREP,
     SCENARIOS,
     TS,
+    Task,
     _read,
     draw_points,
     eq7_agreement,
@@ -77,7 +78,7 @@ def test_isolated_latency_is_eq7_plus_prep_plus_injection_waits() -> None:
     points = _points(scenario, 10, 3)
     topo = Topology.parse(MESHES["16x16"])
     em = wormhole.emulate_points(topo, points, ALGORITHMS, _settings(flits), apart=True)
-    rows, status = run_task((scenario, points, _settings(flits)))
+    rows, status = run_task(Task(scenario, points, _settings(flits)))
     assert status.complete
     flit = [r for r in rows if r.model == "main"]
     eq7 = [r for r in rows if r.model == "eq7"]
@@ -90,26 +91,24 @@ def test_isolated_latency_is_eq7_plus_prep_plus_injection_waits() -> None:
             for d in header if alg != "qg" else ():
                 slot[tuple(d)] = j
         expected = []
-        for a in rec["arrivals"]:
-            wait = slot.get(tuple(a["node"]), 0) * per if a["startups"] == 1 else 0
-            expected.append(PREP[alg] + wait + a["startups"] * per + a["hops"])
+        for a in rec.arrivals:
+            wait = slot.get(a.node, 0) * per if a.startups == 1 else 0
+            expected.append(PREP[alg] + wait + a.startups * per + a.hops)
             waited += wait
-            assert a["step"] == expected[-1], (alg, p, a)
+            assert a.step == expected[-1], (alg, p, a)
         assert row.latency_max == max(expected) == row.steps
-        assert row.queued == sum(
-            slot.get(tuple(a["node"]), 0) * per for a in rec["arrivals"] if a["startups"] == 1
-        )
-        assert e.latency_max == max(a["startups"] * per + a["hops"] for a in rec["arrivals"])
+        assert row.queued == sum(slot.get(a.node, 0) * per for a in rec.arrivals if a.startups == 1)
+        assert e.latency_max == max(a.startups * per + a.hops for a in rec.arrivals)
     assert waited > 0  # CP's worms queue on the source's ports
     # isolation matters: the same multicasts injected together contend, and some arrive later
     together = wormhole.emulate_points(topo, points, ALGORITHMS, _settings(flits))
-    assert sum(r["time"] for r in together.records) > sum(r.latency_max or 0 for r in flit)
+    assert sum(r.time or 0 for r in together.records) > sum(r.latency_max or 0 for r in flit)
 
 
 def test_the_emulation_gives_the_models_rows() -> None:
     points = _points("16x16-L128", 20, 2)
-    model = run_task(("16x16-L128", points, _settings(128)))
-    inproc = run_task(("16x16-L128", points, _settings(128, "in-process")))
+    model = run_task(Task("16x16-L128", points, _settings(128)))
+    inproc = run_task(Task("16x16-L128", points, _settings(128, "in-process")))
     assert model[0] == inproc[0] and model[1].complete and inproc[1].complete
 
 

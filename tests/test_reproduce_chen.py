@@ -209,9 +209,9 @@ def test_flits_in_isolation_are_the_per_flit_formula() -> None:
     assert saf.status.complete and flit.status.complete
     formula = READINGS["per-flit"]
     for a, b in zip(saf.records, flit.records, strict=True):
-        by_node = {tuple(x["node"]): formula.latency(0, x["hops"], x["startups"]) for x in a["arrivals"]}
-        assert sorted(by_node) == sorted(tuple(x["node"]) for x in b["arrivals"])
-        assert all(CYCLE_NS * x["step"] == by_node[tuple(x["node"])] for x in b["arrivals"])
+        by_node = {x.node: formula.latency(0, x.hops, x.startups) for x in a.arrivals}
+        assert sorted(by_node) == sorted(x.node for x in b.arrivals)
+        assert all(CYCLE_NS * x.step == by_node[x.node] for x in b.arrivals)
     rows = [r for r in timed(saf) if r.model == "per-flit"]
     claim = flit_claim(flit_rows(flit), rows)
     assert claim.verdict is Verdict.HELD and claim.numbers["hits"] == claim.numbers["points"] == 36

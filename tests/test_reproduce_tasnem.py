@@ -31,6 +31,7 @@ from coordinator.reproduce.tasnem import (
     WORMHOLE_SETS,
     Contention,
     Results,
+    WormholeTask,
     _wormhole_claims,
     make_jobs,
     ordering,
@@ -302,9 +303,9 @@ def test_wormhole_section_rows(run_dir: Path) -> None:
 
 def test_wormhole_deadlock_is_counted_not_averaged() -> None:
     """16 multicasts of 20 destinations at once on T10 deadlock (no virtual channels); one alone does not."""
-    dead = wormhole_rows(("tasnem", 16, 1, 1, 20))
+    dead = wormhole_rows(WormholeTask("tasnem", 16, 1, 1, 20))
     assert {r["status"] for r in dead} == {"deadlock"} and any(r["missing"] for r in dead)
-    alone = wormhole_rows(("tasnem", 1, 2, 1, 20))
+    alone = wormhole_rows(WormholeTask("tasnem", 1, 2, 1, 20))
     assert {r["status"] for r in alone} == {"ok"}
     w = Contention.build(dead + alone)
     assert w.levels == (1, 16) and w.dead("tasnem", 16) == (1, 1) and w.dead("tasnem", 1) == (0, 2)
@@ -339,8 +340,8 @@ def test_wormhole_claims_skip_deadlocked_levels() -> None:
 def test_two_vcs_rows_are_kept_apart() -> None:
     """Rows of runs with two virtual channels build their own Contention; rows without a ``vcs`` column (runs
     before virtual channels) are one channel's. With the dateline a deadlocked set can complete."""
-    one = wormhole_rows(("t2w", 4, 3, 1, 20))
-    two = wormhole_rows(("t2w", 4, 3, 1, 20, 2))
+    one = wormhole_rows(WormholeTask("t2w", 4, 3, 1, 20))
+    two = wormhole_rows(WormholeTask("t2w", 4, 3, 1, 20, vcs=2))
     assert {r["vcs"] for r in one} == {1} and {r["vcs"] for r in two} == {2}
     old = [{k: v for k, v in r.items() if k != "vcs"} for r in one]
     assert Contention.build(old + two) == Contention.build(one) != Contention.build(one + two, 2)

@@ -7,27 +7,27 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from coordinator.analysis.result_types import LinkUse, RunResult
 from coordinator.output.results import atomic_write, write_run
+from tests.helpers import arrival_record, multicast_record, run_record
 
 
-def _doc(trace: bool, n: int = 2) -> dict[str, Any]:
+def _doc(trace: bool, n: int = 2) -> RunResult:
     mcs = []
     for i in range(n):
-        m: dict[str, Any] = {
-            "id": i, "algorithm": "vh", "source": [0, 0], "destinations": [[1, 1]], "time": 2,
-            "traffic": 2, "distinct_links": 2, "additional_traffic": 0, "mean_arrival": 2.0, "cv": 0.0,
-            "missing": [], "duplicates": 0, "stray": 0,
-            "arrivals": [{"node": [1, 1], "step": 2, "hops": 2, "startups": 1, "wall_ns": 5}],
-        }  # fmt: skip
+        m = multicast_record(
+            id=i, destinations=((1, 1),), time=2, traffic=2, distinct_links=2, mean_arrival=2.0, cv=0.0,
+            arrivals=(arrival_record((1, 1), 2, hops=2, startups=1, wall_ns=5),),
+        )  # fmt: skip
         if trace:
-            m["links"] = [{"from": [0, 0], "to": [1, 0], "step": 1}]
+            m = replace(m, links=(LinkUse(frm=(0, 0), to=(1, 0), step=1),))
         mcs.append(m)
-    return {"run": {"complete": True}, "multicasts": mcs}
+    return run_record(multicasts=tuple(mcs))
 
 
 @pytest.fixture

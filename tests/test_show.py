@@ -40,10 +40,10 @@ def test_random_destinations(tmp_path: Path) -> None:
 
 
 def test_record_has_the_traced_links() -> None:
-    rec = show(Topology.parse("mesh:10x9"), "pair", (0, 0), [(3, 2), (9, 3)], RunSettings())
-    assert rec["traffic"] == len(rec["links"]) and rec["missing"] == []
+    (rec,) = show(Topology.parse("mesh:10x9"), "pair", (0, 0), [(3, 2), (9, 3)], RunSettings()).multicasts
+    assert rec.links is not None and rec.traffic == len(rec.links) and rec.missing == ()
     assert all(
-        abs(a - b) + abs(c - d) == 1 for (a, c), (b, d) in ((lk["from"], lk["to"]) for lk in rec["links"])
+        lk.to is not None and abs(lk.frm[0] - lk.to[0]) + abs(lk.frm[1] - lk.to[1]) == 1 for lk in rec.links
     )
 
 

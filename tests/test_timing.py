@@ -2,6 +2,7 @@ import pytest
 
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.cli import main
+from tests.helpers import arrival_record, multicast_record
 
 
 def test_wormhole_is_seed_004_equation_7() -> None:
@@ -16,14 +17,11 @@ def test_store_and_forward_counts_steps() -> None:
 
 
 def test_apply_timing_per_multicast() -> None:
-    recs = [
-        {
-            "missing": [],
-            "arrivals": [{"step": 1, "hops": 1, "startups": 1}, {"step": 3, "hops": 3, "startups": 1}],
-        }
-    ]
-    apply_timing(recs, Timing("wormhole", ts=0, beta=1, flits=1))
-    assert recs[0]["latency"] == {"model": "wormhole", "max": 4, "mean": 3, "cv": pytest.approx(1 / 3)}
+    recs = [multicast_record(arrivals=(arrival_record((1, 0), 1, 1, 1), arrival_record((3, 0), 3, 3, 1)))]
+    (timed,) = apply_timing(recs, Timing("wormhole", ts=0, beta=1, flits=1))
+    assert timed.latency is not None
+    assert timed.latency.to_json() == {"model": "wormhole", "max": 4, "mean": 3, "cv": pytest.approx(1 / 3)}
+    assert [a.latency for a in timed.arrivals] == [2, 4]
 
 
 def test_bad_timing_arguments(capsys: pytest.CaptureFixture[str]) -> None:

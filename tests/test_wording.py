@@ -7,6 +7,7 @@ import pytest
 from coordinator.analysis.completion import completion
 from coordinator.cli import main
 from coordinator.wording import plural
+from tests.helpers import multicast_record
 
 
 @pytest.mark.parametrize(
@@ -33,7 +34,7 @@ def test_run_summary_says_1_multicast(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_completion_causes_count_in_words() -> None:
-    records = [{"missing": [[1, 1]], "duplicates": 1}, {"missing": [], "duplicates": 0}]
+    records = [multicast_record(missing=((1, 1),), duplicates=1), multicast_record()]
     errors = [{"kind": "bad-header", "cause": "x"}]
     complete, causes = completion([], errors, records)
     assert not complete

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.wording import plural
 
 __all__ = ["POLICY_DROPS", "RULE_ERRORS", "completion"]
@@ -27,17 +28,17 @@ POLICY_DROPS = frozenset({"hop-limit", "buffer-full"})
 
 
 def completion(
-    incomplete: Sequence[str], errors: Iterable[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
+    incomplete: Sequence[str], errors: Iterable[Mapping[str, Any]], records: Sequence[MulticastResult]
 ) -> tuple[bool, list[str]]:
     """``(complete, causes)``: the runtime's own causes, then one line per kind of shortfall or error."""
     causes = list(incomplete)
-    missing = [r for r in records if r.get("missing")]
+    missing = [r for r in records if r.missing]
     if missing:
-        n = sum(len(r["missing"]) for r in missing)
+        n = sum(len(r.missing) for r in missing)
         causes.append(f"{plural(n, 'destination')} of {plural(len(missing), 'multicast')} not reached")
-    dup = [r for r in records if r.get("duplicates")]
+    dup = [r for r in records if r.duplicates]
     if dup:
-        n = sum(int(r["duplicates"]) for r in dup)
+        n = sum(r.duplicates for r in dup)
         deliveries = plural(n, "duplicate delivery", "duplicate deliveries")
         causes.append(f"{deliveries} in {plural(len(dup), 'multicast')}")
     by_kind: Counter[str] = Counter()

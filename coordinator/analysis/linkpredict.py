@@ -12,14 +12,14 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
+from coordinator.analysis.result_types import MulticastResult, Prediction
 from node.linkmodel import LinkModel
 
 __all__ = ["predict"]
 
 
-def predict(records: Iterable[dict[str, Any]], model: LinkModel) -> list[dict[str, Any]]:
+def predict(records: Iterable[MulticastResult], model: LinkModel) -> list[Prediction]:
     """One row per (algorithm, source, node) reached in two or more repetitions, by the model's
     default link (a run with per-node or per-link overrides is predicted as if it had none)."""
     spec = model.default
@@ -27,11 +27,9 @@ def predict(records: Iterable[dict[str, Any]], model: LinkModel) -> list[dict[st
     sigma = spec.jitter.sd if spec.jitter is not None else 0.0
     groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[tuple[int, int]]] = defaultdict(list)
     for r in records:
-        for a in r["arrivals"]:
-            if a["wall_ns"] is not None:
-                groups[(r["algorithm"], tuple(r["source"]), tuple(a["node"]))].append(
-                    (a["hops"], a["wall_ns"])
-                )
+        for a in r.arrivals:
+            if a.wall_ns is not None:
+                groups[(r.algorithm, r.source, a.node)].append((a.hops, a.wall_ns))
     rows = []
     for (alg, src, node), got in sorted(groups.items()):
         if len(got) < 2:
@@ -40,17 +38,17 @@ def predict(records: Iterable[dict[str, Any]], model: LinkModel) -> list[dict[st
         walls = [w / 1e9 for _, w in got]
         mean, sd = statistics.fmean(walls), statistics.stdev(walls)
         rows.append(
-            {
-                "algorithm": alg,
-                "source": list(src),
-                "node": list(node),
-                "hops": hops,
-                "repetitions": len(got),
-                "mean_s": mean,
-                "predicted_mean_s": hops * (spec.delay + mu),
-                "sd_s": sd,
-                "predicted_sd_s": math.sqrt(hops) * sigma,
-                "host_cost_per_hop_s": (mean / hops - spec.delay - mu) if hops else None,
-            }
+            Prediction(
+                algorithm=alg,
+                source=(src[0], src[1]),
+                node=(node[0], node[1]),
+                hops=hops,
+                repetitions=len(got),
+                mean_s=mean,
+                predicted_mean_s=hops * (spec.delay + mu),
+                sd_s=sd,
+                predicted_sd_s=math.sqrt(hops) * sigma,
+                host_cost_per_hop_s=(mean / hops - spec.delay - mu) if hops else None,
+            )
         )
     return rows

@@ -13,12 +13,24 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from coordinator.analysis.result_types import (
+    CI,
+    ArrivalResult,
+    JitterResult,
+    LinkUse,
+    MulticastResult,
+    Spread,
+    Summary,
+    WormRun,
+)
 from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Multicast, Plan
 
 __all__ = [
+    "ci",
     "ci95",
     "jitter",
     "multicast_metrics",
@@ -101,57 +113,49 @@ def _cv(values: Sequence[float]) -> float | None:
 
 def multicast_metrics(
     plan: Plan, raw: RawRun, trace: bool = False, worms: bool = False
-) -> list[dict[str, Any]]:
-    """One record per multicast in the ``--json`` shape (``worms``: with a trace under wormhole
-    switching, each multicast's flit runs as ``worms`` beside its ``links``)."""
+) -> list[MulticastResult]:
+    """One record per multicast of ``plan`` (``links`` with ``trace``; ``worms``: with a trace under
+    wormhole switching, each multicast's flit runs beside its ``links``)."""
     by_mc: dict[int, list[Arrival]] = defaultdict(list)
     for a in raw.arrivals:
         by_mc[a.mc].append(a)
-    links_by_mc: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    links_by_mc: dict[int, list[LinkUse]] = defaultdict(list)
     if trace:
         topo = plan.topology
         for mc, node, port, step in sorted(raw.trace, key=lambda e: (e[0], e[3], e[1], e[2])):
-            to = topo.neighbour(node, port)
-            links_by_mc[mc].append({"from": list(node), "to": list(to) if to else None, "step": step})
-    out = []
-    for m in plan.multicasts:
-        out.append(_one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None))
+            links_by_mc[mc].append(LinkUse(frm=(node[0], node[1]), to=topo.neighbour(node, port), step=step))
+    out = [
+        _one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None) for m in plan.multicasts
+    ]
     if trace and worms:
         runs = worm_runs(plan, raw)
-        for rec in out:
-            rec["worms"] = runs.get(rec["id"], [])
+        out = [replace(rec, worms=tuple(runs.get(rec.id, ()))) for rec in out]
     return out
 
 
-def worm_runs(plan: Plan, raw: RawRun) -> dict[int, list[dict[str, Any]]]:
-    """Per multicast, its wormhole flit runs in the ``--json`` shape, ordered by first step, node, ports:
-    ``{"from": [x, y], "to": [x, y] or None, "in", "port", "worm": [x, y, n], "first", "count"}``:
-    ``count`` flits of the worm that came into ``from`` on port ``in`` (``inj``: injected there)
-    crossed the link on ``port`` (``ej``, ``to`` None: went to the node's processor) in the steps
-    ``first`` .. ``first + count - 1``. The worm is named by its source node and number there."""
+def worm_runs(plan: Plan, raw: RawRun) -> dict[int, list[WormRun]]:
+    """Per multicast, its wormhole flit runs ordered by first step, node, ports (:class:`WormRun`)."""
     topo = plan.topology
-    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    out: dict[int, list[WormRun]] = defaultdict(list)
     for mc, node, came, port, worm, first, count in sorted(
         raw.worms, key=lambda e: (e[0], e[5], e[1], e[2], e[3])
     ):
         to = None if port == "ej" else topo.neighbour(node, port)
         out[mc].append(
-            {
-                "from": list(node),
-                "to": list(to) if to else None,
-                "in": came,
-                "port": port,
-                "worm": list(worm),
-                "first": first,
-                "count": count,
-            }
+            WormRun(
+                frm=(node[0], node[1]),
+                to=to,
+                came=came,
+                port=port,
+                worm=(worm[0], worm[1], worm[2]),
+                first=first,
+                count=count,
+            )
         )
     return out
 
 
-def _one(
-    m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[dict[str, Any]] | None
-) -> dict[str, Any]:
+def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[LinkUse] | None) -> MulticastResult:
     dests = set(m.destinations)
     first: dict[tuple[int, int], Arrival] = {}
     duplicates = stray = 0
@@ -176,38 +180,36 @@ def _one(
             wall = a.wall_ns - inj[0]
             walls.append(wall)
         recs.append(
-            {
-                "node": list(d),
-                "step": a.step,
-                "hops": a.hops,
-                "startups": a.startups,
-                "wall_ns": wall,
-                "host": a.host if wall is not None else None,
-            }
+            ArrivalResult(
+                node=d,
+                step=a.step,
+                hops=a.hops,
+                startups=a.startups,
+                wall_ns=wall,
+                host=a.host if wall is not None else None,
+            )
         )
     traffic = raw.traffic.get(m.id, 0)
-    rec: dict[str, Any] = {
-        "id": m.id,
-        "algorithm": m.algorithm,
-        "source": list(m.source),
-        "destinations": [list(d) for d in m.destinations],
-        "injected": m.step,
-        "time": max(steps) if len(steps) == len(dests) else None,
-        "traffic": traffic,
-        "distinct_links": len(raw.links.get(m.id, ())),
-        "additional_traffic": traffic - len(dests),
-        "mean_arrival": statistics.fmean(steps) if steps else None,
-        "cv": _cv(steps),
+    return MulticastResult(
+        id=m.id,
+        algorithm=m.algorithm,
+        source=m.source,
+        destinations=tuple(m.destinations),
+        injected=m.step,
+        time=max(steps) if len(steps) == len(dests) else None,
+        traffic=traffic,
+        distinct_links=len(raw.links.get(m.id, ())),
+        additional_traffic=traffic - len(dests),
+        mean_arrival=statistics.fmean(steps) if steps else None,
+        cv=_cv(steps),
         # over the same destinations in wall clock; None unless every one has a wall time
-        "cv_wall": _cv(walls) if len(walls) == len(recs) else None,
-        "missing": [list(d) for d in m.destinations if d not in first],
-        "duplicates": duplicates,
-        "stray": stray,
-        "arrivals": recs,
-    }
-    if links is not None:
-        rec["links"] = links
-    return rec
+        cv_wall=_cv(walls) if len(walls) == len(recs) else None,
+        missing=tuple(d for d in m.destinations if d not in first),
+        duplicates=duplicates,
+        stray=stray,
+        arrivals=tuple(recs),
+        links=None if links is None else tuple(links),
+    )
 
 
 SUMMARY_FIELDS = ("time", "traffic", "additional_traffic", "mean_arrival", "cv")
@@ -216,47 +218,55 @@ WALL_FIELDS = ("cv_wall",)
 """Metrics of the wall clock, summarised by ``run`` beside SUMMARY_FIELDS (a sweep leaves them out)."""
 
 
-def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def ci(values: Sequence[float]) -> CI:
+    """:func:`ci95` as a record."""
+    return CI.from_json(ci95(values))
+
+
+def summarise(records: Iterable[MulticastResult]) -> Summary:
     """Mean and 95% CI of each metric (SUMMARY_FIELDS and WALL_FIELDS) over ``records``."""
     recs = list(records)
-    return {f: ci95([r[f] for r in recs if r.get(f) is not None]) for f in (*SUMMARY_FIELDS, *WALL_FIELDS)}
+    cis = {}
+    for f in (*SUMMARY_FIELDS, *WALL_FIELDS):
+        values = [r.metric(f) for r in recs]
+        cis[f] = ci([v for v in values if v is not None])
+    return Summary(**cis)
 
 
-def jitter(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def jitter(records: Iterable[MulticastResult]) -> list[JitterResult]:
     """Per node, over repetitions of the same multicast: the :func:`spread` of its arrival latency.
 
-    In steps (``step_mean``, ``step_sd``, ``step_median``, ``step_iqr``, ``step_p95``,
-    ``step_p99``, counted from each repetition's injection) and in wall-clock ns (the same with
-    ``wall_ns_``; None without wall times, the SD also with a single one). A multicast made once
-    has no row. Hand it the kept repetitions only: warm-up ones are the caller's to leave out.
+    In steps (``steps``: mean, SD, median, IQR, p95, p99, counted from each repetition's
+    injection; ``step_mean``, … in JSON) and in wall-clock ns (``wall_ns``; None without wall
+    times, the SD also with a single one). A multicast made once has no row. Hand it the kept
+    repetitions only: warm-up ones are the caller's to leave out.
     """
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[MulticastResult]] = defaultdict(list)
     for r in records:
-        key = (r["algorithm"], tuple(r["source"]), tuple(tuple(d) for d in r["destinations"]))
-        groups[key].append(r)
+        groups[(r.algorithm, r.source, r.destinations)].append(r)
     out = []
     for (alg, src, _), recs in groups.items():
         if len(recs) < 2:
             continue
-        per_node: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        per_node: dict[tuple[int, int], list[tuple[int, ArrivalResult]]] = defaultdict(list)
         for r in recs:
-            for a in r["arrivals"]:  # latency in steps counts from the repetition's injection
-                per_node[tuple(a["node"])].append({**a, "latency_steps": a["step"] - r.get("injected", 0)})
+            for a in r.arrivals:  # latency in steps counts from the repetition's injection
+                per_node[a.node].append((a.step - r.injected, a))
         for node, arr in sorted(per_node.items()):
-            steps = spread([a["latency_steps"] for a in arr])
-            walls = [a["wall_ns"] for a in arr if a["wall_ns"] is not None]
+            steps = spread([lat for lat, _ in arr])
+            walls = [a.wall_ns for _, a in arr if a.wall_ns is not None]
             wall: dict[str, float | None] = dict(spread(walls)) if walls else dict.fromkeys(steps)
             if len(walls) < 2:
                 wall["sd"] = None
             out.append(
-                {
-                    "algorithm": alg,
-                    "source": list(src),
-                    "node": list(node),
-                    "repetitions": len(arr),
-                    **{f"step_{k}": v for k, v in steps.items()},
-                    **{f"wall_ns_{k}": v for k, v in wall.items()},
-                    "host": next((a["host"] for a in arr if a.get("host")), None),
-                }
+                JitterResult(
+                    algorithm=alg,
+                    source=src,
+                    node=node,
+                    repetitions=len(arr),
+                    steps=Spread(**steps),
+                    wall_ns=Spread(**wall),
+                    host=next((a.host for _, a in arr if a.host), None),
+                )
             )
     return out

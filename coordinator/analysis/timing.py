@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
+from coordinator.analysis.result_types import MulticastLatency, MulticastResult
 from node import defaults
 
 __all__ = ["TIMINGS", "Timing", "apply_timing"]
@@ -47,17 +47,20 @@ class Timing:
         return startups * (self.ts + message) + hops * (self.beta + self.router)
 
 
-def apply_timing(records: Iterable[dict[str, Any]], timing: Timing) -> None:
-    """Add ``latency`` to every arrival and a ``latency`` block (max, mean, cv) to every multicast."""
+def apply_timing(records: Iterable[MulticastResult], timing: Timing) -> list[MulticastResult]:
+    """``records`` with a ``latency`` on every arrival and a latency block (max, mean, cv) on each."""
+    out = []
     for m in records:
-        lats = []
-        for a in m["arrivals"]:
-            a["latency"] = timing.latency(a["step"] - m.get("injected", 0), a["hops"], a["startups"])
-            lats.append(a["latency"])
+        arrivals = tuple(
+            replace(a, latency=timing.latency(a.step - m.injected, a.hops, a.startups)) for a in m.arrivals
+        )
+        lats = [a.latency for a in arrivals if a.latency is not None]
         mean = statistics.fmean(lats) if lats else None
-        m["latency"] = {
-            "model": timing.model,
-            "max": max(lats) if lats and not m["missing"] else None,
-            "mean": mean,
-            "cv": statistics.pstdev(lats) / mean if lats and mean else None,
-        }
+        latency = MulticastLatency(
+            model=timing.model,
+            max=max(lats) if lats and not m.missing else None,
+            mean=mean,
+            cv=statistics.pstdev(lats) / mean if lats and mean else None,
+        )
+        out.append(replace(m, arrivals=arrivals, latency=latency))
+    return out

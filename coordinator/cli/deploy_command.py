@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from coordinator.analysis.result_types import RunResult
 from coordinator.cli.options import add_run_options, settings_from, topology_from
 from coordinator.cli.run_command import plan_from
 from coordinator.errors import Interrupted
@@ -262,7 +263,7 @@ async def coordinate(
 
 def cmd_coordinate(args: argparse.Namespace) -> int:
     from coordinator.errors import UsageError
-    from coordinator.experiments.run import result_document
+    from coordinator.experiments.run import run_result
     from coordinator.output.results import atomic_write, write_run
     from coordinator.runtimes.containers import raw_to_json
 
@@ -277,16 +278,20 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     out = run_dir(Path(args.out), args.run_id) if args.by_run_id else Path(args.out)
-    docs: list[dict[str, Any]] = []
+    results: list[RunResult] = []
 
     def write(raw: RawRun) -> None:
-        doc = result_document(plan, settings, raw)
+        result = run_result(plan, settings, raw)
         # when the first step began: containers share the host's clock, so the host can time start-up
-        doc["run"]["started_at_unix"] = round(time.time() - raw.wall_s, 3)
-        doc["run"]["coordinator_startup_s"] = round(time.perf_counter() - t0 - raw.wall_s, 3)
-        write_run(out, doc)
+        started = dataclasses.replace(
+            result.run,
+            started_at_unix=round(time.time() - raw.wall_s, 3),
+            coordinator_startup_s=round(time.perf_counter() - t0 - raw.wall_s, 3),
+        )
+        result = dataclasses.replace(result, run=started)
+        write_run(out, result)
         atomic_write(out / "raw.json", raw_to_json(raw))
-        docs.append(doc)
+        results.append(result)
 
     try:
         run = partial(
@@ -302,32 +307,33 @@ def cmd_coordinate(args: argparse.Namespace) -> int:
             write(exc.partial)
         log(f"{exc}: what had arrived is in {out}")
         return 128 + exc.signum
-    doc = docs[0]
-    info = doc["run"]
-    status = "complete" if info["complete"] else "INCOMPLETE: " + "; ".join(info["incomplete"])
-    steps_s = info["steps"] / raw.wall_s if raw.wall_s > 0 else 0.0
-    log(f"{info['steps']} steps in {raw.wall_s:.2f} s ({steps_s:.0f} steps/s), {status}; results in {out}")
-    log(summary_line(doc))
+    result = results[0]
+    info = result.run
+    status = "complete" if info.complete else "INCOMPLETE: " + "; ".join(info.incomplete)
+    steps_s = info.steps / raw.wall_s if raw.wall_s > 0 else 0.0
+    log(f"{info.steps} steps in {raw.wall_s:.2f} s ({steps_s:.0f} steps/s), {status}; results in {out}")
+    log(summary_line(result))
     if args.by_run_id:  # a compose file of `meshcast compose`, run by hand (a run tears its own down)
         log(f"tear down: {TEARDOWN}")
-    return 0 if info["complete"] else 1
+    return 0 if info.complete else 1
 
 
 TEARDOWN = "docker compose down -v --remove-orphans   (compose v1: docker-compose down -v --remove-orphans)"
 """How a compose experiment is removed once its coordinator has exited."""
 
 
-def summary_line(doc: dict[str, Any]) -> str:
-    """One line of what a run found: multicasts, destinations reached, mean latency and CV."""
-    mcs = doc["multicasts"]
-    wanted = sum(len(m["destinations"]) for m in mcs)
-    reached = wanted - sum(len(m["missing"]) for m in mcs)
+def summary_line(result: RunResult) -> str:
+    """One line of what a run found: multicasts, destinations reached, mean latency and CV (each
+    mean where there is one)."""
+    mcs = result.multicasts
+    wanted = sum(len(m.destinations) for m in mcs)
+    reached = wanted - sum(len(m.missing) for m in mcs)
     parts = [f"{plural(len(mcs), 'multicast')}, {reached} of {wanted} destinations reached"]
-    summary = doc.get("summary", {})
-    if "time" in summary and doc["run"].get("clock") == "lockstep":
-        parts.append(f"mean latency {summary['time']['mean']:.3g} steps")
-    if "cv" in summary:
-        parts.append(f"node-level CV {summary['cv']['mean']:.3g}")
+    time_mean, cv_mean = result.summary.time.mean, result.summary.cv.mean
+    if time_mean is not None and result.run.clock == "lockstep":
+        parts.append(f"mean latency {time_mean:.3g} steps")
+    if cv_mean is not None:
+        parts.append(f"node-level CV {cv_mean:.3g}")
     return "; ".join(parts)
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from coordinator.analysis.result_types import CI, RunInfo, RunResult
 from coordinator.analysis.timing import Timing
 from coordinator.cli.options import (
     MAX_COUNT,
@@ -26,7 +28,7 @@ from coordinator.cli.options import (
 from coordinator.cli.ui import console, progress
 from coordinator.errors import Interrupted, UsageError
 from coordinator.experiments.mcast_run import run_document
-from coordinator.experiments.run import emulate, emulate_apart, result_document
+from coordinator.experiments.run import emulate, emulate_apart, run_result
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.wording import plural
@@ -117,14 +119,14 @@ def execute(
     label: str = "deliveries",
     timing: Timing | None = None,
     apart: bool = False,
-) -> dict[str, Any]:
-    """Run ``plan`` with a progress bar on a terminal; its result document.
+) -> RunResult:
+    """Run ``plan`` with a progress bar on a terminal; its results.
 
     ``apart``: every multicast in an emulation of its own, one after another (for jitter).
     """
     with progress(label) as update:
         raw = trio.run(emulate_apart if apart else emulate, plan, settings, update)
-    return result_document(plan, settings, raw, timing)
+    return run_result(plan, settings, raw, timing)
 
 
 def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
@@ -158,17 +160,17 @@ def repetitions_apart(args: argparse.Namespace, plan: Plan) -> bool:
     return args.repeat + plan.warmup_repeats > 1
 
 
-def print_summary(doc: dict[str, Any]) -> None:
+def print_summary(result: RunResult) -> None:
     """The run's status line, a table per algorithm, latency, and the arrivals of a single multicast."""
     from rich.table import Table
 
-    run = doc["run"]
+    run = result.run
     con = console()
-    status = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["incomplete"])
+    status = "complete" if run.complete else "INCOMPLETE: " + "; ".join(run.incomplete)
     con.print(
-        f"[bold]{run['topology']}[/] {run['port_model']}, {run['contention']} contention, "
-        f"{run['clock']} clock, {run['runtime']} runtime — {plural(len(doc['multicasts']), 'multicast')}, "
-        f"{run['steps']} steps, {run['wall_s']:.2f} s — {status}"
+        f"[bold]{run.topology}[/] {run.port_model}, {run.contention} contention, "
+        f"{run.clock} clock, {run.runtime} runtime — {plural(len(result.multicasts), 'multicast')}, "
+        f"{run.steps} steps, {run.wall_s:.2f} s — {status}"
     )
     caption = (
         _warmup_note(run) + "time and mean arrival in steps, traffic in link traversals; "
@@ -176,37 +178,38 @@ def print_summary(doc: dict[str, Any]) -> None:
         "CV = SD / mean of the destinations' arrival (steps; wall: wall-clock latency); ± = 95% CI"
     )
     table = Table(show_lines=False, caption=caption)
-    walled = any((s.get("cv_wall") or {}).get("n") for s in doc["by_algorithm"].values())
+    walled = any(s.cv_wall.n for s in result.by_algorithm.values())
     cols = ["algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"]
     for col in cols + ["CV wall"] * walled:  # the CV of wall-clock latency where it was measured
         table.add_column(col, justify="right" if col != "algorithm" else "left")
 
-    def fmt(s: dict[str, Any]) -> str:
-        if s["mean"] is None:
+    def fmt(s: CI) -> str:
+        if s.mean is None:
             return "-"
-        lo, hi = s["ci95"]
-        return f"{s['mean']:.2f}" if lo == hi else f"{s['mean']:.2f} ± {(hi - lo) / 2:.2f}"
+        lo, hi = s.low, s.high
+        if lo == hi or lo is None or hi is None:
+            return f"{s.mean:.2f}"
+        return f"{s.mean:.2f} ± {(hi - lo) / 2:.2f}"
 
-    for alg, s in doc["by_algorithm"].items():
+    for alg, s in result.by_algorithm.items():
         table.add_row(
-            alg, str(s["time"]["n"] or s["traffic"]["n"]), fmt(s["time"]), fmt(s["traffic"]),
-            fmt(s["additional_traffic"]), fmt(s["mean_arrival"]), fmt(s["cv"]),
-            *[fmt(s["cv_wall"])] * walled,
+            alg, str(s.time.n or s.traffic.n), fmt(s.time), fmt(s.traffic),
+            fmt(s.additional_traffic), fmt(s.mean_arrival), fmt(s.cv),
+            *[fmt(s.cv_wall)] * walled,
         )  # fmt: skip
     con.print(table)
-    if "latency" in doc:
-        tm = doc["run"]["timing"]
+    tm = result.run.timing
+    if result.latency is not None and tm is not None:
         con.print(
-            f"latency ({tm['model']}, Ts={tm['ts']:g}, β={tm['beta']:g}, L={tm['flits']}, "
-            f"router={tm['router']:g}): "
-            + "; ".join(f"{a} max {fmt(v['max'])}, mean {fmt(v['mean'])}, CV {fmt(v['cv'])}"
-                        for a, v in doc["latency"].items())
+            f"latency ({tm.model}, Ts={tm.ts:g}, β={tm.beta:g}, L={tm.flits}, router={tm.router:g}): "
+            + "; ".join(f"{a} max {fmt(v.max)}, mean {fmt(v.mean)}, CV {fmt(v.cv)}"
+                        for a, v in result.latency.items())
         )  # fmt: skip
-    if len(doc["multicasts"]) == 1 and len(doc["multicasts"][0]["destinations"]) <= 24:
-        m = doc["multicasts"][0]
-        arr = ", ".join(f"({a['node'][0]},{a['node'][1]})@{a['step']}" for a in m["arrivals"])
-        con.print(f"arrival steps ({m['algorithm']}): {arr}")
-    errs = doc["errors"]
+    if len(result.multicasts) == 1 and len(result.multicasts[0].destinations) <= 24:
+        m = result.multicasts[0]
+        arr = ", ".join(f"({a.node[0]},{a.node[1]})@{a.step}" for a in m.arrivals)
+        con.print(f"arrival steps ({m.algorithm}): {arr}")
+    errs = result.errors
     if errs:
         con.print(f"[yellow]{plural(len(errs), 'error')}[/], first: {errs[0]}")
 
@@ -242,7 +245,7 @@ def _jitter_cells(f: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def print_jitter(doc: dict[str, Any]) -> None:
+def print_jitter(result: RunResult) -> None:
     """Per node, over repetitions, its arrival latency: steps mean (SD); µs median, IQR, mean (SD).
 
     One source (``run --dests`` has one) goes in the title rather than a column, so that the
@@ -252,11 +255,11 @@ def print_jitter(doc: dict[str, Any]) -> None:
 
     from coordinator.output.report import jitter_fields
 
-    rows = doc.get("jitter") or []
+    rows = result.jitter
     if not rows:
         return
-    run = doc["run"]
-    how = run.get("repetitions", "together")
+    run = result.run
+    how = run.repetitions or "together"
     cells = [_jitter_cells(jitter_fields(j)) for j in rows[:JITTER_ROWS]]
     sources = {c["source"] for c in cells}
     heads = [h for h in cells[0] if h != "source" or len(sources) > 1]
@@ -276,9 +279,9 @@ def print_jitter(doc: dict[str, Any]) -> None:
         con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
 
 
-def _warmup_note(run: dict[str, Any]) -> str:
+def _warmup_note(run: RunInfo) -> str:
     """What the warm-up discarded, as the start of a caption ("" when nothing was)."""
-    n, gone = run.get("warmup_repeats", 0), run.get("warmup_discarded", 0)
+    n, gone = run.warmup_repeats, run.warmup_discarded
     if not gone:
         return ""
     first = plural(n, "repetition")
@@ -297,7 +300,7 @@ def _model_line(settings: RunSettings) -> Callable[[int], float] | None:
 
 
 def write_outputs(
-    out: Any, doc: dict[str, Any], plan: Plan, predict: Callable[[int], float] | None = None
+    out: Any, result: RunResult, plan: Plan, predict: Callable[[int], float] | None = None
 ) -> list[Any]:
     """run.json and the CSVs; with jitter also jitter.csv, its heat maps jitter.png and, where
     wall times were measured, latency against hop count, latency-hops.png (with ``predict``'s
@@ -305,23 +308,23 @@ def write_outputs(
     from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops, write_jitter_csv
     from coordinator.output.results import write_run
 
-    written: list[Any] = list(write_run(out, doc))
-    if doc.get("jitter"):
-        written.append(write_jitter_csv(out / "jitter.csv", doc["jitter"]))
+    written: list[Any] = list(write_run(out, result))
+    if result.jitter:
+        written.append(write_jitter_csv(out / "jitter.csv", result.jitter))
         topo = plan.topology
-        written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, doc["jitter"]))
-        if latency_by_hops(doc["multicasts"]):
-            written.append(plot_latency_by_hops(out / "latency-hops.png", doc["multicasts"], predict))
-    if "mcast" not in doc:
+        written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, result.jitter))
+        if latency_by_hops(result.multicasts):
+            written.append(plot_latency_by_hops(out / "latency-hops.png", result.multicasts, predict))
+    if result.mcast is None:
         from coordinator.cli.plot_command import write_plots
 
         written.extend(write_plots(out))
     return written
 
 
-def print_mcast(doc: dict[str, Any]) -> None:
-    """Two lines: completion time against √(cn), peak buffer occupancy against c."""
-    m = doc["mcast"]
+def print_mcast(m: Mapping[str, Any]) -> None:
+    """Two lines: completion time against √(cn), peak buffer occupancy against c (``m``: the
+    ``mcast`` section of the results)."""
     con = console()
     req = m.get("requested") or {}
     head = f"mcast(n={m['n']}, d={m['d']}, c={m['c']})"
@@ -347,12 +350,12 @@ def print_mcast(doc: dict[str, Any]) -> None:
         )
 
 
-def print_incomplete(doc: dict[str, Any]) -> None:
+def print_incomplete(run: RunInfo) -> None:
     """One line on stderr per kind of cause that kept the run from completing, and one for the
     strangers the nodes' link ports refused (which did not)."""
-    for line in doc["run"].get("incomplete", []):
+    for line in run.incomplete:
         print(f"meshcast: incomplete: {line}", file=sys.stderr)
-    rejected = doc["run"].get("rejected", {})
+    rejected = run.rejected or {}
     if rejected:
         where = ", ".join(f"({node}) {n}" for node, n in rejected.items())
         print(
@@ -371,14 +374,13 @@ def _keep_partial(
         return
     from coordinator.output.results import write_run
 
-    doc = result_document(plan, settings, exc.partial, timing)
-    written = write_run(out, doc)
+    written = write_run(out, run_result(plan, settings, exc.partial, timing))
     print("wrote partial results " + ", ".join(str(w) for w in written), file=sys.stderr)
 
 
-def print_prediction(doc: dict[str, Any]) -> None:
+def print_prediction(result: RunResult) -> None:
     """``--predict``: each node's measured wall-clock arrivals beside the link model's prediction."""
-    rows = doc.get("prediction")
+    rows = result.prediction
     if rows is None:
         return
     from rich.table import Table
@@ -393,8 +395,8 @@ def print_prediction(doc: dict[str, Any]) -> None:
 
     for r in rows:
         table.add_row(
-            r["algorithm"], f"{r['node'][0]},{r['node'][1]}", str(r["hops"]), ms(r["mean_s"]),
-            ms(r["predicted_mean_s"]), ms(r["sd_s"]), ms(r["predicted_sd_s"]), ms(r["host_cost_per_hop_s"]),
+            r.algorithm, f"{r.node[0]},{r.node[1]}", str(r.hops), ms(r.mean_s),
+            ms(r.predicted_mean_s), ms(r.sd_s), ms(r.predicted_sd_s), ms(r.host_cost_per_hop_s),
         )  # fmt: skip
     console().print(table)
     if not rows:
@@ -443,39 +445,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.mcast_set:
         mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
         with progress("deliveries") as update:
-            doc = run_document(plan, settings, timing, update, mset)
+            result = run_document(plan, settings, timing, update, mset)
     else:
         try:
-            doc = execute(plan, settings, timing=timing, apart=apart)
+            result = execute(plan, settings, timing=timing, apart=apart)
         except Interrupted as exc:
             _keep_partial(exc, out, plan, settings, timing)
             raise
         if args.repeat + plan.warmup_repeats > 1 and args.dests is not None:
             every = args.inject_every
-            doc["run"]["repetitions"] = "apart" if apart else f"every {every} steps" if every else "together"
+            how = "apart" if apart else f"every {every} steps" if every else "together"
+            result = replace(result, run=replace(result.run, repetitions=how))
         if args.predict and settings.link_model is not None:
             from coordinator.analysis.linkpredict import predict
 
-            doc["prediction"] = predict(doc["multicasts"], settings.link_model)
+            result = replace(result, prediction=tuple(predict(result.multicasts, settings.link_model)))
     if out is not None:
-        written = write_outputs(out, doc, plan, predict=_model_line(settings))
+        written = write_outputs(out, result, plan, predict=_model_line(settings))
         if args.replay:
             from coordinator.output.replay import write_replay
 
-            written.append(write_replay(out / "replay.html", [(doc, out.absolute().name)]))
+            written.append(write_replay(out / "replay.html", [(result.to_json(), out.absolute().name)]))
         if not args.json:
             print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if args.json:
-        json.dump(doc, sys.stdout)
+        json.dump(result.to_json(), sys.stdout)
         sys.stdout.write("\n")
     else:
-        print_summary(doc)
-        print_jitter(doc)
-        print_prediction(doc)
-        if args.mcast_set:
-            print_mcast(doc)
-    print_incomplete(doc)
-    return 0 if doc["run"]["complete"] else 1
+        print_summary(result)
+        print_jitter(result)
+        print_prediction(result)
+        if result.mcast is not None:
+            print_mcast(result.mcast)
+    print_incomplete(result.run)
+    return 0 if result.run.complete else 1
 
 
 def cmd_algorithms(args: argparse.Namespace) -> int:
@@ -528,7 +531,7 @@ def demo_algorithms(topology: Topology) -> list[str]:
     return [a.name for a in registry if built_in(a) and a.unsupported(topology) is None]
 
 
-def print_example_1(doc: dict[str, Any]) -> None:
+def print_example_1(result: RunResult) -> None:
     """Malani's algorithms on Example 1: our time and traffic beside the thesis's."""
     from rich.table import Table
 
@@ -540,11 +543,11 @@ def print_example_1(doc: dict[str, Any]) -> None:
     for col in ("algorithm", "time", "thesis time", "traffic", "thesis traffic"):
         table.add_column(col, justify="left" if col == "algorithm" else "right")
     for a in ("vh", "diag", "dist", "pair", "min"):
-        s = doc["by_algorithm"].get(a)
+        s = result.by_algorithm.get(a)
         if s is None:
             continue
         paper = MALANI_EXAMPLE_1.get(a)
-        ours = [f"{s[m]['mean']:g}" if s[m]["mean"] is not None else "-" for m in ("time", "traffic")]
+        ours = [f"{ci.mean:g}" if ci.mean is not None else "-" for ci in (s.time, s.traffic)]
         table.add_row(a, ours[0], str(paper[1]) if paper else "—", ours[1], str(paper[0]) if paper else "—")
     console().print(table)
 
@@ -566,18 +569,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if plugins:
         con.print(f"installed plug-ins, not in the demo: {', '.join(plugins)}")
     plan = explicit(topo, algs, (0, 0), parse_coords(DEMO_DESTS))
-    doc = execute(plan, RunSettings())
-    print_summary(doc)
+    result = execute(plan, RunSettings())
+    print_summary(result)
     for line in DEMO_DEFINITIONS:
         con.print(line)
-    print_example_1(doc)
+    print_example_1(result)
     topo2 = Topology.parse("torus:16x16")
     algs2 = demo_algorithms(topo2)
     con.rule("16×16 torus, 40 random destinations, 20 repetitions, same sets for every algorithm")
     plan2 = random_plan(topo2, algs2, 40, 20, seed=args.seed, source=(0, 0))
-    doc2 = execute(plan2, RunSettings(seed=args.seed))
-    print_summary(doc2)
-    return 0 if doc["run"]["complete"] and doc2["run"]["complete"] else 1
+    result2 = execute(plan2, RunSettings(seed=args.seed))
+    print_summary(result2)
+    return 0 if result.run.complete and result2.run.complete else 1
 
 
 def add_command(sub: Any) -> None:

@@ -69,18 +69,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     try:
         source = parse_coord(args.source)
         dests = parse_coords(args.dests) if args.dests is not None else None
-        record = show(topo, args.algorithm.strip(), source, dests, settings, args.random_dests, params)
+        result = show(topo, args.algorithm.strip(), source, dests, settings, args.random_dests, params)
     except (PlanError, TopologyError) as exc:
         raise UsageError(str(exc)) from None
-    draw_multicast(topo, record, out, args.title, args.link_steps, args.dpi)
-    t = record["time"]
+    (record,) = result.multicasts
+    draw_multicast(topo, record, out, args.title, args.link_steps, args.dpi, result.run.port_model)
+    t = record.time
     print(
-        f"{record['algorithm']}: time {t if t is not None else 'incomplete'}, traffic {record['traffic']}; "
+        f"{record.algorithm}: time {t if t is not None else 'incomplete'}, traffic {record.traffic}; "
         f"wrote {out}",
         file=sys.stderr,
     )
-    if record["missing"] or not record["run"]["complete"]:
-        print(f"meshcast: {plural(len(record['missing']), 'destination')} not reached", file=sys.stderr)
+    if record.missing or not result.run.complete:
+        print(f"meshcast: {plural(len(record.missing), 'destination')} not reached", file=sys.stderr)
         return 1
     return 0
 

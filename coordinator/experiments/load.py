@@ -157,12 +157,12 @@ def load_point(
     raw = run_plan(plan, settings, engines)
     recs = multicast_metrics(plan, raw)
     window = traffic.duration - warmup
-    measured = [r for r in recs if r["injected"] >= warmup]
-    offered = sum(len(r["destinations"]) for r in measured) / (topology.size * window)
+    measured = [r for r in recs if r.injected >= warmup]
+    offered = sum(len(r.destinations) for r in measured) / (topology.size * window)
     delivered = sum(1 for a in raw.arrivals if warmup <= a.step < traffic.duration)
     throughput = delivered / (topology.size * window)
     saturated = None
-    if raw.incomplete or any(r["missing"] for r in measured):
+    if raw.incomplete or any(r.missing for r in measured):
         stuck = [x for x in raw.incomplete if x.startswith("deadlock")]
         saturated = stuck[0].split(":")[0] if stuck else "did not drain within the step budget"
     size = max(1, math.ceil(window / batches))
@@ -170,11 +170,11 @@ def load_point(
     for b in range(batches):
         lo, hi = warmup + b * size, warmup + (b + 1) * size
         lat = [
-            r["time"]
+            r.time
             for r in measured
-            if lo <= r["injected"] < hi
-            and r["time"] is not None
-            and (latency_of is None or r["algorithm"] == latency_of)
+            if lo <= r.injected < hi
+            and r.time is not None
+            and (latency_of is None or r.algorithm == latency_of)
         ]
         if lat:
             means.append(statistics.fmean(lat))

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 from coordinator.analysis.completion import completion
-from coordinator.analysis.metrics import ci95, jitter, multicast_metrics, summarise
+from coordinator.analysis.metrics import ci, jitter, multicast_metrics, summarise
+from coordinator.analysis.result_types import (
+    LatencySummary,
+    MulticastResult,
+    Rejected,
+    RunInfo,
+    RunResult,
+    SwitchingInfo,
+    TimingInfo,
+)
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry
@@ -17,7 +26,15 @@ from coordinator.runtimes.records import REFUSED, RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 
-__all__ = ["RUNTIMES", "emulate", "emulate_apart", "merge_runs", "result_document", "runtime_problem"]
+__all__ = [
+    "RUNTIMES",
+    "emulate",
+    "emulate_apart",
+    "merge_runs",
+    "result_document",
+    "run_result",
+    "runtime_problem",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -146,7 +163,13 @@ async def _emulate(plan: Plan, settings: RunSettings, progress: Progress | None)
 def result_document(
     plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | None = None
 ) -> dict[str, Any]:
-    """The run's results in the documented ``--json`` shape (plus run status, jitter, latency).
+    """:func:`run_result` as the ``--json`` document."""
+    return run_result(plan, settings, raw, timing).to_json()
+
+
+def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | None = None) -> RunResult:
+    """The run's results (the documented ``--json`` shape: run status, multicasts, summaries,
+    jitter, latency; see coordinator/analysis/result_types.py).
 
     ``run.complete`` is true only when every destination was reached exactly once and no rule
     or node error occurred; ``run.incomplete`` then lists one line per kind of cause.
@@ -157,67 +180,77 @@ def result_document(
     every = multicast_metrics(plan, raw, trace=settings.trace, worms=settings.switching == "wormhole")
     records = plan.kept(every)  # the warm-up multicasts' records leave here, errors stay below
     if timing is not None:
-        apply_timing(records, timing)
-    by_alg: dict[str, list[dict[str, Any]]] = {}
+        records = apply_timing(records, timing)
+    by_alg: dict[str, list[MulticastResult]] = {}
     for r in records:
-        by_alg.setdefault(r["algorithm"], []).append(r)
-    errors = list(raw.errors)
+        by_alg.setdefault(r.algorithm, []).append(r)
+    errors: list[Mapping[str, Any]] = list(raw.errors)
     for r in every:
-        if r["missing"]:
-            errors.append({"kind": "undelivered", "mc": r["id"], "missing": r["missing"]})
-        if r["duplicates"]:
-            errors.append({"kind": "duplicate", "mc": r["id"], "count": r["duplicates"]})
-        if r["stray"]:
-            errors.append({"kind": "stray", "mc": r["id"], "count": r["stray"]})
+        if r.missing:
+            errors.append({"kind": "undelivered", "mc": r.id, "missing": [list(d) for d in r.missing]})
+        if r.duplicates:
+            errors.append({"kind": "duplicate", "mc": r.id, "count": r.duplicates})
+        if r.stray:
+            errors.append({"kind": "stray", "mc": r.id, "count": r.stray})
     complete, causes = completion(raw.incomplete, raw.errors, every)
-    doc: dict[str, Any] = {
-        "run": {
-            "topology": plan.topology.spec,
-            "port_model": settings.port_model,
-            "clock": settings.clock,
-            "contention": settings.contention,
-            "runtime": settings.runtime,
-            "seed": settings.seed,
-            "complete": complete,
-            "incomplete": causes,
-            "steps": raw.last_step,
-            "wall_s": round(raw.wall_s, 6),
-            "warmup_repeats": plan.warmup_repeats,
-            "warmup_discarded": len(every) - len(records),
-        },
-        "multicasts": records,
-        "summary": summarise(records),
-        "by_algorithm": {a: summarise(rs) for a, rs in by_alg.items()},
-        "jitter": jitter(records),
-        "errors": errors,
-    }
-    if raw.rejected:  # strangers at the nodes' link ports: refused, counted, not the run's errors
-        doc["run"]["rejected"] = {f"{x},{y}": len(c) for (x, y), c in sorted(raw.rejected.items())}
-        doc["rejected"] = [
-            {"node": list(node), "cause": cause}
+    if settings.switching == "wormhole":  # steps are cycles; the flit-level settings that made them
+        one_vc = settings.vcs == defaults.VCS and settings.vc_classes == defaults.VC_CLASSES
+        switching = SwitchingInfo(
+            mode="wormhole", flits=settings.flits, buffer_flits=settings.buffer_flits, ts=settings.ts,
+            prep=settings.prep, vcs=None if one_vc else settings.vcs,
+            vc_classes=None if one_vc else settings.vc_classes,
+        )  # fmt: skip
+    else:
+        switching = SwitchingInfo(mode=settings.switching)
+    info = RunInfo(
+        topology=plan.topology.spec,
+        port_model=settings.port_model,
+        clock=settings.clock,
+        contention=settings.contention,
+        runtime=settings.runtime,
+        seed=settings.seed,
+        complete=complete,
+        incomplete=tuple(causes),
+        steps=raw.last_step,
+        wall_s=round(raw.wall_s, 6),
+        warmup_repeats=plan.warmup_repeats,
+        warmup_discarded=len(every) - len(records),
+        # strangers at the nodes' link ports: refused, counted, not the run's errors
+        rejected={f"{x},{y}": len(c) for (x, y), c in sorted(raw.rejected.items())} if raw.rejected else None,
+        # each link's behaviour (wall-clock arrivals carry it)
+        link_model=settings.link_model.describe() if settings.link_model is not None else None,
+        sync=settings.sync,  # when asked for: how lockstep was synchronized
+        switching=switching,
+        timing=None
+        if timing is None
+        else TimingInfo(
+            model=timing.model, ts=timing.ts, beta=timing.beta, flits=timing.flits, router=timing.router
+        ),
+    )
+    rejected = None
+    if raw.rejected:
+        rejected = tuple(
+            Rejected(node=node, cause=cause)
             for node, causes in sorted(raw.rejected.items())
             for cause in causes[:5]
-        ]
-    if settings.link_model is not None:  # each link's behaviour (wall-clock arrivals carry it)
-        doc["run"]["link_model"] = settings.link_model.describe()
-    if settings.sync is not None:  # asked for: say how lockstep was synchronized
-        doc["run"]["sync"] = settings.sync
-    if settings.switching == "wormhole":  # steps are cycles; the flit-level settings that made them
-        doc["run"]["switching"] = {"mode": "wormhole", "flits": settings.flits,
-                                   "buffer_flits": settings.buffer_flits, "ts": settings.ts,
-                                   "prep": settings.prep}  # fmt: skip
-        if settings.vcs != defaults.VCS or settings.vc_classes != defaults.VC_CLASSES:  # one VC: as before
-            doc["run"]["switching"] |= {"vcs": settings.vcs, "vc_classes": settings.vc_classes}
-    else:
-        doc["run"]["switching"] = {"mode": settings.switching}
+        )
+    latency = None
     if timing is not None:
-        doc["run"]["timing"] = {"model": timing.model, "ts": timing.ts, "beta": timing.beta,
-                                "flits": timing.flits, "router": timing.router}  # fmt: skip
-        doc["latency"] = {
-            a: {
-                k: ci95([r["latency"][k] for r in rs if r["latency"][k] is not None])
-                for k in ("max", "mean", "cv")
-            }
+        latency = {
+            a: LatencySummary(
+                max=ci([r.latency.max for r in rs if r.latency is not None and r.latency.max is not None]),
+                mean=ci([r.latency.mean for r in rs if r.latency is not None and r.latency.mean is not None]),
+                cv=ci([r.latency.cv for r in rs if r.latency is not None and r.latency.cv is not None]),
+            )
             for a, rs in by_alg.items()
         }
-    return doc
+    return RunResult(
+        run=info,
+        multicasts=tuple(records),
+        summary=summarise(records),
+        by_algorithm={a: summarise(rs) for a, rs in by_alg.items()},
+        jitter=tuple(jitter(records)),
+        errors=tuple(errors),
+        rejected=rejected,
+        latency=latency,
+    )

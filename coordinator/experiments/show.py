@@ -18,7 +18,8 @@ from typing import Any
 
 import trio
 
-from coordinator.experiments.run import emulate, result_document
+from coordinator.analysis.result_types import MulticastResult, RunResult
+from coordinator.experiments.run import emulate, run_result
 from coordinator.output.results import atomic_write
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, explicit, random_plan
@@ -38,8 +39,8 @@ def show(
     settings: RunSettings,
     random_dests: int | None = None,
     params: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Emulate one multicast with a trace; return its record (``--json`` shape, with ``links``)."""
+) -> RunResult:
+    """Emulate one multicast with a trace; its results (one multicast, with ``links``)."""
     if destinations is not None:
         plan = explicit(topology, [algorithm], source, destinations, 1, params)
     elif random_dests is not None:
@@ -48,10 +49,7 @@ def show(
         raise PlanError("say which destinations: --dests 'x,y x,y ...' or --random-dests K")
     traced = replace(settings, trace=True)
     raw = trio.run(emulate, plan, traced, None)
-    doc = result_document(plan, traced, raw)
-    record: dict[str, Any] = doc["multicasts"][0]
-    record["run"] = doc["run"]
-    return record
+    return run_result(plan, traced, raw)
 
 
 def _xs(nodes: Iterable[Sequence[int]]) -> list[int]:
@@ -71,13 +69,15 @@ def _wrap_direction(a: int, b: int) -> int:
 
 def draw_multicast(
     topology: Topology,
-    record: Mapping[str, Any],
+    record: MulticastResult,
     path: Path,
     title: str | None = None,
     link_steps: bool = False,
     dpi: int = 150,
+    port_model: str = "",
 ) -> Path:
-    """Draw ``record`` (from :func:`show`) on ``topology`` into ``path`` (.png or .svg), atomically."""
+    """Draw ``record`` (from :func:`show`) on ``topology`` into ``path`` (.png or .svg), atomically;
+    the default title names ``port_model``."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
@@ -115,8 +115,8 @@ def draw_multicast(
         ax.set_xlim(-0.9, cols - 1 + 0.9)
         ax.set_ylim(-0.9, rows - 1 + 0.9)
     # the used links, coloured by send step
-    links: list[Mapping[str, Any]] = list(record.get("links") or [])
-    last = max((int(lk["step"]) for lk in links), default=0)
+    links = list(record.links or ())
+    last = max((lk.step for lk in links), default=0)
     norm = Normalize(vmin=0, vmax=max(1, last))
     cmap = colormaps["viridis"]
     reached: set[Coord] = set()
@@ -137,11 +137,11 @@ def draw_multicast(
         )
 
     for lk in links:
-        if lk.get("to") is None:
+        if lk.to is None:
             continue
-        (fx, fy), (tx, ty) = lk["from"], lk["to"]
-        reached.add((int(tx), int(ty)))
-        colour = cmap(norm(int(lk["step"])))
+        (fx, fy), (tx, ty) = lk.frm, lk.to
+        reached.add((tx, ty))
+        colour = cmap(norm(lk.step))
         wx = _wrap_direction(fx, tx) if topology.is_torus and fy == ty else 0
         wy = _wrap_direction(fy, ty) if topology.is_torus and fx == tx else 0
         if wx or wy:
@@ -157,7 +157,7 @@ def draw_multicast(
             ax.text(
                 mid[0],
                 mid[1],
-                str(lk["step"]),
+                str(lk.step),
                 fontsize=5.5,
                 ha="center",
                 va="center",
@@ -165,10 +165,10 @@ def draw_multicast(
                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
             )
     # the nodes
-    src = tuple(record["source"])
-    dests = [tuple(d) for d in record["destinations"]]
-    arrival = {tuple(a["node"]): a["step"] for a in record.get("arrivals", [])}
-    missing = {tuple(m) for m in record.get("missing", [])}
+    src = record.source
+    dests = list(record.destinations)
+    arrival = {a.node: a.step for a in record.arrivals}
+    missing = set(record.missing)
     dest_set = set(dests)
     size = 110 if not small else 40
     idle = [n for n in topology.nodes() if n not in reached and n not in dest_set and n != src]
@@ -253,12 +253,11 @@ def draw_multicast(
         bar.set_label("send step of the link", fontsize="x-small")
         bar.ax.tick_params(labelsize="x-small")
     if title is None:
-        run = record.get("run", {})
-        t = record.get("time")
+        t = record.time
         title = (
-            f"{record['algorithm'].upper()} on {topology.spec}, source ({src[0]},{src[1]}), "
+            f"{record.algorithm.upper()} on {topology.spec}, source ({src[0]},{src[1]}), "
             f"{len(dests)} destinations\ntime {t if t is not None else 'incomplete'}, "
-            f"traffic {record['traffic']} links ({run.get('port_model', '')})"
+            f"traffic {record.traffic} links ({port_model})"
         )
     ax.set_title(title, fontsize="small")
     buf = io.BytesIO()

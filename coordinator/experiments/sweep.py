@@ -33,6 +33,7 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.experiments.run import emulate, paused_gc
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
@@ -184,7 +185,7 @@ def _round(v: float | None, digits: int = 6) -> float | None:
 
 
 def _tidy(
-    plan: Plan, points: Sequence[tuple[int, int]], records: Sequence[dict[str, Any]]
+    plan: Plan, points: Sequence[tuple[int, int]], records: Sequence[MulticastResult]
 ) -> list[dict[str, Any]]:
     rows = []
     for m, (k, rep), r in zip(plan.multicasts, points, records, strict=True):
@@ -195,12 +196,12 @@ def _tidy(
                 "k": k,
                 "repetition": rep,
                 "source": f"{m.source[0]},{m.source[1]}",
-                "time": r["time"],
-                "traffic": r["traffic"],
-                "additional_traffic": r["additional_traffic"],
-                "mean_arrival": _round(r["mean_arrival"]),
-                "cv": _round(r["cv"]),
-                "missing": len(r["missing"]),
+                "time": r.time,
+                "traffic": r.traffic,
+                "additional_traffic": r.additional_traffic,
+                "mean_arrival": _round(r.mean_arrival),
+                "cv": _round(r.cv),
+                "missing": len(r.missing),
             }
         )
     return rows

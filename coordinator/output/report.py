@@ -25,6 +25,8 @@ from coordinator.output.results import atomic_write, write_csv
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from coordinator.analysis.result_types import JitterResult, MulticastResult
+
 __all__ = [
     "DataTable",
     "Panel",
@@ -212,26 +214,26 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else round(ns / 1000.0, 3)
 
 
-def jitter_fields(j: dict[str, Any]) -> dict[str, Any]:
+def jitter_fields(j: JitterResult) -> dict[str, Any]:
     """One jitter record (analysis.metrics.jitter) keyed by JITTER_COLUMNS, wall clock in µs."""
     return {
-        "algorithm": j["algorithm"],
-        "source": f"{j['source'][0]},{j['source'][1]}",
-        "node": f"{j['node'][0]},{j['node'][1]}",
-        "repetitions": j["repetitions"],
-        **{f"step_{k}": round(j[f"step_{k}"], 6) for k in _STATS},
-        **{f"wall_us_{k}": _us(j.get(f"wall_ns_{k}")) for k in _STATS},
-        "host": j.get("host") or "",
+        "algorithm": j.algorithm,
+        "source": f"{j.source[0]},{j.source[1]}",
+        "node": f"{j.node[0]},{j.node[1]}",
+        "repetitions": j.repetitions,
+        **{f"step_{k}": round(getattr(j.steps, k), 6) for k in _STATS},
+        **{f"wall_us_{k}": _us(getattr(j.wall_ns, k)) for k in _STATS},
+        "host": j.host or "",
     }
 
 
-def jitter_row(j: dict[str, Any]) -> list[Any]:
+def jitter_row(j: JitterResult) -> list[Any]:
     """One jitter record as a row of JITTER_COLUMNS."""
     fields = jitter_fields(j)
     return [fields[c] for c in JITTER_COLUMNS]
 
 
-def write_jitter_csv(path: Path, jitter: Sequence[dict[str, Any]]) -> Path:
+def write_jitter_csv(path: Path, jitter: Sequence[JitterResult]) -> Path:
     """``jitter.csv``: per node, over repetitions, its arrival latency's mean, SD, median, IQR,
     p95 and p99 in steps and µs, and the host that measured it."""
     write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
@@ -243,7 +245,7 @@ def _fmt_us(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
 
 
-def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any]], dpi: int = 110) -> Path:
+def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[JitterResult], dpi: int = 110) -> Path:
     """Heat maps of the grid, a row per algorithm: each destination's median wall-clock latency
     over the repetitions (µs) and, beside it, its IQR (p75 − p25, µs); the source ★.
 
@@ -253,42 +255,42 @@ def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any
     from matplotlib.figure import Figure
     from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-    algs = list(dict.fromkeys(j["algorithm"] for j in jitter)) or ["-"]
+    algs = list(dict.fromkeys(j.algorithm for j in jitter)) or ["-"]
     side = min(5.0, max(3.2, 0.42 * max(cols, rows)))
     fig = Figure(figsize=(2 * side + 1.6, side * len(algs) + 0.5), layout="constrained")
     axes = fig.subplots(len(algs), 2, squeeze=False)
-    panels = (("wall_ns_median", "median latency (µs)", "viridis"), ("wall_ns_iqr", "IQR (µs)", "magma"))
+    panels = (("median", "median latency (µs)", "viridis"), ("iqr", "IQR (µs)", "magma"))
     small = max(cols, rows) > 12  # too many cells to write in
     scales = {}  # one colour scale per statistic, shared by the algorithms so colours compare
     for key, _, _ in panels:
-        vals = [j[key] / 1000.0 for j in jitter if j.get(key) is not None]
+        vals = [v / 1000.0 for j in jitter if (v := getattr(j.wall_ns, key)) is not None]
         scales[key] = (min(vals), max(vals)) if vals else (None, None)
     for (ax_med, ax_iqr), alg in zip(axes, algs, strict=True):
-        mine = [j for j in jitter if j["algorithm"] == alg]
-        n = max((j["repetitions"] for j in mine), default=0)
+        mine = [j for j in jitter if j.algorithm == alg]
+        n = max((j.repetitions for j in mine), default=0)
         for ax, (key, label, cmap) in zip((ax_med, ax_iqr), panels, strict=True):
             grid = [[math.nan] * cols for _ in range(rows)]
             for j in mine:
-                x, y = j["node"]
-                if j.get(key) is not None:
-                    grid[y][x] = j[key] / 1000.0
+                x, y = j.node
+                if (v := getattr(j.wall_ns, key)) is not None:
+                    grid[y][x] = v / 1000.0
             vmin, vmax = scales[key]
             img = ax.imshow(grid, origin="lower", cmap=cmap, interpolation="nearest", vmin=vmin, vmax=vmax)
             fig.colorbar(img, ax=ax, shrink=0.85, label=label)
             if not small:
                 lo, hi = img.get_clim()
                 for j in mine:
-                    if j.get(key) is None:
+                    if (ns := getattr(j.wall_ns, key)) is None:
                         continue
-                    x, y = j["node"]
-                    v = j[key] / 1000.0
+                    x, y = j.node
+                    v = ns / 1000.0
                     bright = hi > lo and (v - lo) / (hi - lo) > 0.6  # viridis and magma end light
                     ax.text(x, y, _fmt_us(v), ha="center", va="center", fontsize=6.5,
                             color="black" if bright else "white")  # fmt: skip
             if mine:
-                sx, sy = mine[0]["source"]
+                sx, sy = mine[0].source
                 ax.plot([sx], [sy], marker="*", color="red", markersize=12, linestyle="none")
-            what = "median" if key == "wall_ns_median" else "IQR"
+            what = "median" if key == "median" else "IQR"
             ax.set_title(f"{alg}: {what} over {n} repetitions", fontsize="medium")
             ax.set_xlabel("x (column)")
             ax.set_ylabel("y (row)")
@@ -307,20 +309,20 @@ def plot_jitter(path: Path, cols: int, rows: int, jitter: Sequence[dict[str, Any
     return path
 
 
-def latency_by_hops(records: Iterable[dict[str, Any]]) -> dict[str, dict[int, list[float]]]:
+def latency_by_hops(records: Iterable[MulticastResult]) -> dict[str, dict[int, list[float]]]:
     """Per algorithm and hop count (the links the packet crossed), the wall-clock latencies (µs)
     of every arrival of ``records`` that has one."""
     out: dict[str, dict[int, list[float]]] = {}
     for r in records:
-        for a in r["arrivals"]:
-            if a.get("wall_ns") is not None:
-                out.setdefault(r["algorithm"], {}).setdefault(a["hops"], []).append(a["wall_ns"] / 1000.0)
+        for a in r.arrivals:
+            if a.wall_ns is not None:
+                out.setdefault(r.algorithm, {}).setdefault(a.hops, []).append(a.wall_ns / 1000.0)
     return out
 
 
 def plot_latency_by_hops(
     path: Path,
-    records: Iterable[dict[str, Any]],
+    records: Iterable[MulticastResult],
     predict: Callable[[int], float] | None = None,
     dpi: int = 110,
 ) -> Path:

@@ -18,7 +18,10 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coordinator.analysis.result_types import RunResult
 
 __all__ = ["RUN_FILES", "atomic_write", "write_csv", "write_run"]
 
@@ -70,34 +73,34 @@ def _xy(c: Sequence[int] | None) -> str:
     return "" if c is None else f"{c[0]},{c[1]}"
 
 
-def write_run(out: Path, doc: dict[str, Any], extra: dict[str, str | bytes] | None = None) -> list[Path]:
-    """run.json, multicasts.csv, arrivals.csv, links.csv (only with a trace) and ``extra``
-    (e.g. raw.json), written as one set into ``out``; returns the files' paths."""
-    files: dict[str, str | bytes] = {"run.json": json.dumps(doc, indent=1)}
-    mcs = doc["multicasts"]
+def write_run(out: Path, result: RunResult, extra: dict[str, str | bytes] | None = None) -> list[Path]:
+    """run.json (``result.to_json()``), multicasts.csv, arrivals.csv, links.csv (only with a trace)
+    and ``extra`` (e.g. raw.json), written as one set into ``out``; returns the files' paths."""
+    files: dict[str, str | bytes] = {"run.json": json.dumps(result.to_json(), indent=1)}
+    mcs = result.multicasts
     files["multicasts.csv"] = _csv(
         ["id", "algorithm", "source", "destinations", "time", "traffic", "distinct_links",
          "additional_traffic", "mean_arrival", "cv", "cv_wall", "missing", "duplicates", "stray"],
         (
-            [m["id"], m["algorithm"], _xy(m["source"]), len(m["destinations"]), m["time"], m["traffic"],
-             m["distinct_links"], m["additional_traffic"], m["mean_arrival"], m["cv"], m.get("cv_wall"),
-             len(m["missing"]), m["duplicates"], m["stray"]]
+            [m.id, m.algorithm, _xy(m.source), len(m.destinations), m.time, m.traffic,
+             m.distinct_links, m.additional_traffic, m.mean_arrival, m.cv, m.cv_wall,
+             len(m.missing), m.duplicates, m.stray]
             for m in mcs
         ),
     )  # fmt: skip
     files["arrivals.csv"] = _csv(
         ["mc", "algorithm", "node", "step", "hops", "startups", "wall_ns"],
         (
-            [m["id"], m["algorithm"], _xy(a["node"]), a["step"], a["hops"], a["startups"], a["wall_ns"]]
+            [m.id, m.algorithm, _xy(a.node), a.step, a.hops, a.startups, a.wall_ns]
             for m in mcs
-            for a in m["arrivals"]
+            for a in m.arrivals
         ),
     )
-    if any("links" in m for m in mcs):
+    if any(m.links is not None for m in mcs):
         files["links.csv"] = _csv(
             ["mc", "algorithm", "from", "to", "step"],
-            ([m["id"], m["algorithm"], _xy(link["from"]), _xy(link["to"]), link["step"]]
-             for m in mcs for link in m.get("links", [])),
+            ([m.id, m.algorithm, _xy(link.frm), _xy(link.to), link.step]
+             for m in mcs for link in m.links or ()),
         )  # fmt: skip
     files.update(extra or {})
     _write_set(out, files)

@@ -14,6 +14,7 @@ from typing import Any
 import trio
 
 from coordinator.analysis.metrics import ci95, multicast_metrics
+from coordinator.analysis.result_types import MulticastResult
 from coordinator.experiments.run import emulate, emulate_apart
 from coordinator.output.report import Series, fmt, fmt_ci, markdown_table
 from coordinator.reproduce.framework import ProgressFn, read_tidy, significance, write_tidy
@@ -109,7 +110,7 @@ class Emulated:
     """One emulation of points × algorithms: which (point, algorithm) each multicast is, its record."""
 
     index: list[tuple[Point, str]]
-    records: list[dict[str, Any]]
+    records: list[MulticastResult]
     status: EmulationStatus
 
 
@@ -140,28 +141,30 @@ def emulate_points(
     return Emulated(index, records, status)
 
 
-def _delivered(record: Mapping[str, Any]) -> bool:
+def _delivered(record: MulticastResult) -> bool:
     """Did a multicast reach every destination exactly once and no other node?"""
-    return not record["missing"] and not record["duplicates"] and not record["stray"]
+    return not record.missing and not record.duplicates and not record.stray
 
 
 def mc_rows(emulated: Emulated, latency: LatencyFn, model: str = "main") -> list[McRow]:
     """One row per multicast, its deliveries timed by ``latency``: the last destination's (None if one is
     missing), the mean, the CV (population SD / mean), and ``queued``, the steps they waited for a port."""
 
-    def row(p: Point, alg: str, rec: Mapping[str, Any]) -> McRow:
-        lats = [latency(alg, a["step"], a["hops"], a["startups"]) for a in rec["arrivals"]]
+    def row(p: Point, alg: str, rec: MulticastResult) -> McRow:
+        lats = [latency(alg, a.step, a.hops, a.startups) for a in rec.arrivals]
         complete = _delivered(rec)
         mean = statistics.fmean(lats) if lats else None
         return McRow(
             algorithm=alg,
             **{f: getattr(p, f) for f in ("scenario", "k", "rep", "source")},
-            **{f: rec[f] for f in ("traffic", "distinct_links", "additional_traffic")},
-            steps=rec["time"],
+            traffic=rec.traffic,
+            distinct_links=rec.distinct_links,
+            additional_traffic=rec.additional_traffic,
+            steps=rec.time,
             latency_max=max(lats) if lats and complete else None,
             latency_mean=mean,
             cv=statistics.pstdev(lats) / mean if lats and mean else None,
-            queued=sum(a["step"] - a["hops"] for a in rec["arrivals"]),
+            queued=sum(a.step - a.hops for a in rec.arrivals),
             complete=complete,
             model=model,
         )

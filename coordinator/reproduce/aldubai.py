@@ -113,20 +113,29 @@ def draw_points(
     ]
 
 
-Task = tuple[str, tuple[wormhole.Point, ...], RunSettings]
-"""One scenario's sets of one k, and the settings of its runs."""
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One scenario's sets of one k, and the settings of its runs."""
+
+    scenario: str
+    points: tuple[wormhole.Point, ...]
+    settings: RunSettings
+
+    def cost(self) -> float:
+        """k × the mesh's node count (the scenario's name begins with its side): run the largest first."""
+        return self.points[0].k * int(self.scenario[:2]) ** 2
 
 
 def run_task(task: Task) -> tuple[list[wormhole.McRow], wormhole.EmulationStatus]:
     """Every set × algorithm of a task, each multicast alone in an idle network (its own run, injected at
     step 0): flit-level rows (latency = the step its destination received the tail; ``queued`` = the
     cycles beyond eq. 7 + preparation: injection-channel waits) and eq. 7 alone on the same deliveries."""
-    scenario, points, settings = task
+    scenario, points, settings = task.scenario, task.points, task.settings
     topo = Topology.parse(MESHES[SCENARIOS[scenario][0]])
     em = wormhole.emulate_points(topo, points, ALGORITHMS, settings, apart=True)
     per, t = TS + settings.flits, Timing("wormhole", float(TS), 1.0, settings.flits, 0.0)  # eq. 7, β = 1
     rows = [
-        replace(r, queued=r.queued - sum(PREP[r.algorithm] + a["startups"] * per for a in rec["arrivals"]))
+        replace(r, queued=r.queued - sum(PREP[r.algorithm] + a.startups * per for a in rec.arrivals))
         for r, rec in zip(wormhole.mc_rows(em, lambda _a, step, _h, _s: step), em.records, strict=True)
     ]
     return rows + wormhole.mc_rows(em, lambda _a, _step, h, s: t.latency(0, h, s), "eq7"), em.status
@@ -447,19 +456,21 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         settings = lockstep_settings(
             args, "all-port", contention="shared", switching="wormhole", flits=flits, ts=TS
         )
-        tasks += [(s, tuple(replace(p, scenario=s) for p in points[mesh] if p.k == k), settings) for k in KS]
+        tasks += [
+            Task(s, tuple(replace(p, scenario=s) for p in points[mesh] if p.k == k), settings) for k in KS
+        ]
     done = run_pool(
         run_task,
         tasks,
         args.jobs,
         ctx.progress,
-        cost=lambda t: t[1][0].k * int(t[0][:2]) ** 2,
+        cost=Task.cost,
     )
     rows = [r for rs, _ in done for r in rs]
     wormhole.write_rows(out / "tidy.csv", (r for r in rows if r.model == "main"))
     wormhole.write_rows(out / "tidy_models.csv", (r for r in rows if r.model == "eq7"))
     status = {
-        s: asdict(_merged([st for t, (_, st) in zip(tasks, done, strict=True) if t[0] == s]))
+        s: asdict(_merged([st for t, (_, st) in zip(tasks, done, strict=True) if t.scenario == s]))
         for s in scenarios
     }
     extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]

@@ -222,9 +222,9 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
         plan = poisson_plan(topo, alg, Traffic(rate, k, duration, 0.0, seed=seed + i, sources=(src,)))
         raw = run_plan(plan, _settings(50 * duration + 20 * topo.size))
         incomplete += raw.incomplete
-        recs = [r for r in multicast_metrics(plan, raw) if r["injected"] >= s.cv_warmup * INTERARRIVAL_CYCLES]
-        cvs += [r["cv"] for r in recs if not r["missing"] and r["cv"] is not None]
-        times.append([float(r["time"]) for r in recs if r["time"] is not None])
+        recs = [r for r in multicast_metrics(plan, raw) if r.injected >= s.cv_warmup * INTERARRIVAL_CYCLES]
+        cvs += [r.cv for r in recs if not r.missing and r.cv is not None]
+        times.append([float(r.time) for r in recs if r.time is not None])
     growth = [
         statistics.fmean(ts[-(len(ts) // 3) :]) / max(1e-9, statistics.fmean(ts[: len(ts) // 3]))
         for ts in times
@@ -242,22 +242,54 @@ def paper_cv() -> dict[Key, float]:
 
 
 # -- running ----------------------------------------------------------------------------------------
-Task = tuple[str, tuple[Any, ...]]
+@dataclass(frozen=True, slots=True)
+class LoadTask:
+    """One offered-load point of a sweep (:func:`load_task`)."""
+
+    spec: LoadSpec
+    algorithm: str
+    rate: float
+    setup: Setup
+    seed: int
+
+    def run(self) -> dict[str, Any]:
+        return load_task(self.spec, self.algorithm, self.rate, self.setup, self.seed)
+
+    def cost(self) -> float:
+        """The larger meshes' high rates first."""
+        return Topology.parse(self.spec.mesh).size * self.spec.k * self.rate / max(self.spec.rates)
+
+
+@dataclass(frozen=True, slots=True)
+class CvTask:
+    """One CV cell: ``streams`` single-source runs of ``algorithm`` on ``mesh`` (:func:`cv_cell`)."""
+
+    mesh: str
+    k: int
+    algorithm: str
+    setup: Setup
+    streams: int
+    seed: int
+
+    def run(self) -> CvCell:
+        return cv_cell(self.mesh, self.k, self.algorithm, self.setup, self.streams, self.seed)
+
+    def cost(self) -> float:
+        """The 32×32 cells first."""
+        return Topology.parse(self.mesh).size * self.k * 0.01
+
+
+Task = LoadTask | CvTask
 
 
 def _do(task: Task) -> Any:
     """A task's result: a load point's row (``load_task``) or a CvCell (``cv_cell``)."""
-    kind, a = task
-    return load_task(*a) if kind == "load" else cv_cell(*a)
+    return task.run()
 
 
 def _cost(t: Task) -> float:
     """The 32×32 CV cells and the larger meshes' high rates first."""
-    kind, a = t
-    if kind == "cv":
-        return Topology.parse(a[0]).size * a[1] * 0.01
-    spec, rate = a[0], a[2]
-    return Topology.parse(spec.mesh).size * spec.k * rate / max(spec.rates)
+    return t.cost()
 
 
 # -- claims -------------------------------------------------------------------------------------------
@@ -643,9 +675,9 @@ def _load_row(r: Mapping[str, Any]) -> list[Any]:
 def _emulate(args: Any, ctx: Context, out: Path) -> None:
     """Run every load point and CV cell; write results.json and reproduction.json (facts and Setup)."""
     s, seed = (QUICK if args.quick else FULL), args.seed
-    sweep = [("load", (x, a, r, s, seed)) for x in s.sweeps for a in x.algorithms for r in x.rates]
+    sweep: list[Task] = [LoadTask(x, a, r, s, seed) for x in s.sweeps for a in x.algorithms for r in x.rates]
     cv_points = [(m, k) for m in s.cv_meshes for k in s.cv_ks if k < Topology.parse(m).size]
-    cv = [("cv", (m, k, a, s, args.repeat, seed)) for m, k in cv_points for a in ALGORITHMS]
+    cv: list[Task] = [CvTask(m, k, a, s, args.repeat, seed) for m, k in cv_points for a in ALGORITHMS]
     watch = Stopwatch()
     tasks: list[Task] = ([] if args.no_sweep else sweep) + ([] if args.no_cv else cv)
     results = run_pool(_do, tasks, args.jobs, ctx.progress, _cost)
@@ -667,7 +699,7 @@ def _add_sweeps(args: Any, ctx: Context, out: Path) -> None:
     order = [x.name for x in old.sweeps] + [n for n in known if n not in {x.name for x in old.sweeps}]
     specs = {**{x.name: x for x in old.sweeps}, **{n: known[n] for n in names}}
     s = replace(old, sweeps=tuple(specs[n] for n in order if n in specs))
-    tasks: list[Task] = [("load", (known[n], a, r, s, meta["seed"])) for n in names
+    tasks: list[Task] = [LoadTask(known[n], a, r, s, meta["seed"]) for n in names
                          for a in known[n].algorithms for r in known[n].rates]  # fmt: skip
     watch = Stopwatch()
     results = run_pool(_do, tasks, args.jobs, ctx.progress, _cost)

@@ -215,21 +215,21 @@ def run_job(job: Job, repeat: int, seed: int, settings: RunSettings, ts_ns: floa
     t0, c0 = time.perf_counter(), time.process_time()
     raw = trio.run(emulate, plan, replace(settings, runtime=job.runtime), None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    records = multicast_metrics(plan, raw)
-    apply_timing(records, PAPER_TIMING)
+    records = apply_timing(multicast_metrics(plan, raw), PAPER_TIMING)
     with_ts = replace(PAPER_TIMING, ts=ts_ns)
     rows = []
     for m, rec, i in zip(plan.multicasts, records, index, strict=True):
         k, rep = points[i]
-        arr, done = rec["arrivals"], not rec["missing"]
-        with_ts_ns = max(with_ts.latency(a["step"], a["hops"], a["startups"]) for a in arr) if done else None
+        arr, done = rec.arrivals, not rec.missing
+        with_ts_ns = max(with_ts.latency(a.step, a.hops, a.startups) for a in arr) if done else None
+        latency_ns = rec.latency.max if rec.latency is not None else None
         rows.append({
             "sweep": job.sweep, "topology": job.topology, "n": topo.cols, "k": k, "algorithm": m.algorithm,
-            "repetition": rep, "source": f"{m.source[0]},{m.source[1]}", "latency_ns": rec["latency"]["max"],
-            "latency_ts_ns": with_ts_ns, "hops": max(a["hops"] for a in arr) if done else None,
-            "bound_hops": max(topo.distance(m.source, d) for d in m.destinations), "time": rec["time"],
-            "traffic": rec["traffic"], "startups": max((a["startups"] for a in arr), default=0),
-            "missing": len(rec["missing"]),
+            "repetition": rep, "source": f"{m.source[0]},{m.source[1]}", "latency_ns": latency_ns,
+            "latency_ts_ns": with_ts_ns, "hops": max(a.hops for a in arr) if done else None,
+            "bound_hops": max(topo.distance(m.source, d) for d in m.destinations), "time": rec.time,
+            "traffic": rec.traffic, "startups": max((a.startups for a in arr), default=0),
+            "missing": len(rec.missing),
         })  # fmt: skip
     return JobResult(job, rows, list(raw.incomplete), list(raw.errors)[:20], raw.last_step, wall, cpu)
 
@@ -409,21 +409,36 @@ def _order_claims(res: Results, span: tuple[int, int]) -> list[Claim]:
     return claims
 
 
-def _trend(res: Results, sweep: str, alg: str, metric: str) -> tuple[Any, Any, int, int, int]:
-    """(first mean, last mean, rises, falls, steps) between consecutive points of a sweep."""
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """A curve over a sweep: its first and last means (None without points: ``last`` needs two) and
+    its rises, falls and steps between consecutive points."""
+
+    first: Any
+    last: Any
+    rises: int
+    falls: int
+    steps: int
+
+
+def _trend(res: Results, sweep: str, alg: str, metric: str) -> Trend:
+    """The curve of ``alg``'s mean ``metric`` over a sweep, step by step."""
     known = [v for x in res.xs[sweep] if (v := res.mean(sweep, alg, x, metric)) is not None]
     steps, last = list(itertools.pairwise(known)), (known[-1] if len(known) > 1 else None)
     first = known[0] if known else None
-    return first, last, sum(b > a for a, b in steps), sum(b < a for a, b in steps), len(steps)
+    return Trend(first, last, sum(b > a for a, b in steps), sum(b < a for a, b in steps), len(steps))
 
 
 def _trend_claim(res: Results, key: str, sweep: str, algs: Sequence[str], metric: str, up: bool) -> Claim:
     """A claim "these curves rise" (or fall), decided over the steps between consecutive points."""
     trends = {a: _trend(res, sweep, a, metric) for a in algs}
-    hits, steps = sum(t[2] if up else t[3] for t in trends.values()), sum(t[4] for t in trends.values())
+    hits = sum(t.rises if up else t.falls for t in trends.values())
+    steps = sum(t.steps for t in trends.values())
     unit, xs = ("ns" if metric.startswith("latency") else "links"), res.xs[sweep]
-    each = "; ".join(f"{LABELS[a]} {fmt(t[0], 0)} → {fmt(t[1], 0)} {unit} ({t[2]} rises, {t[3]} falls)"
-                     for a, t in trends.items())  # fmt: skip
+    each = "; ".join(
+        f"{LABELS[a]} {fmt(t.first, 0)} → {fmt(t.last, 0)} {unit} ({t.rises} rises, {t.falls} falls)"
+        for a, t in trends.items()
+    )
     ends, way = f"{_x_name(sweep, xs[0])} → {_x_name(sweep, xs[-1])}", "up" if up else "down"
     evidence = _text("evidence_trend", ends=ends, each=each, hits=hits, steps=steps, way=way)
     return _claim(key, hits, steps, evidence)
@@ -446,7 +461,8 @@ def _claims(res: Results, span: tuple[int, int]) -> list[Claim]:
     claims += [_trend_claim(res, key, sweep, which[these], metric, up)
                for key, sweep, these, metric, up in _CURVE_CLAIMS if len(res.xs[sweep]) > 1]  # fmt: skip
     for key, metric in (("curve_growth", "traffic"), ("curve_growth_latency", "latency_ns")):
-        ends = {a: t[:2] for a in algs if (t := _trend(res, "size", a, metric))[0] and t[1] is not None}
+        trends = {a: _trend(res, "size", a, metric) for a in algs}
+        ends = {a: (t.first, t.last) for a, t in trends.items() if t.first and t.last is not None}
         growth = {a: y / x for a, (x, y) in ends.items()}
         if (mine := growth.pop("tasnem", None)) and growth:
             hits, ratio = sum(1 for g in growth.values() if g > mine), mine / min(growth.values())
@@ -594,11 +610,22 @@ def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
     return Plan(topo, tuple(Multicast(i, alg, s, d) for i, (s, d) in enumerate(sets)))
 
 
-def wormhole_rows(task: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """(algorithm, c, sets, seed, k[, vcs]): one run per set, one row per multicast with its run's status;
-    ``vcs`` virtual channels per physical channel (default 1)."""
-    alg, c, sets, seed, k, *more = task
-    vcs = more[0] if more else 1
+@dataclass(frozen=True, slots=True)
+class WormholeTask:
+    """One algorithm at one concurrency ``c``: ``sets`` draws of c multicasts of k destinations, with
+    ``vcs`` virtual channels per physical channel."""
+
+    algorithm: str
+    c: int
+    sets: int
+    seed: int
+    k: int
+    vcs: int = 1
+
+
+def wormhole_rows(task: WormholeTask) -> list[dict[str, Any]]:
+    """One run per set, one row per multicast with its run's status."""
+    alg, c, sets, seed, k, vcs = task.algorithm, task.c, task.sets, task.seed, task.k, task.vcs
     settings = replace(WORMHOLE, vcs=vcs)
     rows = []
     for rep in range(sets):
@@ -609,7 +636,7 @@ def wormhole_rows(task: tuple[Any, ...]) -> list[dict[str, Any]]:
         for m, rec in zip(plan.multicasts, multicast_metrics(plan, raw), strict=True):
             rows.append({"c": c, "repetition": rep, "algorithm": alg, "multicast": m.id, "status": status,
                          "source": f"{m.source[0]},{m.source[1]}", "end": raw.last_step,
-                         "latency": rec["time"], "missing": len(rec["missing"]), "vcs": vcs})  # fmt: skip
+                         "latency": rec.time, "missing": len(rec.missing), "vcs": vcs})  # fmt: skip
     return rows
 
 
@@ -776,12 +803,12 @@ def run_wormhole(cfg: Config, ctx: Context, out: Path) -> dict[str, Any]:
     sets = cfg.repeat * (1 if cfg.quick else WORMHOLE_SETS)
     k, watch = size_k(WORMHOLE_TORUS, cfg.percent), framework.Stopwatch()
     tasks = [
-        (a, c, sets, cfg.seed, k, v)
+        WormholeTask(a, c, sets, cfg.seed, k, v)
         for v in cfg.wormhole_vcs
         for a in PAPER_ALGORITHMS
         for c in cfg.concurrent
     ]
-    rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t[1])
+    rows = framework.run_pool(wormhole_rows, tasks, cfg.jobs, ctx.progress, lambda t: t.c)
     framework.write_tidy(out / "wormhole.csv", WORMHOLE_COLUMNS, [r for rs in rows for r in rs])
     facts = framework.run_facts(cfg.command, watch, torus=f"T{WORMHOLE_TORUS}", k=k)
     return {**facts, "sets": sets, "seed": cfg.seed, "jobs": cfg.jobs, "percent": cfg.percent,

@@ -9,13 +9,21 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import PlanError
 from node.topology import Coord, Topology, TopologyError
 
 __all__ = ["Multicast", "Plan", "PlanError", "explicit", "random_plan", "validate"]
+
+
+class _Record(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=_Record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +63,9 @@ class Plan:
     warmup_repeats: int = 0
     """Warm-up repetitions of each multicast set (``warmup`` holds that many per set)."""
 
-    def kept(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def kept(self, records: Sequence[_R]) -> list[_R]:
         """``records`` (one per multicast, with its ``id``) without the warm-up multicasts'."""
-        return [r for r in records if r["id"] not in self.warmup]
+        return [r for r in records if r.id not in self.warmup]
 
     @property
     def last_step(self) -> int:
