@@ -87,8 +87,8 @@ class LoadSpec:
     algorithms: tuple[str, ...] = ALGORITHMS
     qg_prep: int | None = None
     base: str | None = None
-    vcs: int = 1  # virtual channels per physical channel (1: the paper's network as described)
-    vc_classes: str = "shared"  # split: unicast and multicast worms on disjoint VCs
+    vcs: int = defaults.VCS  # virtual channels per physical channel (1: the paper's network as described)
+    vc_classes: str = defaults.VC_CLASSES  # split: unicast and multicast worms on disjoint VCs
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +161,9 @@ FULL = Setup(FULL_SWEEPS, 16_000, 2_000, 10, ("mesh:16x16", "mesh:32x32"), (20, 
 QUICK = Setup(QUICK_SWEEPS, 1_500, 300, 4, ("mesh:6x6",), (4, 8), 6, 2)
 
 
-def _settings(max_steps: int, prep: int | None = None, vcs: int = 1, vc_classes: str = "shared"
-              ) -> RunSettings:  # fmt: skip
+def _settings(
+    max_steps: int, prep: int | None = None, vcs: int = defaults.VCS, vc_classes: str = defaults.VC_CLASSES
+) -> RunSettings:
     """Flit-level wormhole on the reference model: shared contention, all-port, four injection channels."""
     return RunSettings(contention="shared", port_model="all-port", runtime="model", max_steps=max_steps,
                        switching="wormhole", flits=FLITS, ts=TS, prep=prep, vcs=vcs,

@@ -620,7 +620,7 @@ class WormholeTask:
     sets: int
     seed: int
     k: int
-    vcs: int = 1
+    vcs: int = defaults.VCS
 
 
 def wormhole_rows(task: WormholeTask) -> list[dict[str, Any]]:
@@ -648,7 +648,7 @@ class Contention:
     levels: tuple[int, ...]
 
     @staticmethod
-    def build(rows: Iterable[Mapping[str, Any]], vcs: int = 1) -> Contention:
+    def build(rows: Iterable[Mapping[str, Any]], vcs: int = defaults.VCS) -> Contention:
         """The runs with ``vcs`` virtual channels (rows without a ``vcs`` column had one)."""
         got: dict[tuple[str, int], dict[int, tuple[str, list[Any]]]] = {}
         for r in (r for r in rows if (r.get("vcs") or 1) == vcs):
@@ -680,7 +680,7 @@ def _net(vcs: int) -> str:
     return "" if vcs == 1 else _text("net", vcs=vcs)
 
 
-def _wormhole_claims(w: Contention, vcs: int = 1) -> list[Claim]:
+def _wormhole_claims(w: Contention, vcs: int = defaults.VCS) -> list[Claim]:
     """The abstract's "low latency over a wide range of traffic loads" and §3's congestion avoidance, on the
     runs with ``vcs`` virtual channels."""
     pairs = [(c, b) for c in w.levels for b in PAPER_ALGORITHMS[1:]]
@@ -777,7 +777,7 @@ def _one_vc_text(w: Contention, doc: Mapping[str, Any], out: Path) -> str:
     return _text("wormhole", doc, table=table, plots=plots, first=w.levels[0], alone=alone_text, dead=dead)
 
 
-def write_wormhole_plots(out: Path, w: Contention, vcs: int = 1) -> list[Path]:
+def write_wormhole_plots(out: Path, w: Contention, vcs: int = defaults.VCS) -> list[Path]:
     """Mean latency (completed runs, 95% CI) and the share of deadlocked runs against c, per algorithm
     (with ``vcs`` virtual channels: files ``wormhole_vcsN_…``)."""
     lat, dead = [], []
