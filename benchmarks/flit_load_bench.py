@@ -18,30 +18,31 @@ import multiprocessing
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from dataclasses import replace
 
-from coordinator.experiments.bench import beside_relay, flit_load_point, flit_load_points
+from coordinator.experiments.bench import BenchRow, beside_relay, flit_load_point, flit_load_points
 from node import build_name
 
 
 def main(argv: list[str]) -> int:
     runs = int(argv[0]) if argv else 5
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, BenchRow] = {}
     ctx = multiprocessing.get_context("spawn")
     for i in range(runs):
         for point in flit_load_points():
             with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
                 row = pool.submit(beside_relay, flit_load_point, point, (64, 2000)).result()
-            row["ratio"] = round(row["flit_hops_per_s"] / row["relay_hops_per_s"], 3)
+            relay = row.relay_hops_per_s or 0.0
+            row = replace(row, ratio=round(row.rate / relay, 3))
             print(
-                f"run {i + 1}/{runs} {row['runtime']}: {row['flit_hops_per_s']:,.0f} flit-hops/s in "
-                f"{row['run_s']} s, relay {row['relay_hops_per_s']:,.0f}, ratio {row['ratio']}",
+                f"run {i + 1}/{runs} {row.runtime}: {row.rate:,.0f} flit-hops/s in "
+                f"{row.run_s} s, relay {relay:,.0f}, ratio {row.ratio}",
                 file=sys.stderr,
             )
-            kept = best.get(row["runtime"])
-            if kept is None or row["flit_hops_per_s"] > kept["flit_hops_per_s"]:
-                best[row["runtime"]] = row
-    rows = [{**r, "best_of": runs} for r in best.values()]
+            kept = best.get(row.runtime)
+            if kept is None or row.rate > kept.rate:
+                best[row.runtime] = row
+    rows = [{**r.to_json(), "best_of": runs} for r in best.values()]
     limit = statistics.median(r["relay_hops_per_s"] for r in rows)
     print(json.dumps({"relay_hops_per_s": limit, "build": build_name(), "rows": rows}))
     return 0

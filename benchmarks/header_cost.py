@@ -26,7 +26,7 @@ from coordinator.runtimes import engines
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
-from node.wire import LinkFrame, StepFrame
+from node.transport.wire import LinkFrame, StepFrame
 
 POINTS = {"torus:20x20": (100, 50), "torus:32x32": (100, 50), "torus:64x64": (1, 10)}
 

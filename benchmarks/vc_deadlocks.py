@@ -16,6 +16,7 @@ import time
 
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
+from node.settings import NodeSettings
 from node.topology import Topology
 
 PLANS = 25
@@ -65,12 +66,11 @@ def main() -> None:
                     for seed in range(PLANS):
                         raw = run_wormhole_model(
                             plan(topo, alg, seed),
-                            port_model=port_model,
-                            flits=16,
-                            ts=10,
-                            vcs=vcs,
-                            vc_classes=classes,
-                        )
+                            NodeSettings(
+                                switching="wormhole", contention="shared", port_model=port_model,
+                                flits=16, ts=10, vcs=vcs, vc_classes=classes, max_steps=100_000,
+                            ),
+                        )  # fmt: skip
                         dead += any("deadlock" in x for x in raw.incomplete)
                     row.append(str(dead))
                 print(f"| {spec} | {alg} | {port_model} | " + " | ".join(row) + " |", flush=True)

@@ -19,6 +19,7 @@ import time
 from coordinator.experiments.load import Traffic, poisson_plan
 from coordinator.runtimes.records import RawRun
 from coordinator.runtimes.wormhole_model import run_wormhole_model
+from node.settings import NodeSettings
 from node.topology import Topology
 
 
@@ -33,7 +34,12 @@ def main(argv: list[str]) -> None:
     start = time.perf_counter()
     if prof is not None:
         prof.enable()
-    raw: RawRun = run_wormhole_model(plan, flits=64, max_steps=10 * duration)
+    raw: RawRun = run_wormhole_model(
+        plan,
+        NodeSettings(
+            switching="wormhole", contention="shared", port_model="all-port", max_steps=10 * duration
+        ),
+    )
     if prof is not None:
         prof.disable()
     wall = time.perf_counter() - start

@@ -1,7 +1,7 @@
 """Compile the node's hot modules with mypyc, in place (``make compiled``; ``make plain`` undoes it).
 
-The compiled modules are C extensions next to their sources (``node/engine.cpython-*.so`` beside
-``node/engine.py``); Python imports an extension before a source of the same name, so every
+The compiled modules are C extensions next to their sources (``node/switching/engine.cpython-*.so`` beside
+``node/switching/engine.py``); Python imports an extension before a source of the same name, so every
 runtime that imports ``node`` from this checkout runs them. ``node/__init__.py`` refuses to
 import once a source is newer than its compiled module, so an edit is never silently ignored.
 
@@ -22,15 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / "build" / "compiled"
 
 MODULES = [
-    "node/engine.py",
-    "node/lockstep.py",
-    "node/wire.py",
+    "node/switching/engine.py",
+    "node/switching/lockstep.py",
+    "node/transport/wire.py",
     "node/topology.py",
-    "node/switching.py",
-    "node/wormhole.py",
-    "node/links.py",
-    "node/polled.py",
-    "node/shardstep.py",  # ShardBarrier extends links.StepBarrier: only compiled classes may
+    "node/switching/factory.py",
+    "node/switching/wormhole.py",
+    "node/transport/links.py",
+    "node/sync/polled.py",
+    "node/sync/shardstep.py",  # ShardBarrier extends links.StepBarrier: only compiled classes may
     *sorted(
         str(p.relative_to(ROOT))
         for p in (ROOT / "node" / "routing").glob("*.py")

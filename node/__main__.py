@@ -2,14 +2,14 @@
 
 It binds its link port, connects to the MQTT broker, waits for the run's coordinator, then
 speaks the control protocol of :mod:`node.actor` over MQTT and its links over TCP
-(:mod:`node.tcp`). Coordinates come from ``--node x,y`` or ``MESHCAST_NODE``; everything else
+(:mod:`node.transport.tcp`). Coordinates come from ``--node x,y`` or ``MESHCAST_NODE``; everything else
 has an environment variable too, so a compose file sets a node up with its environment alone.
 It logs one line per state change to stderr. Exit status: 0 when the node finished its run
 normally, 1 when it aborted or could not take part, 2 for bad arguments.
 
 With ``--serve`` (``MESHCAST_SERVE=1``: a long-lived deployment, ``meshcast deploy``) the node
-never exits by itself: after each run it waits for that run's coordinator to leave, then for
-the next one, and takes part in run after run on the same link port (a fresh broker
+never exits by itself: after each run it waits for the coordinator of another run (another
+epoch), and takes part in run after run on the same link port (a fresh broker
 connection and a fresh :class:`node.actor.Node` per run, so every run's conversation starts
 from the protocol's first phase).
 """
@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,8 +32,6 @@ __all__ = ["add_node_arguments", "main", "node_main", "run_node", "serve_node"]
 
 PRESENCE_WAIT = 600.0
 """How long a node waits for its coordinator to show up on the broker."""
-SERVE_GONE_WAIT = 24 * 3600.0
-"""Serving: the longest a node waits for a finished run's coordinator to leave before moving on."""
 SERVE_RETRY = 1.0
 """Serving: seconds before a node reconnects after it lost its broker between runs."""
 
@@ -87,8 +86,8 @@ def _log_line(text: str) -> None:
 
 def _parse(args: argparse.Namespace) -> tuple[str, str, tuple[int, int], str, int]:
     """Check the arguments; raise ValueError naming the first bad one."""
-    from node.mqtt import parse_broker, topic_root
     from node.topology import parse_coord
+    from node.transport.mqtt import parse_broker, topic_root
 
     if not args.broker:
         raise ValueError("no broker: give --broker mqtt://host:port or set MESHCAST_BROKER")
@@ -119,18 +118,24 @@ async def _one_run(
     wait: float | None,
     linger: float,
     clock_host: str | None = None,
+    finished: set[int] | None = None,
 ) -> int:
     """Take part in one run over a fresh broker connection; 0 if it finished normally.
 
     ``wait`` bounds the wait for the coordinator (None: a serving node waits as long as it
     takes); ``linger`` is how long to stay for the coordinator to leave afterwards;
-    ``clock_host`` is the host the node reports (None: its own host name).
+    ``clock_host`` is the host the node reports (None: its own host name); ``finished``: the
+    epochs of the runs this node took part in (it waits for a coordinator of another; the run's
+    epoch is added). Once in a run, the node waits for its coordinator as long as the
+    coordinator's lease holds: it leaves the run when the coordinator abandons it or goes silent.
     """
     from node.actor import Node
-    from node.mqtt import open_node_control
+    from node.protocol import Phase
+    from node.transport.mqtt import open_node_control
 
+    seen = finished if finished is not None else set()
     async with open_node_control(
-        broker, run_id, here, connect_timeout=wait or PRESENCE_WAIT, log=log
+        broker, run_id, here, connect_timeout=wait or PRESENCE_WAIT, log=log, exclude=frozenset(seen)
     ) as control:
         log(f"connected to the broker {broker}, run {run_id}; waiting for the coordinator")
         with trio.move_on_after(math.inf if wait is None else wait) as waited:
@@ -138,21 +143,29 @@ async def _one_run(
         if waited.cancelled_caught:
             log(f"no coordinator for run {run_id} within {wait:g} s")
             return 1
-        node = Node(here, control, links.open, log=log, host=clock_host)
+        seen.add(control.epoch)
+        node = Node(
+            here, control, links.open, log=log, host=clock_host, epoch=control.epoch, patience=math.inf
+        )
 
         def report(kind: str, cause: str) -> None:
             if node.engine is not None:
                 node.engine.error(kind, cause)
 
         links.report = report
-        try:
-            await node.run()
-        except (trio.TooSlowError, ExceptionGroup) as exc:  # trio's nurseries wrap what they raise
-            if isinstance(exc, ExceptionGroup) and exc.subgroup(
-                lambda e: not isinstance(e, trio.TooSlowError)
-            ):
-                raise
-            log("the coordinator went silent during the handshake")
+        with trio.CancelScope() as in_run:
+
+            async def watch() -> None:
+                why = await control.watch_lease()
+                if node.phase != Phase.DONE:
+                    log(f"leaving the run: {why}")
+                    in_run.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                await node.run()
+                nursery.cancel_scope.cancel()
+        if in_run.cancelled_caught:
             return 1
         aborted = node.engine is not None and any(e.kind == "aborted" for e in node.engine.errors)
         if linger > 0:
@@ -162,7 +175,7 @@ async def _one_run(
 
 
 async def _listen(host: str, port: int, log: Callable[[str], None]) -> Any:
-    from node.tcp import TcpLinks
+    from node.transport.tcp import TcpLinks
 
     try:
         # a launcher of many nodes raises this (neighbours may start long after this node)
@@ -195,11 +208,13 @@ async def serve_node(
         return 1
     try:
         runs = 0
+        finished: set[int] = set()
         while True:
             try:
                 status = await _one_run(
-                    broker, run_id, here, links, log, wait=None, linger=SERVE_GONE_WAIT, clock_host=clock_host
-                )
+                    broker, run_id, here, links, log, wait=None, linger=0.0, clock_host=clock_host,
+                    finished=finished,
+                )  # fmt: skip
                 runs += 1
                 log(f"run {runs} ended ({'ok' if status == 0 else 'aborted'}); waiting for the next one")
             except ConnectionError as exc:
@@ -207,6 +222,9 @@ async def serve_node(
                 await trio.sleep(SERVE_RETRY)
             except Exception as exc:  # a run that could not go on ends that run, not the node
                 log(f"run ended by {_describe(exc)}; serving again in {SERVE_RETRY:g} s")
+                for line in traceback.format_exception(exc):  # where it came from, in the node's log
+                    for part in line.rstrip().splitlines():
+                        log(f"  {part}")
                 await trio.sleep(SERVE_RETRY)
     finally:
         await links.aclose()
@@ -265,7 +283,9 @@ def node_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m node", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m node", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     add_node_arguments(parser)
     return node_main(parser.parse_args(argv))
 

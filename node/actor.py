@@ -1,12 +1,12 @@
-"""The node actor: one trio task per router, the I/O shell around :class:`node.engine.Engine`.
+"""The node actor: one trio task per router, the I/O shell around :class:`node.switching.engine.Engine`.
 
-It speaks the control protocol of :mod:`node.protocol` over a :class:`node.links.Control`
+It speaks the control protocol of :mod:`node.protocol` over a :class:`node.transport.links.Control`
 (hello → assign → (links opened) → ready → plan → start → report* → done, and in the free clock
 probe/counters until stop), following its phase table: a message out of order is counted and
-reported, never silently dropped. In lockstep it drives :class:`node.lockstep.Lockstep` (the
+reported, never silently dropped. In lockstep it drives :class:`node.switching.lockstep.Lockstep` (the
 sans-IO α-synchronizer) with the frames it reads from its links; given a
-:class:`node.links.StepBarrier` (nodes in one process), or assigned ``sync: barrier`` (then a
-:class:`node.barrier.RemoteBarrier`: step-done to the coordinator, go back), it runs the same
+:class:`node.transport.links.StepBarrier` (nodes in one process), or assigned ``sync: barrier`` (then a
+:class:`node.sync.barrier.RemoteBarrier`: step-done to the coordinator, go back), it runs the same
 driver in its sparse mode instead: it works only at the steps where it has work and sends only
 non-empty frames. In one process the barrier calls the node's step (a plain function: nothing in
 it awaits) from the task that drives the run, so a node-step costs no task switch.
@@ -21,26 +21,23 @@ import socket
 import time
 from collections.abc import Callable, Hashable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from node import defaults, protocol
-from node.barrier import LockstepDriver, NoGo, RemoteBarrier
-from node.engine import Engine, Injection
-from node.linkmodel import LinkModel
-from node.links import Control, DirectLink, Link, PolledLink, StepBarrier, Stepper
-from node.lockstep import Lockstep, quiescent
-from node.polled import LinkDown, polled_step, usable
-from node.protocol import Phase, ProtocolError
+from node.protocol import PROTOCOL_VERSION, Assignment, NodeAborted, Phase, ProtocolError
 from node.routing import Registry
 from node.routing import registry as default_registry
-from node.settings import NodeSettings
-from node.shaping import ShapedLink
-from node.switching import AnyEngine, make_engine
-from node.topology import PORTS, Coord, Topology
-from node.wire import (
+from node.switching.engine import Engine, Injection
+from node.switching.factory import AnyEngine, make_engine
+from node.switching.lockstep import Lockstep, quiescent
+from node.sync.barrier import LockstepDriver, NoGo, RemoteBarrier
+from node.sync.polled import LinkDown, polled_step, usable
+from node.topology import PORTS, Coord
+from node.transport.links import Control, DirectLink, Link, PolledLink, StepBarrier, Stepper
+from node.transport.shaping import ShapedLink
+from node.transport.wire import (
     ByeFrame,
     LinkFrame,
     PacketFrame,
@@ -64,63 +61,32 @@ REPORT_INTERVAL = 0.5
 
 
 def handshake_timeout(default: float = 60.0) -> float:
-    """Seconds a node waits for each handshake step: ``MESHCAST_HANDSHAKE_TIMEOUT`` (a launcher of
-    hundreds of nodes raises it), never below ``default``; a bad value falls back to ``default``."""
+    """Seconds a node waits for its neighbours' links, and (without a lease: a control channel
+    that hears no heartbeats) for each handshake step: ``MESHCAST_HANDSHAKE_TIMEOUT`` (a launcher
+    of hundreds of nodes raises it), at least a second; a bad value falls back to ``default``.
+    A node on a broker waits for its coordinator as long as the coordinator's lease holds."""
     try:
         value = float(os.environ.get("MESHCAST_HANDSHAKE_TIMEOUT", default))
     except ValueError:
         return default
-    return max(default, value) if math.isfinite(value) else default
+    return max(1.0, value) if math.isfinite(value) else default
 
 
 HANDSHAKE_TIMEOUT = handshake_timeout()
-
-
-class NodeAborted(Exception):
-    """The run cannot go on at this node (a link died, a protocol step never came)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """What the coordinator tells a node before it opens its links (an ``assign``, checked)."""
-
-    run_id: str
-    topology: Topology
-    here: Coord
-    token: str
-    peers: dict[str, Any]
-    settings: NodeSettings
-    """The run's node settings, by the coordinator's names (the engine is built from them)."""
-    sync: str = "alpha"
-    link_model: LinkModel | None = None
-    """Free clock: how each link delays its frames (None: as fast as the host moves them)."""
-
-    @classmethod
-    def from_event(cls, msg: protocol.Assign) -> Assignment:
-        """The assignment in ``msg``; NodeAborted naming the cause if it does not fit."""
-        try:
-            topo = Topology.parse(msg.topology)
-            here = topo.check(msg.node, "assigned node")
-        except ValueError as exc:
-            raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
-        model = None
-        if msg.links:
-            try:
-                model = LinkModel.from_wire(msg.links)
-                model.check(topo)
-            except ValueError as exc:
-                raise NodeAborted(f"bad assignment: {exc}") from None
-        return cls(
-            msg.run, topo, here, msg.token, dict(msg.peers), msg, msg.sync,
-            None if model is None or model.idle else model,
-        )  # fmt: skip
 
 
 LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]]
 
 
 def done_report(
-    e: AnyEngine, here: Coord, *, host: str, status: str, last_step: int, protocol_errors: int = 0
+    e: AnyEngine,
+    here: Coord,
+    *,
+    host: str,
+    status: str,
+    last_step: int,
+    protocol_errors: int = 0,
+    stale: int = 0,
 ) -> protocol.Done:
     """A node's final report from its engine (the one place a ``done`` is built from one)."""
     return protocol.Done(
@@ -142,6 +108,7 @@ def done_report(
         copies=e.copies,
         link_sends=dict(e.link_sends),
         protocol_errors=protocol_errors,
+        stale=stale,
         delivered=e.delivered,
     )
 
@@ -156,9 +123,29 @@ def _traffic(traffic: dict[int, int], used: dict[int, int]) -> tuple[int, ...]:
 
 def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     """The deliveries (taken out of ``e``) and the errors from index ``errors_from`` on."""
-    arrivals = tuple((d.mc, d.step, d.hops, d.startups, d.wall_ns) for d in e.deliveries)
+    arrivals = tuple(
+        (d.mc, d.step, d.hops, d.startups, d.wall_ns)
+        if d.tel is None
+        else (d.mc, d.step, d.hops, d.startups, d.wall_ns, d.tel)
+        for d in e.deliveries
+    )
     e.deliveries.clear()
     return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
+
+
+def _received(data: bytes) -> LinkFrame | WireError:
+    """A frame off a link, decoded; a packet that carries telemetry is stamped with the moment it
+    came off the link (before it waits in the inbox: that wait is the node's, not the link's)."""
+    now = time.monotonic_ns()
+    frame = decode_link(data)
+    if isinstance(frame, PacketFrame) and frame.packet.tel is not None:
+        frame.packet.rx = now
+    return frame
+
+
+def _direct_senders(links: dict[str, Link]) -> dict[str, Callable[[bytes], None]]:
+    """The links a frame is handed to without awaiting (in-process, or queued by a shaper)."""
+    return {p: link.send_nowait for p, link in links.items() if isinstance(link, DirectLink | ShapedLink)}
 
 
 def _inner(link: Link) -> Link:
@@ -186,8 +173,13 @@ class Node:
         host: str | None = None,
         log: Callable[[str], None] | None = None,
         barrier: StepBarrier | None = None,
+        epoch: int = 0,
+        patience: float | None = None,
     ) -> None:
-        """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`)."""
+        """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`).
+        ``epoch``: the run's (0: take the first one the coordinator states); ``patience``: how long
+        to wait for the coordinator's next message (None: :data:`HANDSHAKE_TIMEOUT`; ``math.inf``
+        when a lease watches the coordinator instead, so that no run ends for lasting long)."""
         if barrier is not None and not hasattr(control, "send_nowait"):
             raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
         self.here = here
@@ -214,6 +206,10 @@ class Node:
         """Free clock: the coordinator said stop (a link closing from now on is the run's end)."""
         self.phase = Phase.NEW
         self.protocol_errors = 0
+        self.epoch = epoch
+        self.stale = 0
+        """Control messages of another run's epoch, dropped (the epoch rule of :mod:`node.protocol`)."""
+        self.patience = HANDSHAKE_TIMEOUT if patience is None else patience
 
     # -- control -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -222,7 +218,7 @@ class Node:
 
     async def _send(self, event: protocol.Event) -> None:
         self.phase = protocol.advance(self.phase, event)  # our own messages follow the table
-        await self.control.send(protocol.encode(event))
+        await self.control.send(protocol.encode(event, self.epoch))
 
     async def _protocol_error(self, cause: str) -> None:
         """Count a bad or out-of-order control message and report it (never drop it silently)."""
@@ -237,17 +233,21 @@ class Node:
         """The next control message that is in order; the others are reported and skipped."""
         while True:
             try:
-                event = protocol.decode(await self.control.receive())
+                event, epoch = protocol.decode_stamped(await self.control.receive())
+                if not protocol.same_run(self.epoch, epoch):
+                    self.stale += 1  # another run's: dropped and counted, never a protocol step
+                    continue
                 if event.TYPE not in protocol.TO_NODE:
                     raise ProtocolError(f"{event.TYPE!r} is not a message for a node")
                 self.phase = protocol.advance(self.phase, event)
+                self.epoch = self.epoch or epoch
                 return event
             except ProtocolError as exc:
                 await self._protocol_error(str(exc))
 
     async def _expect(self, kind: type[protocol.Event]) -> Any:
         """Wait for a control message of class ``kind``; a stop aborts the node."""
-        with trio.fail_after(HANDSHAKE_TIMEOUT):
+        with trio.fail_after(self.patience):
             event = await self._receive()
             if isinstance(event, protocol.Stop):
                 raise NodeAborted(f"stopped while waiting for {kind.TYPE!r}")
@@ -259,7 +259,9 @@ class Node:
     # -- main --------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
-        await self._send(protocol.Hello(self.here, self.host, tuple(a.name for a in self.registry)))
+        await self._send(
+            protocol.Hello(self.here, self.host, tuple(a.name for a in self.registry), PROTOCOL_VERSION)
+        )
         try:
             assign = await self._assignment()
         except NodeAborted as exc:  # stopped before it had a run: say so, and end
@@ -326,7 +328,7 @@ class Node:
         while True:
             msg: protocol.Assign = await self._expect(protocol.Assign)
             try:
-                assign = Assignment.from_event(msg)
+                assign = Assignment.from_event(msg, self.epoch)
                 self.engine = make_engine(
                     assign.topology, assign.here, self.registry, assign.settings, clock_ns=time.monotonic_ns
                 )
@@ -344,14 +346,14 @@ class Node:
 
     def deliver(self, port: str, data: bytes) -> None:
         """A frame for this node on ``port``, handed over directly (in-process :class:`DirectLink`)."""
-        self._inbox_tx.send_nowait((port, decode_link(data)))
+        self._inbox_tx.send_nowait((port, _received(data)))
 
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
         try:
             while True:
                 data = await link.receive()
-                self._inbox_tx.send_nowait((port, decode_link(data)))
+                self._inbox_tx.send_nowait((port, _received(data)))
         except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
             self._inbox_tx.send_nowait((port, None))
 
@@ -387,12 +389,14 @@ class Node:
         if model is None:
             return links
         out: dict[str, Link] = {}
+        message_bytes = assign.settings.flits * assign.settings.flit_bytes
         for port, link in links.items():
             shaper = model.shaper(assign.topology, assign.here, port)
             if shaper is None:
                 out[port] = link
             else:
-                shaped = out[port] = ShapedLink(link, shaper)
+                approach = assign.settings.shaper_approach_us / 1e6
+                shaped = out[port] = ShapedLink(link, shaper, message_bytes, approach)
                 nursery.start_soon(shaped.pump)
         return out
 
@@ -453,7 +457,7 @@ class Node:
         if assign.sync == "barrier":
             self._gos, gos = trio.open_memory_channel[protocol.Go](math.inf)
             remote = RemoteBarrier(
-                self._send, gos, ports=ports, timeout=HANDSHAKE_TIMEOUT,
+                self._send, gos, ports=ports, timeout=self.patience,
                 report=lambda cause: engine.error("protocol", cause),
             )  # fmt: skip
             self.log("stepping under the coordinator's step barrier")
@@ -532,7 +536,7 @@ class Node:
                 report = self._take_report()
                 if report is not None:
                     self.phase = protocol.advance(self.phase, report)
-                    send_nowait(protocol.encode(report))
+                    send_nowait(protocol.encode(report, self.epoch))
             return sent
 
         return step
@@ -580,9 +584,21 @@ class Node:
         """Free clock, at start: inject this node's multicasts (in step order) and send their packets."""
         engine = self.engine
         assert isinstance(engine, Engine)  # make_engine refuses wormhole switching on the free clock
+        direct = _direct_senders(links)
         for inj in sorted(injections, key=lambda i: i.step):
+            # an injection's copies leave without a task switch between them, as the forwarding
+            # loop's do: a copy stamped sent here must not reach its link after a later-stamped
+            # copy the forwarding task sent meanwhile (its link draws delays in the order sent)
             for port, pkt in engine.inject_free(inj):
-                await self._transmit(links, port, encode_packet(pkt))
+                send = direct.get(port)
+                if send is None:
+                    await self._transmit(links, port, encode_packet(pkt))
+                    continue
+                try:
+                    send(encode_packet(pkt))
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    raise NodeAborted(f"link {port} is down ({type(exc).__name__})") from None
+            await trio.lowlevel.checkpoint()
 
     async def _forward_free(self, links: dict[str, Link]) -> None:
         """Free clock: forward every packet as soon as it arrives."""
@@ -590,9 +606,7 @@ class Node:
         assert isinstance(engine, Engine)
         inbox = self._inbox_rx
         # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
-        direct = {
-            p: link.send_nowait for p, link in links.items() if isinstance(link, DirectLink | ShapedLink)
-        }
+        direct = _direct_senders(links)
         while True:
             item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
             while item is not None:  # then every frame already waiting, without a task switch each
@@ -641,13 +655,15 @@ class Node:
         e = self.engine
         if e is None:
             await self._send(
-                protocol.Done(self.here, status, self.host, protocol_errors=self.protocol_errors)
+                protocol.Done(
+                    self.here, status, self.host, protocol_errors=self.protocol_errors, stale=self.stale
+                )
             )
             return
         await self._flush()
         await self._send(
             done_report(
                 e, self.here, host=self.host, status=status, last_step=last_step,
-                protocol_errors=self.protocol_errors,
+                protocol_errors=self.protocol_errors, stale=self.stale,
             )
         )  # fmt: skip

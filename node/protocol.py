@@ -9,7 +9,10 @@ it, one conversation per node, so an out-of-order message is a reported error on
 
 The conversation: node hello -> coordinator assign -> node ready (links up) -> plan -> start
 -> node reports (and, in the free clock, probe/counters) -> stop (free clock, or to abort) ->
-node done. Under ``sync: barrier`` (lockstep without null frames across processes) every node
+node done. Every message carries the run's epoch (the epoch rule, at :data:`TRANSITIONS`), and
+while the run lasts the coordinator says ``beat`` every third of its lease to every node (a node
+that hears none for a lease leaves the run) and ``abandon`` when the run ends. Under
+``sync: barrier`` (lockstep without null frames across processes) every node
 joins with a ``step-done`` before its first step and sends one after each step it did; the
 coordinator, the barrier's leader, answers the nodes due next with ``go`` (the step, and the ports
 whose frames of the step before they must read), and every node with the run's last step at the
@@ -20,6 +23,8 @@ names are the coordinator's RunSettings names all the way down (``buffer``, ``ou
 from __future__ import annotations
 
 import enum
+import math
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Final, get_args, get_type_hints
@@ -27,15 +32,21 @@ from typing import Any, ClassVar, Final, get_args, get_type_hints
 import msgpack
 
 from node import defaults
+from node.choices import Sync
 from node.settings import INT64, NodeSettings, Setting, number
-from node.topology import PORTS, Coord
-from node.wire import MAX_FRAME
+from node.topology import PORTS, Coord, Topology
+from node.transport.linkmodel import LinkModel
+from node.transport.wire import MAX_FRAME, PROTOCOL_VERSION, tel_values
 
 __all__ = [
+    "PROTOCOL_VERSION",
     "TO_COORDINATOR",
     "TO_NODE",
     "TRANSITIONS",
+    "Abandon",
     "Assign",
+    "Assignment",
+    "Beat",
     "BrokerBack",
     "BrokerLost",
     "Counters",
@@ -44,6 +55,7 @@ __all__ = [
     "Event",
     "Go",
     "Hello",
+    "NodeAborted",
     "Phase",
     "PlanMessage",
     "Probe",
@@ -55,7 +67,13 @@ __all__ = [
     "Stop",
     "advance",
     "decode",
+    "decode_settings",
+    "decode_stamped",
     "encode",
+    "new_epoch",
+    "optional_text",
+    "same_run",
+    "settings_wire",
 ]
 
 
@@ -123,6 +141,11 @@ def _str(v: Any) -> str:
     return v
 
 
+def optional_text(v: Any) -> str | None:
+    """The wire check of a text that may be absent (None)."""
+    return None if v is None else _str(v)
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
         raise _fail("expected true or false", v)
@@ -186,6 +209,22 @@ def _int_row(width: int, last_optional: bool = False) -> Check:
         return tuple(v)
 
     return check
+
+
+_five = _int_row(5, last_optional=True)
+
+
+def _arrival_row(v: Any) -> tuple[Any, ...]:
+    """A report's delivery row: five integers (the last may be None), then optionally its telemetry."""
+    if len(_as_array(v)) != 6:
+        return _five(v)
+    row = _five(v[:5])
+    if type(v[5]) is not bytes:
+        raise _fail("expected telemetry bytes", v[5])
+    try:
+        return (*row, tel_values(v[5]))
+    except ValueError as exc:
+        raise _fail(str(exc), len(v[5])) from None
 
 
 def _traffic(v: Any) -> tuple[int, ...]:
@@ -279,11 +318,53 @@ def _setting_check(f: Any, hints: Mapping[str, Any]) -> Check:
                 raise _fail(f"expected an integer from {number(low or 0)} to {number(high or INT64)}", v)
             return v
 
+    elif base is float:
+        flow, fhigh = s.low, s.high
+
+        def check(v: Any) -> float:
+            x = _float(v)
+            if not math.isfinite(x) or (flow is not None and x < flow) or (fhigh is not None and x > fhigh):
+                raise _fail(f"expected a number from {number(flow or 0)} to {number(fhigh or INT64)}", v)
+            return x
+
     elif base is str:
         check = _choice(s.choices) if s.choices else _str
     else:
         raise TypeError(f"setting {f.name!r} of type {hint!r} has no wire form")
     return _opt(check) if optional else check
+
+
+def decode_settings(cls: Any, obj: object, what: str = "settings") -> dict[str, Any]:
+    """The fields of settings class ``cls`` in ``obj`` (a map by field name, as ``to_wire`` makes
+    it; a field left out keeps its default), each checked as ``assign`` checks it: a setting from
+    its type, range and choices, another field by its ``check`` metadata. ProtocolError naming
+    ``what`` and the field for anything else (an unknown name, a value out of range)."""
+    if not isinstance(obj, Mapping):
+        raise ProtocolError(f"{what}: expected a map of settings, got {obj!r:.60}")
+    hints = get_type_hints(cls)
+    checks = {f.name: f.metadata.get("check") or _setting_check(f, hints) for f in fields(cls)}
+    unknown = sorted(str(k) for k in obj if k not in checks)
+    if unknown:
+        raise ProtocolError(f"{what}: unknown setting {unknown[0]!r}")
+    out: dict[str, Any] = {}
+    for name, value in obj.items():
+        try:
+            out[name] = checks[name](value)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{what}.{name}: {exc}") from None
+    return out
+
+
+def settings_wire(s: Any, *, changed: bool = False) -> dict[str, Any]:
+    """Settings ``s`` as plain data by field name (``changed``: only those that differ from their
+    defaults); a field whose value has a ``to_wire`` (the link model) as that."""
+    out: dict[str, Any] = {}
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if changed and v == f.default:
+            continue
+        out[f.name] = v.to_wire() if hasattr(v, "to_wire") else _plain(v)
+    return out
 
 
 _FIELDS: dict[str, tuple[tuple[str, Check, bool], ...]] = {}
@@ -350,6 +431,14 @@ class Hello(_Event):
     node: Coord = field(metadata={"check": _coord})
     host: str = field(metadata={"check": _str}, default="")
     algorithms: tuple[str, ...] | None = field(metadata={"check": _opt(_seq(_str))}, default=None)
+    version: int = field(metadata={"check": _int}, default=PROTOCOL_VERSION)
+    """The node's protocol version (a hello without one is version 1's): another is refused."""
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Any:
+        if "version" not in obj:  # said by a node from before versions
+            obj = {**obj, "version": 1}
+        return _Event.from_wire.__func__(cls, obj)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +449,7 @@ class Ready(_Event):
     node: Coord = field(metadata={"check": _coord})
 
 
-Arrivals = tuple[tuple[int, int, int, int, int | None], ...]
+Arrivals = tuple[tuple[Any, ...], ...]
 """Deliveries: (multicast, step, hops, start-ups, wall-clock ns or None)."""
 Errors = tuple[tuple[str, str, int | None], ...]
 """Node errors: (kind, cause, multicast or None)."""
@@ -372,7 +461,10 @@ class Report(_Event):
 
     TYPE: ClassVar[str] = "report"
     node: Coord = field(metadata={"check": _coord})
-    arrivals: Arrivals = field(metadata={"check": _seq(_int_row(5, last_optional=True))}, default=())
+    arrivals: Arrivals = field(metadata={"check": _seq(_arrival_row)}, default=())
+    """Per delivery ``(mc, step, hops, startups, wall_ns)``, and with the free clock's telemetry a
+    sixth element: the path's ``(node, receive ns, send ns)`` triples, flat, then this node's id and
+    receive ns (:class:`node.switching.engine.Delivery`)."""
     errors: Errors = field(metadata={"check": _seq(_tuple_of(_str, _str, _opt_int))}, default=())
 
 
@@ -423,6 +515,8 @@ class Done(_Event):
     """Packet copies the node made (outputs beyond the first of each packet it took in)."""
     link_sends: dict[str, int] = field(metadata={"check": _int_map}, default_factory=dict)
     protocol_errors: int = field(metadata={"check": _int}, default=0)
+    stale: int = field(metadata={"check": _int}, default=0)
+    """Control messages of other runs (another epoch) the node dropped."""
     delivered: int | None = field(metadata={"check": _opt(_int)}, default=None)
     """Deliveries the node recorded over the run: more than its reports carried means some were lost."""
     worms: tuple[tuple[int, int, int, int, str, str, int, int], ...] = field(
@@ -440,7 +534,7 @@ class Done(_Event):
 class StepDone(_Event):
     """Barrier sync: a node did ``step`` (None: it joins, before its first step).
 
-    What :meth:`node.barrier.RemoteBarrier.done` takes from a node's clock: whether the step was
+    What :meth:`node.sync.barrier.RemoteBarrier.done` takes from a node's clock: whether the step was
     busy, the next step at which it has work of its own, and the ports it sent a non-empty
     frame on at this step (the coordinator wakes those neighbours at the next step).
     """
@@ -465,10 +559,10 @@ class Assign(NodeSettings, _Event):
     node: Coord = field(metadata={"check": _coord})
     token: str = field(metadata={"check": _str}, default="")
     peers: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
-    sync: str = field(metadata={"check": _choice(defaults.SYNCS)}, default="alpha")
+    sync: str = field(metadata={"check": _choice(defaults.SYNCS)}, default=Sync.ALPHA)
     """Lockstep: ``alpha`` (null frames on every link every step) or ``barrier`` (step-done/go)."""
     links: dict[str, Any] = field(metadata={"check": _map}, default_factory=dict)
-    """The link model (:meth:`node.linkmodel.LinkModel.to_wire`); empty: links without behaviour."""
+    """The link model (:meth:`node.transport.linkmodel.LinkModel.to_wire`); empty: links without behaviour."""
 
 
 PlanEntry = tuple[int, str, Coord, tuple[Coord, ...], int, dict[str, Any]]
@@ -528,6 +622,25 @@ class Go(_Event):
     end: int | None = field(metadata={"check": _opt_nat}, default=None)
 
 
+# -- the coordinator's presence (outside the phase table: on its own topic, for every node) -----
+@dataclass(frozen=True, slots=True)
+class Beat(_Event):
+    """The coordinator of the run whose epoch the message carries is alive (sent every third of
+    its lease while the run lasts): a node that hears none for ``lease`` seconds leaves the run."""
+
+    TYPE: ClassVar[str] = "beat"
+    lease: float = field(metadata={"check": _float})
+
+
+@dataclass(frozen=True, slots=True)
+class Abandon(_Event):
+    """The run of the message's epoch is over (ended, or interrupted): a node still in it leaves
+    at once (a coordinator that died says nothing: its lease ends the run)."""
+
+    TYPE: ClassVar[str] = "abandon"
+    cause: str = field(metadata={"check": _str}, default="")
+
+
 # -- the coordinator's own bus --------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class BrokerLost(_Event):
@@ -548,7 +661,7 @@ class BrokerBack(_Event):
 
 Event = (
     Hello | Ready | Report | Error | Counters | Done | StepDone | Assign | PlanMessage | Start | Probe | Stop
-    | Go | BrokerLost | BrokerBack
+    | Go | BrokerLost | BrokerBack | Beat | Abandon
 )  # fmt: skip
 
 _TYPES: Final[dict[str, type[_Event]]] = {
@@ -569,6 +682,8 @@ _TYPES: Final[dict[str, type[_Event]]] = {
         Go,
         BrokerLost,
         BrokerBack,
+        Beat,
+        Abandon,
     )
 }
 
@@ -579,13 +694,34 @@ def _enum_value(v: Any) -> Any:
     raise TypeError(f"cannot encode {type(v).__name__} in a control message")
 
 
-def encode(event: Event) -> bytes:
-    """The msgpack bytes of ``event`` (the same bytes as packing :meth:`to_wire`)."""
-    return msgpack.packb(event._wire_map(), use_bin_type=True, default=_enum_value)
+def new_epoch() -> int:
+    """A fresh run epoch: a random non-zero 63-bit integer (msgpack's int64; 0 means unstated)."""
+    return secrets.randbits(63) or 1
+
+
+def same_run(mine: int, stated: int) -> bool:
+    """The epoch rule: a message belongs to my run unless both epochs are known and differ (0 is
+    unstated: a message of an in-memory test bus, or mine before I learnt my run's epoch)."""
+    return not (mine and stated and mine != stated)
+
+
+def encode(event: Event, epoch: int = 0) -> bytes:
+    """The msgpack bytes of ``event``, stamped with the run's ``epoch`` (0: unstated); without an
+    epoch, the same bytes as packing :meth:`to_wire`."""
+    wire = event._wire_map()
+    if epoch:
+        wire["epoch"] = epoch
+    return msgpack.packb(wire, use_bin_type=True, default=_enum_value)
 
 
 def decode(data: bytes) -> Event:
     """The event in ``data``; raises :class:`ProtocolError` naming why it is not one."""
+    return decode_stamped(data)[0]
+
+
+def decode_stamped(data: bytes) -> tuple[Event, int]:
+    """The event in ``data`` and the epoch it carries (0: none); :class:`ProtocolError` naming why
+    it is not one."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"control message must be bytes, got {type(data).__name__}")
     if len(data) > MAX_FRAME:
@@ -599,8 +735,11 @@ def decode(data: bytes) -> Event:
     cls = _TYPES.get(obj["type"])
     if cls is None:
         raise ProtocolError(f"unknown control message type {obj['type']!r:.40}")
+    epoch = obj.get("epoch", 0)
+    if type(epoch) is not int or not 0 <= epoch <= 2**63 - 1:
+        raise ProtocolError(f"{obj['type']}: epoch: expected an integer from 0 to 2^63-1, got {epoch!r:.40}")
     event: Event = cls.from_wire(obj)
-    return event
+    return event, epoch
 
 
 # -- the phase table ------------------------------------------------------------------------------
@@ -644,7 +783,13 @@ TRANSITIONS: Final[dict[tuple[Phase, str], Phase]] = {
     (_P.DONE, "probe"): _P.DONE,
     (_P.STOPPING, "probe"): _P.STOPPING,
 }
-"""(phase, message type) -> next phase; any pair missing here is a protocol error."""
+"""(phase, message type) -> next phase; any pair missing here is a protocol error.
+
+The epoch rule comes before the table: every control message carries its run's epoch (made by the
+coordinator's session, new for every run), and a message whose epoch is not the receiver's run's
+(:func:`same_run`) is dropped and counted (a node's ``done.stale``), never looked up here: a
+message of a run that ended cannot move a conversation of the next one. ``beat`` and ``abandon``
+are outside the table too (the coordinator's presence, said to every node at once)."""
 
 
 TO_NODE: Final = frozenset({"assign", "plan", "start", "probe", "stop", "go"})
@@ -660,3 +805,45 @@ def advance(phase: Phase, event: Event | str) -> Phase:
     if nxt is None:
         raise ProtocolError(f"unexpected {kind!r} while {phase.value}")
     return nxt
+
+
+class NodeAborted(Exception):
+    """The run cannot go on at this node (a link died, a protocol step never came)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What the coordinator tells a node before it opens its links (an ``assign``, checked)."""
+
+    run_id: str
+    topology: Topology
+    here: Coord
+    token: str
+    peers: dict[str, Any]
+    settings: NodeSettings
+    """The run's node settings, by the coordinator's names (the engine is built from them)."""
+    sync: str = Sync.ALPHA
+    link_model: LinkModel | None = None
+    """Free clock: how each link delays its frames (None: as fast as the host moves them)."""
+    epoch: int = 0
+    """The run's epoch (0: unstated): link hellos carry it, and those of another run are refused."""
+
+    @classmethod
+    def from_event(cls, msg: Assign, epoch: int = 0) -> Assignment:
+        """The assignment in ``msg``; NodeAborted naming the cause if it does not fit."""
+        try:
+            topo = Topology.parse(msg.topology)
+            here = topo.check(msg.node, "assigned node")
+        except ValueError as exc:
+            raise NodeAborted(f"bad assignment: {type(exc).__name__}: {exc}") from None
+        model = None
+        if msg.links:
+            try:
+                model = LinkModel.from_wire(msg.links)
+                model.check(topo)
+            except ValueError as exc:
+                raise NodeAborted(f"bad assignment: {exc}") from None
+        return cls(
+            msg.run, topo, here, msg.token, dict(msg.peers), msg, msg.sync,
+            None if model is None or model.idle else model, epoch,
+        )  # fmt: skip

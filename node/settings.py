@@ -6,7 +6,7 @@ with the session's own fields). Each field is made by :func:`setting`, whose :cl
 metadata is the field's flag, help, range, unit and choices. From that one field come the command
 line's option and range check, the experiment files' key, the CLI reference, the wire's decoder
 check (:mod:`node.protocol` derives it from the field's type and range) and the engines' reading
-(:mod:`node.switching`), so a new setting is one field plus the engine that uses it::
+(:mod:`node.switching.factory`), so a new setting is one field plus the engine that uses it::
 
     vcs: int = setting(defaults.VCS, "--vcs", "wormhole: virtual channels per physical channel",
                        low=1, high=MAX_VCS, unit="VCs", metavar="V")
@@ -19,31 +19,46 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from node import defaults
-from node.engine import CONTENTIONS, PORT_MODELS
-from node.wire import MAX_VCS
-from node.wormhole import VC_CLASSES
+from node.choices import Clock, Contention, Policy, PortModel, Switching, VcClasses, values
+from node.transport.wire import MAX_VCS
 
 __all__ = [
     "CLOCKS",
+    "CONTENTIONS",
+    "EMULATION",
+    "FREE_CLOCK",
     "INT64",
     "MAX_COUNT",
     "MAX_STEPS",
     "MAX_WALL_S",
     "POLICIES",
+    "PORT_MODELS",
+    "RUNNING",
+    "SWITCHING",
     "SWITCHINGS",
     "TIMING",
+    "VC_CLASSES",
     "NodeSettings",
     "Setting",
+    "field_problem",
     "number",
     "setting",
     "settings_of",
 ]
 
-CLOCKS: Final = ("lockstep", "free")
-POLICIES: Final = ("block", "drop")
-SWITCHINGS: Final = ("store-and-forward", "wormhole")
+PORT_MODELS: Final = values(PortModel)
+CONTENTIONS: Final = values(Contention)
+CLOCKS: Final = values(Clock)
+POLICIES: Final = values(Policy)
+SWITCHINGS: Final = values(Switching)
+VC_CLASSES: Final = values(VcClasses)
 TIMING: Final = "timing model (reported on the recorded steps, hops and start-ups)"
 """The option group of the settings the timing report shares with wormhole switching."""
+EMULATION: Final = "the model (the papers' port model, contention and clock)"
+SWITCHING: Final = "switching and buffers (store-and-forward or wormhole)"
+FREE_CLOCK: Final = "free clock: telemetry, fidelity and time dilation"
+RUNNING: Final = "where and how long it runs (runtimes, brokers, deployments)"
+"""The other option groups of ``--help``: every setting with a flag is listed under one."""
 
 INT64 = 2**63 - 1
 """The largest integer the wire carries (msgpack int64)."""
@@ -67,8 +82,9 @@ class Setting:
     metavar: str | None = None
     group: str | None = None
     """The option group it is listed under (None: the command's own options)."""
-    unset: bool = False
-    """The option's default is None: the value then follows from other settings (its help says how)."""
+    unset: str | None = None
+    """The option's default is None: when it is not given, the value may follow from other settings,
+    as this says (the help shows the field's default, then this)."""
     kind: type | None = None
     """The option's type where it differs from the field's (``--ts`` is a float for the timing report)."""
 
@@ -97,36 +113,91 @@ def settings_of(cls: Any) -> list[tuple[dataclasses.Field[Any], Setting]]:
     return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
 
 
+def field_problem(s: Any) -> str | None:
+    """Why a field of settings ``s`` is out of its declared range or choices (one line), or None.
+
+    The check each field's :class:`Setting` declares, for settings made in code; the command line
+    (``coordinator/cli/options.py``) and the wire (:mod:`node.protocol`) derive theirs from the same
+    declaration and name the flag or the message."""
+    for f, meta in settings_of(type(s)):
+        value = getattr(s, f.name)
+        if value is None:
+            continue
+        if meta.choices is not None and value not in meta.choices:
+            return f"unknown {f.name} {value!r}: use one of {', '.join(meta.choices)}"
+        low, high = meta.low, meta.high
+        if low is not None and high is not None and not low <= value <= high:
+            return f"{f.name} must be between {number(low)} and {number(high)}, got {value}"
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSettings:
     """How a node emulates a run: what the coordinator tells every node, by these names, in its
     ``assign``. Each field is a setting: its default here, its flag, help and range in its metadata."""
 
     port_model: str = setting(
-        "one-port", "--port-model", "ports a node may send on in one step", choices=PORT_MODELS
+        PortModel.ONE_PORT,
+        "--port-model",
+        "ports a node may send on in one step",
+        choices=PORT_MODELS,
+        unset=f"run --mcast-set: {PortModel.ALL_PORT}",
+        group=EMULATION,
     )
     contention: str = setting(
-        "isolated",
+        Contention.ISOLATED,
         "--contention",
         "isolated: every multicast has the network to itself (under wormhole switching each in an "
-        "idle network of its own); shared: they compete for links and channels (default: isolated; "
-        "run --together or --inject-every and load: shared)",
+        "idle network of its own); shared: they compete for links and channels",
         choices=CONTENTIONS,
-        unset=True,
+        unset=f"run --together or --inject-every, wormhole switching and load: {Contention.SHARED}",
+        group=EMULATION,
     )
     clock: str = setting(
-        "lockstep",
+        Clock.LOCKSTEP,
         "--clock",
         "lockstep: global steps; free: forward as soon as a packet arrives (real-time jitter)",
         choices=CLOCKS,
+        group=EMULATION,
     )
     hop_limit: int | None = setting(
-        None, "--hop-limit", "drop packets beyond this many hops", low=1, high=MAX_COUNT, unit="hops"
+        None,
+        "--hop-limit",
+        "drop packets beyond this many hops",
+        low=1,
+        high=MAX_COUNT,
+        unit="hops",
+        group=EMULATION,
     )
     max_steps: int = setting(
-        10_000, "--max-steps", "step budget (lockstep)", low=1, high=MAX_STEPS, unit="steps"
+        10_000,
+        "--max-steps",
+        "step budget (lockstep)",
+        low=1,
+        high=MAX_STEPS,
+        unit="steps",
+        group=EMULATION,
     )
     trace: bool = setting(False, None, "record every link traversal")
+    telemetry: bool = setting(
+        defaults.TELEMETRY,
+        "--telemetry",
+        "free clock: every packet carries each node's receive and send times, so each latency splits "
+        "into link time and time in the nodes (docs/measurements/telemetry.md); --no-telemetry: not",
+        group=FREE_CLOCK,
+    )
+    shaper_approach_us: int = setting(
+        defaults.SHAPER_APPROACH_US,
+        "--shaper-approach",
+        "free clock with a link model: microseconds before a frame's release at which its link stops "
+        "sleeping (on a timerfd) and yields until it is due (a wake-up from sleep comes about 0.1 ms "
+        "late; 0: trio's sleep only, up to 1 ms late, the least CPU)",
+        low=0,
+        high=100_000,
+        unit="µs",
+        metavar="US",
+        group=FREE_CLOCK,
+    )
     buffer: int | None = setting(
         None,
         "--buffer",
@@ -135,6 +206,7 @@ class NodeSettings:
         high=MAX_COUNT,
         unit="packets",
         metavar="N",
+        group=SWITCHING,
     )
     out_buffer: int | None = setting(
         None,
@@ -144,21 +216,25 @@ class NodeSettings:
         high=MAX_COUNT,
         unit="packets",
         metavar="N",
+        group=SWITCHING,
     )
     policy: str = setting(
-        "block",
+        Policy.BLOCK,
         "--policy",
         "when an input buffer is full: block the upstream link (no loss) or drop and count",
         choices=POLICIES,
+        group=SWITCHING,
     )
     switching: str = setting(
-        "store-and-forward",
+        Switching.STORE_AND_FORWARD,
         "--switching",
         "wormhole: flit-level wormhole switching, one step per cycle (docs/wormhole.md); "
         "uses --flits, --ts, --buffer-flits, --prep",
         choices=SWITCHINGS,
+        group=SWITCHING,
     )
-    """``wormhole``: flit-level wormhole switching (node/wormhole.py); the four below apply to it."""
+    """``wormhole``: flit-level wormhole switching (node/switching/wormhole.py); the four below
+    apply to it."""
     flits: int = setting(
         defaults.FLITS,
         "--flits",
@@ -168,14 +244,26 @@ class NodeSettings:
         unit="flits",
         group=TIMING,
     )
+    flit_bytes: int = setting(
+        defaults.FLIT_BYTES,
+        "--flit-bytes",
+        "bytes in one flit: under the free clock a link's --link-rate serialises each message as "
+        "--flits × this many bytes (the β·L term), whatever its encoded frame's length",
+        low=1,
+        high=MAX_COUNT,
+        unit="bytes",
+        metavar="BYTES",
+        group=SWITCHING,
+    )
     buffer_flits: int = setting(
         defaults.BUFFER_FLITS,
         "--buffer-flits",
-        "wormhole: flits each input channel buffers (the default moves a worm at full rate)",
+        "wormhole: flits each input channel buffers (2 or more stream a worm at full rate)",
         low=1,
         high=MAX_COUNT,
         unit="flits",
         metavar="B",
+        group=SWITCHING,
     )
     ts: int = setting(
         defaults.TS,
@@ -198,6 +286,7 @@ class NodeSettings:
         high=MAX_COUNT,
         unit="cycles",
         metavar="CYCLES",
+        group=SWITCHING,
     )
     """Preparation cycles at a source; None: seed 004's per-algorithm table (DP 2, MP 2, CP 4, QG 16)."""
     vcs: int = setting(
@@ -209,6 +298,7 @@ class NodeSettings:
         high=MAX_VCS,
         unit="VCs",
         metavar="V",
+        group=SWITCHING,
     )
     vc_classes: str = setting(
         defaults.VC_CLASSES,
@@ -216,4 +306,26 @@ class NodeSettings:
         "wormhole: unicast and multicast worms share the virtual channels, or keep to disjoint "
         "halves (split: needs --vcs 2, on a torus 4)",
         choices=VC_CLASSES,
+        group=SWITCHING,
     )
+    lease: int = setting(
+        defaults.LEASE,
+        "--lease",
+        "across processes and containers: seconds a node waits for a silent coordinator before it "
+        "leaves the run (the coordinator says it is alive every third of it; no run ends for lasting long)",
+        low=1,
+        high=3600,
+        unit="s",
+        metavar="S",
+        group=RUNNING,
+    )
+
+    @property
+    def one_port(self) -> bool:
+        """Whether a node sends on one port per step (and has one injection and ejection channel)."""
+        return self.port_model == PortModel.ONE_PORT
+
+    @property
+    def wormhole(self) -> bool:
+        """Whether the run switches flits (wormhole) rather than whole packets."""
+        return self.switching == Switching.WORMHOLE

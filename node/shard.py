@@ -6,7 +6,7 @@ over the one TCP connection between the two shards, each frame tagged with the n
 is for (:class:`CrossLink`). Every node speaks the control protocol through the shard's one
 control connection to the coordinator, each frame from the coordinator tagged with the node it
 is for (or with none: for every node of the shard). In lockstep the shard's nodes share a sparse
-step barrier that agrees every step with the other shards (:mod:`node.shardstep`; or, if the
+step barrier that agrees every step with the other shards (:mod:`node.sync.shardstep`; or, if the
 coordinator says ``sparse: false``, the α-synchronizer runs on every link), so the records are
 those of the unsharded run.
 
@@ -33,11 +33,11 @@ import msgpack
 import trio
 
 from node.actor import Assignment, Node
-from node.links import Link, memory_link_pair
-from node.shardstep import ShardBarrier
-from node.tcp import FrameError, FrameReader
+from node.sync.shardstep import ShardBarrier
 from node.topology import Coord, Topology
-from node.wire import MAX_FRAME, frame_bytes
+from node.transport.links import Link, memory_link_pair
+from node.transport.tcp import FrameError, FrameReader
+from node.transport.wire import MAX_FRAME, frame_bytes
 
 __all__ = [
     "BROADCAST",
@@ -118,7 +118,7 @@ class FrameWriter:
 
 @dataclass
 class CrossLink:
-    """A link end to a node of another shard (implements :class:`node.links.Link`)."""
+    """A link end to a node of another shard (implements :class:`node.transport.links.Link`)."""
 
     writer: FrameWriter
     to: Coord

@@ -38,7 +38,8 @@ def port_names(mask: int) -> tuple[str, ...]:
 
 _STEP: Final = {"+x": (1, 0), "-x": (-1, 0), "+y": (0, 1), "-y": (0, -1)}
 _OPPOSITE: Final = {"+x": "-x", "-x": "+x", "+y": "-y", "-y": "+y"}
-_SPEC = re.compile(r"^\s*(mesh|torus)\s*:\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
+_SPEC = re.compile(r"^\s*(mesh|torus)\s*:\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
+"""(ASCII digits only: ``int`` would read full-width ones, and a spec is written as it is read.)"""
 MAX_SIDE: Final = 1024
 
 

@@ -10,10 +10,20 @@ from typing import Any
 import msgpack
 import trio
 
+from node import protocol
 from node.actor import Assignment, Node
-from node.links import Link, MemoryControl, StepBarrier, memory_link_pair, queue_link_pair
+from node.protocol import PROTOCOL_VERSION
 from node.routing import registry
-from node.wire import Packet, PacketFrame, StepFrame, decode_control, decode_link, encode_control, encode_link
+from node.transport.links import Link, MemoryControl, StepBarrier, memory_link_pair, queue_link_pair
+from node.transport.wire import (
+    Packet,
+    PacketFrame,
+    StepFrame,
+    decode_control,
+    decode_link,
+    encode_control,
+    encode_link,
+)
 
 MemoryControlTx = trio.MemorySendChannel[bytes]
 
@@ -144,6 +154,7 @@ async def test_node_reports_an_out_of_order_message_instead_of_dropping_it() -> 
                 "node": [1, 0],
                 "host": node.host,
                 "algorithms": [a.name for a in registry],  # what it can run, checked before start-up
+                "version": PROTOCOL_VERSION,
             }
             to_node_tx.send_nowait(encode_control({"type": "start"}))  # before any assignment
             err = decode_control(await to_coord_rx.receive())
@@ -193,3 +204,28 @@ async def test_a_sparse_node_reports_bad_frames_on_its_polled_links() -> None:
     assert "frame for step 7 where step 0 was due" in causes
     assert reports[-1]["status"] == "ok" and reports[-1]["last_step"] >= 1
     assert west_test.receive_nowait() is None and east_test.receive_nowait() is None  # nothing sent
+
+
+async def test_a_node_drops_and_counts_messages_of_another_run() -> None:
+    """The epoch rule on the node: another run's messages (a stale start, a stale stop) are dropped
+    and counted in its final report, not taken as protocol steps or errors; its own carry its
+    run's epoch, learnt from the first message of the coordinator."""
+    node, _west, _east, to_coord_rx, to_node_tx = _middle_node()
+    mine, other = protocol.new_epoch(), protocol.new_epoch()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node.run)
+            assert protocol.decode_stamped(await to_coord_rx.receive())[1] == 0  # no epoch known yet
+            to_node_tx.send_nowait(msgpack.packb({**_assign(), "epoch": mine}, use_bin_type=True))
+            to_node_tx.send_nowait(protocol.encode(protocol.Stop(), other))
+            to_node_tx.send_nowait(protocol.encode(protocol.Start(), other))
+            ready, epoch = protocol.decode_stamped(await to_coord_rx.receive())
+            assert isinstance(ready, protocol.Ready) and epoch == mine
+            to_node_tx.send_nowait(protocol.encode(protocol.Stop(), mine))
+            while True:
+                done, epoch = protocol.decode_stamped(await to_coord_rx.receive())
+                if isinstance(done, protocol.Done):
+                    break
+            nursery.cancel_scope.cancel()
+    assert epoch == mine and done.stale == 2 and done.protocol_errors == 0
+    assert node.stale == 2

@@ -1,6 +1,6 @@
 """Barrier sync (``--sync barrier``): the coordinator-led step barrier gives the α-synchronizer's records.
 
-The leader (coordinator/runtimes/leader.py) and the node's end (node/barrier.py) on their own,
+The leader (coordinator/runtimes/leader.py) and the node's end (node/sync/barrier.py) on their own,
 then the processes runtime over TCP and MQTT: a few small random plans (mesh and torus, several
 algorithms, isolated and shared contention, a step budget that cuts the run) give record for
 record what ``--sync alpha`` and the in-process runtime give.
@@ -21,10 +21,11 @@ from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, random_plan
 from node import protocol
-from node.barrier import NoGo, RemoteBarrier
-from node.engine import Engine, Injection
-from node.lockstep import Lockstep
 from node.routing import registry
+from node.settings import NodeSettings
+from node.switching.engine import Engine, Injection
+from node.switching.lockstep import Lockstep
+from node.sync.barrier import NoGo, RemoteBarrier
 from node.topology import Topology
 from tests._env import need_broker
 from tests.helpers import link_sets, scripted_session
@@ -59,7 +60,8 @@ def _node_end(
     """Node (0,0) of a 3×3 torus with one injection at step 0, at its end of the barrier: its clock,
     the barrier, where gos go in, and what it sent and reported."""
     topo = Topology("torus", 3, 3)
-    clock = Lockstep(Engine(topo, (0, 0), registry), topo.ports((0, 0)), diameter=topo.diameter,
+    engine = Engine(topo, (0, 0), registry, NodeSettings())
+    clock = Lockstep(engine, topo.ports((0, 0)), diameter=topo.diameter,
                      max_steps=50, injections=[Injection(0, "unicast", [(1, 1)], {}, 0)])  # fmt: skip
     sent: list[protocol.Event] = []
     bad: list[str] = []

@@ -17,6 +17,7 @@ from coordinator.experiments.bench import (
     FLIT_LOAD,
     SWITCHING,
     WORM_FLITS,
+    BenchRow,
     bench_points,
     emulator_point,
     flit_load_point,
@@ -41,7 +42,7 @@ def test_bench_points_cover_dense_and_sparse_workloads() -> None:
 
 @pytest.mark.parametrize("clock", ["lockstep", "free"])
 def test_emulator_point_measures_a_complete_run(clock: str) -> None:
-    row = emulator_point("torus:6x6", clock, 3, 4)
+    row = emulator_point("torus:6x6", clock, 3, 4).to_json()
     assert FIELDS - {"ratio"} <= set(row)
     assert row["complete"] and row["nodes"] == 36 and row["switching"] == SWITCHING
     assert row["packet_hops"] > 0 and row["packet_hops_per_s"] > 0 and row["peak_rss_mb"] > 0
@@ -54,7 +55,7 @@ def test_emulator_point_measures_a_complete_run(clock: str) -> None:
 
 
 def test_a_sparse_point_reports_the_median_of_its_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert emulator_point("torus:6x6", "lockstep", 2, 4)["runs"] == 1
+    assert emulator_point("torus:6x6", "lockstep", 2, 4).runs == 1
     spans = iter([0.5, 0.1, 0.3, 0.9, 0.2])
     real = bench._timed_run
 
@@ -64,14 +65,14 @@ def test_a_sparse_point_reports_the_median_of_its_runs(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(bench, "_timed_run", timed)
     row = emulator_point("torus:6x6", "lockstep", 1, 4)
-    assert row["runs"] == bench.SPARSE_RUNS == 5 and row["active_s"] == 0.3
-    assert row["packet_hops_per_s"] == row["packet_hops"] / 0.3
+    assert row.runs == bench.SPARSE_RUNS == 5 and row.active_s == 0.3
+    assert row.packet_hops_per_s == row.packet_hops / 0.3
 
 
 def test_a_sharded_point_does_the_same_work() -> None:
     one, two = (emulator_point("torus:6x6", "lockstep", 3, 4, shards=n) for n in (1, 2))
-    assert (one["shards"], two["shards"]) == (1, 2) and two["complete"]
-    assert (two["packet_hops"], two["steps"]) == (one["packet_hops"], one["steps"])
+    assert (one.shards, two.shards) == (1, 2) and two.complete
+    assert (two.packet_hops, two.steps) == (one.packet_hops, one.steps)
 
 
 @pytest.mark.parametrize("bad", ["0", "x", "65"])
@@ -87,7 +88,7 @@ def test_wormhole_points_run_in_process_on_the_engines_and_the_model() -> None:
 
 @pytest.mark.parametrize("runtime", ["in-process", "engines", "model"])
 def test_wormhole_point_counts_worm_and_flit_hops(runtime: str) -> None:
-    row = wormhole_point("mesh:4x4", runtime, 3, 2)
+    row = wormhole_point("mesh:4x4", runtime, 3, 2).to_json()
     assert FIELDS - {"ratio"} <= set(row)
     assert row["complete"] and row["switching"] == "wormhole" and row["runtime"] == runtime
     assert row["flit_hops"] == WORM_FLITS * row["packet_hops"] > 0  # every worm-hop moves L flits
@@ -97,7 +98,7 @@ def test_wormhole_point_counts_worm_and_flit_hops(runtime: str) -> None:
 
 @pytest.mark.parametrize("runtime", ["engines", "model"])
 def test_flit_load_point_runs_the_issue_workload(runtime: str) -> None:
-    row = flit_load_point(runtime, quick=True)
+    row = flit_load_point(runtime, quick=True).to_json()
     assert FIELDS - {"ratio"} <= set(row)
     assert (row["topology"], row["workload"], row["runtime"]) == ("mesh:10x10", "uniform load", runtime)
     assert row["complete"] and row["switching"] == "wormhole" and row["destinations"] == 1
@@ -129,6 +130,7 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
     )
     for row in doc["rows"]:
         assert set(row) >= FIELDS, FIELDS - set(row)
+        assert BenchRow.from_json(row).to_json() == row  # the typed row is the JSON row, key for key
         assert row["complete"]
         if row["switching"] == SWITCHING:
             assert row["runtime"] == "in-process" or (row["runtime"], row["clock"]) == ("engines", "lockstep")
@@ -169,7 +171,7 @@ def test_bench_tables_fit_80_columns_with_whole_headings() -> None:
 
     from coordinator.cli.bench_command import TABLES, bench_tables
 
-    rows = [_wide_row(i) for i in range(12)]
+    rows = [BenchRow.from_json(_wide_row(i)) for i in range(12)]
     con = Console(width=80, record=True)
     for table in bench_tables(rows):
         con.print(table)
@@ -183,3 +185,16 @@ def test_bench_tables_fit_80_columns_with_whole_headings() -> None:
     for value in ("torus:128x128", "store-and-forward", "in-process", "12,345,678", "100×50", "2,346"):
         assert value in words, value
     assert text.count("torus:128x128") == 12
+
+
+def test_the_committed_flit_load_rows_read_back_as_bench_rows() -> None:
+    """``benchmarks/flit_load_bench.py`` writes bench rows plus ``best_of``: typed, they are the same."""
+    from pathlib import Path
+
+    files = sorted((Path(__file__).resolve().parent.parent / "benchmarks").glob("flit-load-*.json"))
+    assert files
+    for path in files:
+        for row in json.loads(path.read_text())["rows"]:
+            typed = BenchRow.from_json(row)
+            assert typed.ratio is not None and typed.relay_hops_per_s is not None
+            assert {**typed.to_json(), "best_of": row["best_of"]} == row

@@ -121,3 +121,35 @@ def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
         main(["sweep", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: 10000)" in text and "(default: 1)" in text
+
+
+def test_run_help_lists_every_setting_under_a_named_group() -> None:
+    """``run --help`` is grouped: the command's own options first, then one group per part of the
+    settings (the model, switching, free clock, running, links, timing); no setting is loose."""
+    import argparse
+
+    from coordinator.cli import build_parser
+    from coordinator.runtimes.records import RunSettings
+    from node.settings import settings_of
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run = sub.choices["run"]
+    loose = {o for a in run._optionals._group_actions for o in a.option_strings}
+    flags = {m.flag for _, m in settings_of(RunSettings) if m.flag is not None}
+    assert flags and not flags & loose, sorted(flags & loose)
+    assert not {"--runtime", "--network"} & loose
+    titles = [g.title for g in run._action_groups if g._group_actions]
+    assert len(titles) >= 7, titles  # options, the experiment file, and the settings' groups
+
+
+@pytest.mark.parametrize("option", [["--link-delay", "5ms"], ["--time-dilation", "2"], ["--no-telemetry"]])
+def test_show_refuses_what_its_picture_does_not_read(
+    option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``show`` draws logical send steps: a link model or a free-clock fidelity setting would change
+    nothing in the picture, so it is refused in one line (exit 2), not silently ignored."""
+    from tests.test_validation import one_line_exit_2
+
+    argv = ["show", "--topology", "mesh:4x4", "--algorithm", "vh", "--random-dests", "3", "--out", "x.png"]
+    assert option[0] in one_line_exit_2([*argv, *option], capsys)

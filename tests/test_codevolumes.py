@@ -126,7 +126,8 @@ async def test_volumes_are_filled_once_and_serve_the_nodes_code() -> None:
     assert again == first  # found, not filled again
     assert {v.name: _created(v.name) for v in again} == created
     mounts = [a for v in first for a in ("-v", v.mount)]
-    script = "ls -a /opt/meshcast && python -c 'import node.mqtt, node.tcp; print(node.__file__)'"
+    imports = "import node.transport.mqtt, node.transport.tcp; print(node.__file__)"
+    script = f"ls -a /opt/meshcast && python -c '{imports}'"
     where = _docker("run", "--rm", "--network", "none", *mounts, image, "sh", "-c", script)
     assert MARKER in where.split() and "/opt/meshcast/lib/" in where
 

@@ -117,3 +117,24 @@ def test_the_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         main(["sweep", "--config", str(EXAMPLES / "sweep.toml"), "--repeat", "2", "--out", str(tmp_path)])
         == 0
     )
+
+
+def test_print_config_holds_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every option of ``run`` is in the experiment file: with its value, or (not given: TOML has
+    no null) as a commented line saying what it takes; the file still reads back the same."""
+    import argparse
+    import tomllib
+
+    from coordinator.cli import build_parser
+    from coordinator.cli.config import _actions
+
+    assert main(["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--print-config"]) == 0
+    text = capsys.readouterr().out
+    given = tomllib.loads(text)["options"]
+    lines = [ln[2:] for ln in text.splitlines() if ln.startswith("# ") and " = " in ln]
+    commented = {ln.partition(" = ")[0] for ln in lines}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    keys = set(_actions(sub.choices["run"]))
+    assert keys and keys <= set(given) | commented, sorted(keys - set(given) - commented)
+    assert not set(given) & commented
+    assert {"port-model", "buffer", "link-delay", "deployment"} <= commented

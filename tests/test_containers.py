@@ -473,6 +473,38 @@ async def test_the_free_clock_on_containers_ends_cleanly(engine: None, tmp_path:
     assert walls and all(a["wall_ns"] is not None and a["host"] == engine_name() for a in walls), walls
 
 
+@pytest.mark.slow
+async def test_repetitions_on_containers_meet_warm_nodes(
+    engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--repeat`` under the free clock runs every repetition apart (emulate_apart) on one set of
+    node containers: a deployment made once for the condition, destroyed at its end (none is left,
+    nor any of its containers), the nodes' logs kept in the run directory; each repetition is
+    complete and reaches each destination once."""
+    from coordinator.experiments.run import emulate_apart
+    from coordinator.runtimes import deployments, warm
+
+    monkeypatch.setenv("MESHCAST_STATE_DIR", str(tmp_path / "state"))
+    made: list[str] = []
+    real_deploy = deployments.deploy
+
+    def spy(runtime: str, name: str, topo: Topology, **kw: Any) -> deployments.Deployment:
+        made.append(name)
+        return real_deploy(runtime, name, topo, **kw)
+
+    monkeypatch.setattr(deployments, "deploy", spy)
+    plan = random_plan(Topology.parse("mesh:3x3"), ["vh"], 3, repeat=3, seed=5)
+    settings = RunSettings(clock="free", wall_budget=120, runtime="containers", run_dir=str(tmp_path / "run"))
+    raw = await emulate_apart(plan, settings)
+    assert not raw.incomplete, raw.incomplete
+    reached = sorted((a.mc, a.node) for a in raw.arrivals)
+    assert reached == sorted((m.id, d) for m in plan.multicasts for d in m.destinations)
+    assert len(made) == 1 and made[0].startswith(warm.WARM_PREFIX), made  # one cold start
+    assert deployments.list_deployments() == []
+    assert _containers(f"meshcast-d-{made[0]}") == []
+    assert b"node-" in (tmp_path / "run" / "containers.log").read_bytes()
+
+
 def _logs_say(project: str, service: str, text: bytes) -> bool:
     """Whether the service's container has logged ``text``; False while it is not there (yet or
     any more: a container removed between the listing and the read is not an error)."""

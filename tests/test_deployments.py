@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from coordinator.experiments.run import emulate
 from coordinator.runtimes import deployments
@@ -26,8 +27,8 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import random_plan
 from node.topology import Topology
-from node.wire import HelloFrame, encode_link, frame_bytes
-from tests._env import need_broker, need_docker, need_image
+from node.transport.wire import HelloFrame, encode_link, frame_bytes
+from tests._env import docker_client, need_broker, need_docker, need_image
 
 pytestmark = pytest.mark.slow
 
@@ -218,8 +219,6 @@ async def _a_killed_node_is_named_and_repaired(
     if runtime == "processes":
         os.kill(int(dep.nodes["2,2"]["pid"]), signal.SIGKILL)
     else:
-        from tests._env import docker_client
-
         (c,) = docker_client().containers.list(
             filters={
                 "label": [f"com.docker.compose.project={dep.project}", "com.docker.compose.service=node-2-2"]
@@ -244,16 +243,27 @@ async def _a_killed_node_is_named_and_repaired(
     raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
     assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
     assert raw.logical_arrivals() == (await run_inprocess(plan, RunSettings())).logical_arrivals()
-    if runtime == "processes":  # the broker killed between runs: named, refused, started again
+    # the broker killed between runs (its process, or its container): named, refused in one
+    # line, started again by --repair, and the next run completes (on containers the kill lands
+    # as the nodes reconnect for the next run: a connection dropped in its set-up left an unread
+    # error that ended that run when collected, tests/test_mqtt_drops.py)
+    if runtime == "processes":
         os.kill(int(deployments.load(dep.name).broker_pid or 0), signal.SIGKILL)
-        time.sleep(0.5)
-        assert "broker" in meshcast("deployments").stdout
-        refused = meshcast("run", "--deployment", dep.name, *args)
-        assert refused.returncode == 2 and "broker is gone" in refused.stderr, refused.stderr
-        fixed = meshcast("deploy", "--repair", dep.name)
-        assert fixed.returncode == 0 and "broker" in fixed.stderr, fixed.stderr
-        raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
-        assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
+    else:
+        labels = [f"com.docker.compose.project={dep.project}", "com.docker.compose.service=broker"]
+        (broker,) = docker_client().containers.list(filters={"label": labels})
+        broker.kill()
+    time.sleep(0.5)
+    listed = next(ln for ln in meshcast("deployments").stdout.splitlines() if ln.startswith(dep.name + " "))
+    assert "broker" in listed, listed
+    refused = meshcast("run", "--deployment", dep.name, *args)
+    assert refused.returncode == 2 and "broker is gone" in refused.stderr, refused.stderr
+    assert refused.stderr.strip().count("\n") == 0, refused.stderr  # one line, no traceback
+    fixed = meshcast("deploy", "--repair", dep.name)
+    assert fixed.returncode == 0 and "broker" in fixed.stderr, fixed.stderr
+    raw = await emulate(plan, RunSettings(wall_budget=120, runtime=runtime, deployment=dep.name))
+    assert not raw.incomplete and raw.errors == [], (raw.incomplete, raw.errors[:3])
+    assert raw.logical_arrivals() == (await run_inprocess(plan, RunSettings())).logical_arrivals()
 
 
 def test_unknown_deployment_is_one_line(state_dir: Path) -> None:

@@ -2,16 +2,17 @@
 
 import pickle
 
-from node.engine import Engine, Injection, NodeError
 from node.routing import registry
+from node.settings import NodeSettings
+from node.switching.engine import Engine, Injection, NodeError
 from node.topology import Topology
-from node.wire import Packet
+from node.transport.wire import Packet
 
 T = Topology.parse("mesh:4x4")
 
 
 def test_one_port_sends_one_packet_per_step() -> None:
-    e = Engine(T, (0, 0), registry, port_model="one-port")
+    e = Engine(T, (0, 0), registry, NodeSettings(port_model="one-port"))
     e.inject(Injection(0, "unicast", [(3, 0), (0, 3), (2, 2)], {}))
     sent = [e.step(t) for t in range(4)]
     assert [len(s) for s in sent] == [1, 1, 1, 0]
@@ -21,13 +22,13 @@ def test_one_port_sends_one_packet_per_step() -> None:
 
 
 def test_all_port_sends_on_every_port_at_once() -> None:
-    e = Engine(T, (1, 1), registry, port_model="all-port")
+    e = Engine(T, (1, 1), registry, NodeSettings(port_model="all-port"))
     e.inject(Injection(0, "unicast", [(3, 1), (0, 1), (1, 3), (1, 0)], {}))
     assert sorted(p for p, _ in e.step(0)) == ["+x", "+y", "-x", "-y"]
 
 
 def test_one_port_takes_in_one_packet_per_step_when_shared() -> None:
-    e = Engine(T, (1, 1), registry, port_model="one-port", contention="shared")
+    e = Engine(T, (1, 1), registry, NodeSettings(port_model="one-port", contention="shared"))
     for mc in range(3):
         e.receive(Packet(mc, "unicast", [1, 1], 1, 1, 0))
     steps = [e.step(t) for t in (1, 2, 3)]
@@ -36,7 +37,7 @@ def test_one_port_takes_in_one_packet_per_step_when_shared() -> None:
 
 
 def test_isolated_multicasts_do_not_wait_for_each_other() -> None:
-    e = Engine(T, (1, 1), registry, port_model="one-port", contention="isolated")
+    e = Engine(T, (1, 1), registry, NodeSettings(port_model="one-port", contention="isolated"))
     for mc in range(3):
         e.receive(Packet(mc, "unicast", [1, 1], 1, 1, 0))
     e.step(1)
@@ -44,7 +45,7 @@ def test_isolated_multicasts_do_not_wait_for_each_other() -> None:
 
 
 def test_bad_input_is_recorded_not_raised() -> None:
-    e = Engine(T, (1, 1), registry, hop_limit=5)
+    e = Engine(T, (1, 1), registry, NodeSettings(hop_limit=5))
     e.receive(Packet(0, "nope", [1, 1], 1, 1, 0))
     e.receive(Packet(1, "unicast", "garbage", 1, 1, 0))
     e.receive(Packet(2, "unicast", [1, 1], 6, 1, 0))
@@ -57,10 +58,10 @@ def test_bad_input_is_recorded_not_raised() -> None:
 
 
 def test_free_clock_schedules_one_port_sends_in_order() -> None:
-    e = Engine(T, (0, 0), registry, port_model="one-port")
+    e = Engine(T, (0, 0), registry, NodeSettings(port_model="one-port"))
     out = e.inject_free(Injection(0, "unicast", [(3, 0), (0, 3)], {}, step=0))
     assert [p.sent for _, p in out] == [0, 1]
-    f = Engine(T, (1, 0), registry, port_model="one-port")
+    f = Engine(T, (1, 0), registry, NodeSettings(port_model="one-port"))
     f.receive_free(Packet(0, "unicast", [1, 0], 1, 1, 4))
     assert f.deliveries[0].step == 5
 
@@ -73,7 +74,7 @@ def test_credits_are_returned_only_under_credit_flow() -> None:
         ({"contention": "shared", "buffer": 2, "policy": "drop"}, {}),
         ({"contention": "shared", "buffer": 2}, {"-x": 1}),
     ):
-        e = Engine(topo, (1, 0), registry, **kwargs)  # type: ignore[arg-type]
+        e = Engine(topo, (1, 0), registry, NodeSettings(**kwargs))  # type: ignore[arg-type]
         e.receive(Packet(0, "unicast", [2, 0], 1, 1, 0), "-x")
         assert [p for p, _ in e.step(1)] == ["+x"]
         assert e.take_freed() == credits

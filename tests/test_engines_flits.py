@@ -1,6 +1,6 @@
 """The engines runtime under wormhole switching hands flits from engine to engine directly
 (``coordinator/runtimes/engines.py:_run_flits``); its frame loop (``_run_frames``: every node's
-:class:`node.lockstep.Lockstep` in sparse mode, flits in msgpack step frames) is what the other
+:class:`node.switching.lockstep.Lockstep` in sparse mode, flits in msgpack step frames) is what the other
 runtimes do. The two must give the same record, field for field — arrivals, traffic, links,
 errors and deadlock reports, node statistics (peaks, mean occupancy, copies) and the last step —
 on random plans with contention, virtual channels and deadlocks.

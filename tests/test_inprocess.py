@@ -19,9 +19,10 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
-from node.engine import Engine, Injection
-from node.lockstep import Lockstep, Schedule
 from node.routing import registry
+from node.settings import NodeSettings
+from node.switching.engine import Engine, Injection
+from node.switching.lockstep import Lockstep, Schedule
 from node.topology import Topology
 from tests.helpers import link_sets
 
@@ -130,7 +131,7 @@ def test_schedule_wakes_only_due_nodes_and_ends_after_the_diameter() -> None:
 def test_an_idle_engine_step_changes_only_its_step_count() -> None:
     """What the sparse mode relies on to count idle steps instead of doing them."""
     topo = Topology("torus", 4, 4)
-    e = Engine(topo, (1, 1), registry, contention="shared", buffer=2)
+    e = Engine(topo, (1, 1), registry, NodeSettings(contention="shared", buffer=2))
     e.inject(Injection(0, "unicast", [(2, 2)], {}, 0))
     for t in range(6):
         e.step(t)
@@ -145,7 +146,7 @@ def test_an_idle_engine_step_changes_only_its_step_count() -> None:
 
 def test_lockstep_work_counts_skipped_steps() -> None:
     topo = Topology("torus", 4, 4)
-    e = Engine(topo, (0, 0), registry)
+    e = Engine(topo, (0, 0), registry, NodeSettings())
     clock = Lockstep(e, topo.ports((0, 0)), diameter=topo.diameter, max_steps=100,
                      injections=[Injection(0, "unicast", [(0, 1)], {}, 3)], last_injection=3)  # fmt: skip
     assert clock.next_work == 3

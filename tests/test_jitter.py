@@ -78,7 +78,9 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([*RUN, "--repeat", "4", "--clock", "free", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "jitter" in text and "repetitions apart" in text
-    assert "median µs" in text and "IQR µs" in text and "mean (SD) µs" in text
+    assert "median µs [95%" in text and "IQR µs" in text and "SD µs [95%" in text
+    words = " ".join(text.split())  # the caption wraps
+    assert "p95 needs 20 kept repetitions and p99 100" in words and "n = kept repetitions (4 here)" in words
     assert "the first 1 repetition of each multicast was run and discarded" in text
     with (out / "jitter.csv").open() as f:
         reader = csv.DictReader(f)
@@ -88,7 +90,10 @@ def test_run_prints_and_writes_jitter(tmp_path: Path, capsys: pytest.CaptureFixt
     assert {r["repetitions"] for r in rows} == {"4"}
     for r in rows:
         assert float(r["wall_us_sd"]) >= 0 and r["host"]
-        assert 0 < float(r["wall_us_median"]) <= float(r["wall_us_p95"]) <= float(r["wall_us_p99"])
+        assert float(r["wall_us_median"]) > 0 and r["wall_us_p95"] == r["wall_us_p99"] == "—"  # 4 kept
+        assert r["wall_us_median_ci95_low"] == "—" and float(r["wall_us_sd_ci95_high"]) >= float(
+            r["wall_us_sd"]
+        )
         assert float(r["wall_us_iqr"]) >= 0 and float(r["step_iqr"]) == 0  # one path: same steps
     for name in ("jitter.png", "latency-hops.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,5 @@
-"""In-process link ends (node/links.py): the plain-queue end of the sparse barrier keeps a link's contract."""
+"""In-process link ends (node/transport/links.py): the plain-queue end of the sparse barrier keeps a
+link's contract."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from node.links import queue_link_pair
+from node.transport.links import queue_link_pair
 
 
 async def test_frames_arrive_in_order_without_waiting() -> None:

@@ -23,7 +23,7 @@ from coordinator.cli import main
 from coordinator.runtimes import deployments
 from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.records import RunSettings
-from node.switching import check_switching
+from node.switching.factory import check_switching
 from tests._env import need_broker, need_image
 
 TOPOLOGY = "mesh:3x3"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from node import mqtt
+from node.transport import mqtt
 
 
 @pytest.mark.parametrize(

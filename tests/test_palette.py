@@ -42,7 +42,7 @@ def test_an_unknown_name_gets_a_spare_colour_that_stays_the_same() -> None:
 
 
 def test_the_reproductions_draw_with_the_same_palette() -> None:
-    from coordinator.reproduce import aldubai, chen, herley, tasnem
+    from coordinator.reproduce import _tasnem_study, aldubai, chen, herley
 
-    for mod in (aldubai, chen, herley, tasnem):
+    for mod in (aldubai, chen, herley, _tasnem_study):
         assert dict(mod.COLOURS) == {a: algorithm_colour(a) for a in mod.ALGORITHMS}, mod.__name__

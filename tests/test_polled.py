@@ -1,4 +1,4 @@
-"""The actor's await-free in-process step (node/polled.py): which frames it takes, keeps and refuses."""
+"""The actor's await-free in-process step (node/sync/polled.py): which frames it takes, keeps and refuses."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from collections.abc import Hashable
 
 import pytest
 
-from node.engine import Engine
-from node.links import PolledLink, queue_link_pair
-from node.lockstep import Lockstep
-from node.polled import LinkDown, polled_frames, polled_step, usable
 from node.routing import registry
+from node.settings import NodeSettings
+from node.switching.engine import Engine
+from node.switching.lockstep import Lockstep
+from node.sync.polled import LinkDown, polled_frames, polled_step, usable
 from node.topology import Topology
-from node.wire import HelloFrame, Packet, StepFrame, WireError, encode_link
+from node.transport.links import PolledLink, queue_link_pair
+from node.transport.wire import HelloFrame, Packet, StepFrame, WireError, encode_link
 
 TOPO = Topology.parse("mesh:3x1")
 
@@ -49,7 +50,7 @@ def test_takes_the_step_before_keeps_the_next_and_reports_the_rest() -> None:
 
 def test_a_step_sends_its_packets_and_names_whom() -> None:
     here = (1, 0)
-    engine = Engine(TOPO, here, registry)
+    engine = Engine(TOPO, here, registry, NodeSettings())
     clock = Lockstep(engine, ["+x", "-x"], diameter=TOPO.diameter, max_steps=10)
     west, here_w = queue_link_pair()
     east, here_e = queue_link_pair()
@@ -66,7 +67,7 @@ def test_a_step_sends_its_packets_and_names_whom() -> None:
 
 async def test_a_closed_link_is_named() -> None:
     here = (1, 0)
-    engine = Engine(TOPO, here, registry)
+    engine = Engine(TOPO, here, registry, NodeSettings())
     clock = Lockstep(engine, ["+x", "-x"], diameter=TOPO.diameter, max_steps=10)
     west, here_w = queue_link_pair()
     east, here_e = queue_link_pair()

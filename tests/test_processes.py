@@ -19,8 +19,8 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.processes import BrokerNotFound, free_ports, local_broker, run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, random_plan
-from node.mqtt import BrokerAddress
 from node.topology import Coord, Topology
+from node.transport.mqtt import BrokerAddress
 from tests._env import need_broker
 
 pytestmark = pytest.mark.slow
@@ -302,7 +302,7 @@ async def test_a_gone_coordinator_bus_leaves_no_subscribed_session(tmp_path: Pat
     """The broker keeps a gone client's session; a coordinator's bus unsubscribes as it goes, so
     nothing a node publishes afterwards is queued for it (every part of a run and every run on a
     deployment opens a bus of its own: left subscribed, they grew mosquitto by gigabytes)."""
-    from node.mqtt import open_coordinator_bus
+    from node.transport.mqtt import open_coordinator_bus
 
     need_broker()
     async with local_broker(tmp_path) as broker:

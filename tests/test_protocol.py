@@ -45,6 +45,8 @@ EVENTS: list[protocol.Event] = [
     protocol.Go(None, (), 41),
     protocol.BrokerLost("mqtt://127.0.0.1:1883", "connection refused"),
     protocol.BrokerBack("mqtt://127.0.0.1:1883"),
+    protocol.Beat(6.0),
+    protocol.Abandon("interrupted"),
 ]  # fmt: skip
 
 
@@ -262,3 +264,68 @@ def test_reports_lost_in_transit_are_named() -> None:
     assert collector.lost_reports() == ["node (1,0) recorded 2 deliveries, 1 reached the coordinator"]
     collector.handle(protocol.Report((1, 0), ((2, 1, 1, 0, None),), ()))
     assert collector.lost_reports() == []
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.TYPE)
+def test_every_event_carries_its_epoch(event: protocol.Event) -> None:
+    """The epoch travels in the payload of every message, and comes back as it went."""
+    epoch = protocol.new_epoch()
+    assert protocol.decode_stamped(protocol.encode(event, epoch)) == (event, epoch)
+    assert protocol.decode_stamped(protocol.encode(event)) == (event, 0)
+
+
+@pytest.mark.parametrize("bad", [-1, 2**63, "e", 1.5, None])
+def test_a_bad_epoch_is_a_protocol_error(bad: Any) -> None:
+    wire = {**protocol.Stop().to_wire(), "epoch": bad}
+    with pytest.raises(ProtocolError, match="epoch"):
+        protocol.decode(msgpack.packb(wire, use_bin_type=True))
+
+
+def test_the_epoch_rule() -> None:
+    """Another run's message is never this run's; an unstated epoch (0) is anyone's."""
+    assert protocol.same_run(5, 5) and protocol.same_run(5, 0) and protocol.same_run(0, 7)
+    assert not protocol.same_run(5, 6)
+    assert len({protocol.new_epoch() for _ in range(1000)}) == 1000 and protocol.new_epoch() > 0
+
+
+def test_a_hello_without_a_version_is_version_1() -> None:
+    wire = protocol.Hello((1, 2), "h").to_wire()
+    assert protocol.decode(msgpack.packb(wire, use_bin_type=True)) == protocol.Hello((1, 2), "h")
+    assert protocol.Hello((1, 2), "h").version == protocol.PROTOCOL_VERSION
+    del wire["version"]
+    assert protocol.decode(msgpack.packb(wire, use_bin_type=True)) == protocol.Hello((1, 2), "h", version=1)
+
+
+async def test_the_session_drops_and_counts_messages_of_another_epoch() -> None:
+    """Hellos and reports of another run (an older epoch) move nothing and are counted; the
+    session's own messages carry its epoch."""
+    topo = Topology.parse("mesh:2x1")
+    plan = Plan(topo, (Multicast(1, "vh", (0, 0), ((1, 0),)),))
+    inbox_tx, inbox_rx = trio.open_memory_channel[bytes](math.inf)
+    stamped: list[int] = []
+
+    async def send(*args: Any) -> None:
+        stamped.append(protocol.decode_stamped(args[-1])[1])
+
+    session = Session(plan, RunSettings(wall_budget=0.5), send, send, inbox_rx)
+    other = session.epoch ^ 1
+    for n in ((0, 0), (1, 0)):
+        inbox_tx.send_nowait(protocol.encode(protocol.Hello(n, "h"), other))
+    inbox_tx.send_nowait(protocol.encode(protocol.Report((1, 0), ((1, 1, 1, 0, None),)), other))
+    raw = await session.run({(0, 0), (1, 0)})
+    assert session.stale == 3
+    assert raw.arrivals == [] and raw.errors == []
+    assert stamped and set(stamped) == {session.epoch}  # (the stop at the budget's end)
+    assert any("budget" in s and "hello" in s for s in raw.incomplete), raw.incomplete
+
+
+async def test_a_node_of_another_protocol_version_is_refused_by_name() -> None:
+    topo = Topology.parse("mesh:2x1")
+    plan = Plan(topo, (Multicast(1, "vh", (0, 0), ((1, 0),)),))
+    session, inbox_tx, sent = _session(plan, RunSettings(wall_budget=30))
+    inbox_tx.send_nowait(protocol.encode(protocol.Hello((0, 0), "h", ("vh",))))
+    inbox_tx.send_nowait(protocol.encode(protocol.Hello((1, 0), "h", ("vh",), version=1)))
+    with trio.fail_after(10):
+        raw = await session.run({(0, 0), (1, 0)})
+    assert raw.incomplete[0].startswith("refused before start-up: node (1,0) speaks protocol version 1")
+    assert not any(isinstance(e, (protocol.PlanMessage, protocol.Start)) for e in sent)

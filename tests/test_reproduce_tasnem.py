@@ -20,25 +20,25 @@ import pytest
 from coordinator.analysis.verdicts import Verdict, read_claims
 from coordinator.cli import main
 from coordinator.reproduce import framework, reproductions
-from coordinator.reproduce.tasnem import (
+from coordinator.reproduce._tasnem_study import (
     ALGORITHMS,
-    DEFAULT_DESTS,
     FIGURES,
     HOP_NS,
     LABELS,
     PAPER_ALGORITHMS,
+    Results,
+    size_k,
+)
+from coordinator.reproduce._tasnem_wormhole import (
     WORMHOLE,
     WORMHOLE_SETS,
     Contention,
-    Results,
     WormholeTask,
-    _wormhole_claims,
-    make_jobs,
-    ordering,
-    size_k,
+    wormhole_claims,
     wormhole_plan,
     wormhole_rows,
 )
+from coordinator.reproduce.tasnem import DEFAULT_DESTS, make_jobs, ordering
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SIZES = (5, 6, 8, 10)
@@ -325,16 +325,16 @@ def _contention(lat: dict[str, dict[int, float | None]]) -> Contention:
 def test_wormhole_claims_skip_deadlocked_levels() -> None:
     w = _contention({"tasnem": {1: 100, 2: 150, 4: None}, "hcm": {1: 110, 2: 200, 4: 300},
                      "t2w": {1: 200, 2: 260, 4: None}, "uniform": {1: 90, 2: 140, 4: 200}})  # fmt: skip
-    latency, growth = _wormhole_claims(w)
+    latency, growth = wormhole_claims(w)
     assert (latency.numbers["hits"], latency.numbers["points"]) == (
         4,
         6,
     )  # c = 4 not judged: TASNEM deadlocked
     assert latency.verdict is Verdict.NOT_HELD and "c = 4 (multipath-HCM)" in latency.evidence
     assert (growth.numbers["hits"], growth.numbers["points"]) == (2, 3)  # ×1.5 vs ×1.82, ×1.3, ×1.56
-    assert all("2 virtual channels per link" in c.source for c in _wormhole_claims(w, 2))
+    assert all("2 virtual channels per link" in c.source for c in wormhole_claims(w, 2))
     w = _contention({a: {1: None, 2: None} for a in PAPER_ALGORITHMS})
-    assert [c.verdict for c in _wormhole_claims(w)] == [Verdict.UNTESTABLE] * 2
+    assert [c.verdict for c in wormhole_claims(w)] == [Verdict.UNTESTABLE] * 2
 
 
 def test_two_vcs_rows_are_kept_apart() -> None:
@@ -357,10 +357,10 @@ def test_committed_wormhole_section_with_and_without_vcs() -> None:
     rows = framework.read_tidy(DOCS / "wormhole.csv")
     one, two = Contention.build(rows), Contention.build(rows, 2)
     assert one.levels == two.levels == (1, 2, 4, 8, 16)
-    latency, growth = _wormhole_claims(one)
+    latency, growth = wormhole_claims(one)
     assert (latency.numbers["hits"], latency.numbers["points"]) == (9, 9)
     assert (growth.numbers["hits"], growth.numbers["points"]) == (2, 6)
     assert sum(one.dead("tasnem", c)[0] for c in one.levels) == 283  # as committed before VCs
     committed = [c.row() for c in read_claims(DOCS / "claims.csv")]
-    assert [c.row() for c in (*_wormhole_claims(one), *_wormhole_claims(two, 2))] == committed[-4:]
+    assert [c.row() for c in (*wormhole_claims(one), *wormhole_claims(two, 2))] == committed[-4:]
     assert all(two.dead(a, c)[1] == 100 for a in PAPER_ALGORITHMS for c in two.levels)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.analysis.fits import fit_loglog, fit_sqrt, iqr_sd
 from coordinator.cli import main
 from coordinator.reproduce import reproductions
 from coordinator.reproduce import variation as v
@@ -36,23 +37,23 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def test_fits_recover_a_square_root_law() -> None:
     pts = [(h, 0.25 * math.sqrt(h) * (1 + 0.05 * (-1) ** h)) for h in range(1, 30)]
-    a, k = v.fit_sqrt(pts), v.fit_loglog(pts)
+    a, k = fit_sqrt(pts), fit_loglog(pts)
     assert a.value == pytest.approx(0.25, rel=0.02) and a.holds(0.25) and a.n == 29
     assert k.value == pytest.approx(0.5, rel=0.05) and k.holds(0.5) and k.above_zero
     flat = [(h, 1.0 + 0.01 * (h % 3)) for h in range(1, 30)]
-    assert not v.fit_loglog(flat).above_zero
-    assert v.fit_loglog([(2, 1.0), (2, 2.0), (2, 3.0)]).value is None  # one h: no slope
-    assert v.fit_sqrt([]).value is None
+    assert not fit_loglog(flat).above_zero
+    assert fit_loglog([(2, 1.0), (2, 2.0), (2, 3.0)]).value is None  # one h: no slope
+    assert fit_sqrt([]).value is None
 
 
 def test_the_robust_sd_ignores_a_stalled_repetition() -> None:
     calm = [10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.3, 9.7]
     stalled = [*calm, 60.0]
-    robust, before = v.iqr_sd(stalled), v.iqr_sd(calm)
+    robust, before = iqr_sd(stalled), iqr_sd(calm)
     assert robust is not None and before is not None
     assert robust == pytest.approx(before, rel=0.5)
     assert robust < 0.05 * statistics.stdev(stalled)  # the SD is made by the stall
-    assert v.iqr_sd([1.0]) is None
+    assert iqr_sd([1.0]) is None
 
 
 def test_sets_are_seeded_and_every_algorithm_gets_each_set_in_rounds() -> None:

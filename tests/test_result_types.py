@@ -126,6 +126,8 @@ spreads = st.builds(
     iqr=maybe_float,
     p95=maybe_float,
     p99=maybe_float,
+    median_ci=st.none() | st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False)),
+    sd_ci=st.none() | st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False)),
 )
 
 

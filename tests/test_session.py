@@ -1,6 +1,6 @@
 """The coordinator's session on its own, over in-memory channels: when each node is assigned.
 
-A node dials its neighbours with larger coordinates (node/tcp.py) and listens before it says
+A node dials its neighbours with larger coordinates (node/transport/tcp.py) and listens before it says
 hello, so the session assigns a node only once every neighbour it dials has said hello: no
 node ever dials a port that nobody listens on yet.
 """

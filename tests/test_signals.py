@@ -125,7 +125,13 @@ def test_a_signalled_processes_run_leaves_nothing_behind(tmp_path: Path, signum:
             assert proc.poll() is None, proc.communicate()
             children |= _descendants(proc.pid)
             logs = list(tmp.glob("meshcast-processes-*/logs/node-*.log"))
-            if len(logs) == 36 and len(children) >= 37 and any(f.stat().st_size for f in logs):
+            # every node started the run (on a loaded machine the last node can start seconds
+            # after the first one logs, and then nothing would have arrived yet)
+            if (
+                len(logs) == 36
+                and len(children) >= 37
+                and all(": started" in f.read_text(errors="replace") for f in logs)
+            ):
                 break
             time.sleep(0.2)
         else:

@@ -1,7 +1,7 @@
 """The in-process step barrier: it calls the due nodes' steps, and ends where the α-synchronizer would.
 
-:meth:`node.links.StepBarrier.drive` calls each due node's step from one task, as the sans-IO
-:class:`node.lockstep.Schedule` says. A step that fails is raised in its own node's task, and a
+:meth:`node.transport.links.StepBarrier.drive` calls each due node's step from one task, as the sans-IO
+:class:`node.switching.lockstep.Schedule` says. A step that fails is raised in its own node's task, and a
 node cancelled while it waits takes no more steps. (Record for record against the α-synchronizer
 and the other runtimes: tests/test_inprocess.py, test_emulation_vs_model.py, test_shards.py.)
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 import trio
 
-from node.engine import Injection
-from node.links import StepBarrier, Stepper
-from node.lockstep import Lockstep
+from node.switching.engine import Injection
+from node.switching.lockstep import Lockstep
 from node.topology import Coord
-from node.wire import Credits, Packet
+from node.transport.links import StepBarrier, Stepper
+from node.transport.wire import Credits, Packet
 
 A, B, C = (0, 0), (1, 0), (2, 0)
 WORK = {A: (0, 5)}

@@ -1,7 +1,7 @@
 """``--switching wormhole`` in every runtime: the same arrival records, deadlocks named, CLI checks.
 
 In-process (trio actors over memory links), the engines runtime (no trio), processes (TCP links,
-MQTT control) and containers all build their node engines with :func:`node.switching.make_engine`
+MQTT control) and containers all build their node engines with :func:`node.switching.factory.make_engine`
 and ship flits in msgpack step frames; the wormhole reference model
 (``coordinator/runtimes/wormhole_model.py``) shares none of that code. Their records must agree.
 """
@@ -24,15 +24,15 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
-from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
 from node import protocol
 from node.routing import registry
-from node.switching import LockstepWormhole, make_engine
+from node.switching.factory import LockstepWormhole, make_engine
+from node.switching.wormhole import PREP
 from node.topology import Topology
-from node.wire import Flit, Packet, StepFrame, WireError, decode_link, encode_link
-from node.wormhole import PREP
+from node.transport.wire import Flit, Packet, StepFrame, WireError, decode_link, encode_link
 from tests._env import need_broker
+from tests.wormhole_helpers import model_run
 
 WORM = {"switching": "wormhole", "contention": "shared", "port_model": "all-port", "flits": 8, "ts": 5}
 
@@ -67,7 +67,7 @@ def test_inprocess_engines_and_model_have_identical_records() -> None:
     plan = shared_plan()
     model = run_model(plan, settings(runtime="model"))
     complete(model, plan)
-    direct = run_wormhole_model(plan, flits=8, ts=5)  # the dispatch passes the settings through
+    direct = model_run(plan, flits=8, ts=5)  # the dispatch passes the settings through
     assert model.logical_arrivals() == direct.logical_arrivals()
     engines = run_engines(plan, settings(runtime="engines"))
     inproc = trio.run(run_inprocess, plan, settings())
@@ -134,7 +134,7 @@ def test_a_deadlock_ends_the_run_early_and_is_named(runtime: str) -> None:
     assert raw.arrivals == []
     assert raw.last_step < 100, "ended by the stall rule, not the step budget"
     dead = [e for e in raw.errors if e["kind"] == "deadlock"]
-    model = run_wormhole_model(plan, flits=8, ts=2)
+    model = model_run(plan, flits=8, ts=2)
     assert sorted(e["mc"] for e in dead) == sorted(e["mc"] for e in model.errors if e["kind"] == "deadlock")
     assert any("holds ['+x']" in e["cause"] for e in dead)
     doc = result_document(plan, s, raw)

@@ -14,7 +14,7 @@ import pytest
 
 from coordinator.cli import main
 from coordinator.experiments.run import result_document
-from coordinator.reproduce.tasnem import PAPER_TIMING
+from coordinator.reproduce._tasnem_study import PAPER_TIMING
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import explicit
 from node.topology import Topology

@@ -1,4 +1,4 @@
-"""TCP links (node/tcp.py): framing, authentication, and bad input over the wire (loopback only)."""
+"""TCP links (node/transport/tcp.py): framing, authentication, and bad input over the wire (loopback only)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.workloads.plan import Plan, random_plan
 from node.actor import Assignment, Node
-from node.links import MemoryControl
 from node.protocol import Assign
-from node.tcp import MAX_PENDING, FrameError, FrameReader, TcpLinks, peer_entry
 from node.topology import Coord, Topology
-from node.wire import (
+from node.transport.links import MemoryControl
+from node.transport.tcp import MAX_PENDING, FrameError, FrameReader, TcpLinks, peer_entry
+from node.transport.wire import (
     MAX_FRAME,
     MAX_HELLO,
     PREFIX,

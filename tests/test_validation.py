@@ -26,9 +26,11 @@ RUN = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "1,1 3,3
 def test_sync_picks_the_in_process_mode_and_reaches_the_containers_coordinator() -> None:
     """``--sync`` in-process (and on shards): alpha is the α-synchronizer, barrier (the default) its
     own barrier; the containers runtime passes it on to its coordinator's command line."""
+    import json
+
     import trio
 
-    from coordinator.runtimes.containers import settings_args
+    from coordinator.runtimes.containers import SETTINGS_ENV, settings_env
     from coordinator.runtimes.inprocess import run_inprocess
     from coordinator.runtimes.records import RunSettings
     from coordinator.workloads.plan import Multicast, Plan
@@ -38,8 +40,8 @@ def test_sync_picks_the_in_process_mode_and_reaches_the_containers_coordinator()
     runs = [trio.run(run_inprocess, plan, s) for s in settings]
     assert all(r.logical_arrivals() == runs[0].logical_arrivals() and not r.incomplete for r in runs)
     assert {r.last_step for r in runs} == {runs[0].last_step}
-    assert settings_args(RunSettings(sync="barrier"))[-2:] == ["--sync", "barrier"]
-    assert "--sync" not in settings_args(RunSettings())
+    assert json.loads(settings_env(RunSettings(sync="barrier"))[SETTINGS_ENV]) == {"sync": "barrier"}
+    assert json.loads(settings_env(RunSettings())[SETTINGS_ENV]) == {}
 
 
 def one_line_exit_2(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -388,3 +390,25 @@ def test_help_has_no_rest_markup(argv: list[str], capsys: pytest.CaptureFixture[
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "``" not in out and ":mod:" not in out and ":func:" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        ([*RUN, "--d", "-1"], "--d must be at least 1"),  # (without --mcast-set it was ignored)
+        ([*RUN, "--c", "0"], "--c must be at least 1"),
+        (["run", "--topology", "mesh:\uff14x\uff14", "--algorithm", "vh", "--random-dests", "2"],
+         "cannot read topology"),  # full-width digits: int() would read them, a spec must not
+        ([*RUN, "--broker", "mqtt://"], "--broker: broker URL 'mqtt://': no host"),  # even in-process
+        ([*RUN, "--out", ""], "--out: the path is empty"),
+        ([*RUN, "--out", "  "], "--out: the path is empty"),
+        ([*LOAD[:5], "--rates", "0.05,,0.1", "--duration", "500"], "cannot read --rates '0.05,,0.1'"),
+        ([*LOAD[:5], "--rates", "0.05,", "--duration", "500"], "cannot read --rates '0.05,'"),
+        (["sweep", "--algo", "vh", "--topology", "mesh:4x4", "--dests", "2", "--out", "x"],
+         "required: --algorithms"),  # no abbreviations: --algo is no option
+        ([*RUN[:-2], "--dest", "1,1"], "unrecognized arguments: --dest"),
+    ],
+)  # fmt: skip
+def test_issue_44_bad_values_exit_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44: values that were accepted with rc 0 (or taken as abbreviations) exit 2, one line."""
+    assert words in one_line_exit_2(argv, capsys)

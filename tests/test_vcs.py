@@ -27,12 +27,11 @@ from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RunSettings
-from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
 from node.routing import registry
+from node.switching.wormhole import WormholeEngine
 from node.topology import Topology
-from node.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
-from node.wormhole import WormholeEngine
+from node.transport.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
 from tests._env import need_broker
 from tests.test_wormhole import (
     NO_EXPLAIN,
@@ -40,7 +39,7 @@ from tests.test_wormhole import (
     _wire,
     draw_topology_and_multicasts,
 )
-from tests.wormhole_helpers import run_network
+from tests.wormhole_helpers import model_run, run_network, worm_settings
 
 
 @st.composite
@@ -65,7 +64,7 @@ def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
 def test_engines_and_model_agree_with_virtual_channels(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, kw = case
     net = run_network(plan.topology, plan.multicasts, **kw)
-    model = run_wormhole_model(plan, **kw)
+    model = model_run(plan, **kw)
     assert not net.errors, net.errors[:3]
     assert net.arrivals == model.logical_arrivals()
     assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
@@ -141,9 +140,9 @@ def ring_plan() -> Plan:
 
 def test_the_dateline_breaks_the_ring_deadlock() -> None:
     plan = ring_plan()
-    one = run_wormhole_model(plan, flits=8, ts=2)
+    one = model_run(plan, flits=8, ts=2)
     assert one.arrivals == [] and "deadlock" in one.incomplete[0]
-    two = run_wormhole_model(plan, flits=8, ts=2, vcs=2)
+    two = model_run(plan, flits=8, ts=2, vcs=2)
     assert not two.incomplete and len(two.arrivals) == 5
     net = run_network(plan.topology, plan.multicasts, flits=8, ts=2, vcs=2)
     assert not net.deadlock and net.arrivals == two.logical_arrivals()
@@ -164,7 +163,7 @@ def test_heavy_torus_unicast_deadlocks_with_one_vc_and_not_with_two() -> None:
     for seed in range(6):
         plan = _unicasts(topo, 120, seed)
         for vcs in (1, 2):
-            raw = run_wormhole_model(plan, flits=16, ts=10, vcs=vcs)
+            raw = model_run(plan, flits=16, ts=10, vcs=vcs)
             if any("deadlock" in x for x in raw.incomplete):
                 dead[vcs].append(seed)
             elif vcs == 2:
@@ -174,7 +173,7 @@ def test_heavy_torus_unicast_deadlocks_with_one_vc_and_not_with_two() -> None:
     for vcs in (1, 2):
         net = run_network(topo, plan.multicasts, flits=16, ts=10, vcs=vcs)
         assert bool(net.deadlock) == (vcs == 1)
-        assert net.arrivals == run_wormhole_model(plan, flits=16, ts=10, vcs=vcs).logical_arrivals()
+        assert net.arrivals == model_run(plan, flits=16, ts=10, vcs=vcs).logical_arrivals()
 
 
 def _unicasts(topo: Topology, n: int, seed: int) -> Plan:
@@ -198,7 +197,7 @@ def test_vc_flits_and_credits_on_the_wire() -> None:
     frame = StepFrame(4, 3, (Flit("T", 1, (0, 0, 0), vc=1),), (0, 2))
     assert decode_link(encode_link(frame)) == frame
     assert decode_link(encode_link(StepFrame(4, 3, (), 1))) == StepFrame(4, 3, (), 1)
-    e = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, flits=2, ts=0, vcs=2)
+    e = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, worm_settings(flits=2, ts=0, vcs=2))
     e.receive(Flit("H", 1, (0, 1, 0), "unicast", [2, 1], 1, 1, 1), "-x")
     e.receive(Flit("B", 1, (0, 1, 0), vc=5), "-x")
     assert [x.kind for x in e.errors] == ["bad-vc"]
@@ -206,7 +205,7 @@ def test_vc_flits_and_credits_on_the_wire() -> None:
     assert [(p, f.kind, f.vc) for p, f in sent] == [("+x", "H", 0)]
     assert e.take_freed() == {"-x": (0, 1)}
     e.credit_back("+x", (1, 0))
-    one = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, flits=2, ts=0)
+    one = WormholeEngine(Topology.parse("mesh:3x3"), (1, 1), registry, worm_settings(flits=2, ts=0))
     one.receive(Flit("H", 1, (0, 1, 0), "unicast", [2, 1], 1, 1), "-x")
     one.step(0)
     assert one.take_freed() == {"-x": 1}
@@ -250,7 +249,7 @@ def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObjec
         "vc_classes": classes,
     }
     net = run_network(topo, mcs, **kw)
-    model = run_wormhole_model(Plan(topo, tuple(mcs)), **kw)
+    model = model_run(Plan(topo, tuple(mcs)), **kw)
     assert net.arrivals == model.logical_arrivals()
     if net.deadlock:
         assert net.last_step == model.last_step
@@ -268,18 +267,22 @@ def test_load_on_a_torus_deadlocks_with_one_vc_and_saturates_with_two() -> None:
     worm = _settings(flits=16, ts=0, max_steps=5000)
     one = load_point(topo, "unicast", traffic, replace(worm, runtime="model"), warmup=100, batches=5)
     two = load_point(topo, "unicast", traffic, replace(worm, runtime="model", vcs=2), warmup=100, batches=5)
-    engines = load_point(topo, "unicast", traffic, replace(worm, vcs=2), warmup=100, batches=5, engines=True)
+    on_engines = replace(worm, runtime="engines", vcs=2)
+    engines = load_point(topo, "unicast", traffic, on_engines, warmup=100, batches=5)
     assert one.saturated is not None and "deadlock" in one.saturated
     assert two.saturated is not None and "deadlock" not in two.saturated
     assert replace(two, peak_queue=0) == replace(engines, peak_queue=0)
 
 
 def test_the_containers_coordinator_is_told_the_vcs() -> None:
-    from coordinator.runtimes.containers import settings_args
+    """The coordinator container decodes the settings' wire form from its environment."""
+    import json
 
-    args = settings_args(_settings(vcs=4, vc_classes="split"))
-    assert args[args.index("--vcs") :][:4] == ["--vcs", "4", "--vc-classes", "split"]
-    assert "--vcs" not in settings_args(_settings())
+    from coordinator.runtimes.containers import SETTINGS_ENV, settings_env
+
+    told = RunSettings.from_wire(json.loads(settings_env(_settings(vcs=4, vc_classes="split"))[SETTINGS_ENV]))
+    assert (told.vcs, told.vc_classes) == (4, "split")
+    assert "vcs" not in json.loads(settings_env(_settings())[SETTINGS_ENV])  # a default is not shown
 
 
 @pytest.mark.slow

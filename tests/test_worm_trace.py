@@ -23,7 +23,7 @@ from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node.topology import Coord, Topology
-from node.wire import Worm
+from node.transport.wire import Worm
 from tests._env import need_broker
 from tests.test_switching import shared_plan
 from tests.test_wormhole import NO_EXPLAIN, draw_topology_and_multicasts

@@ -40,8 +40,8 @@ def test_zero_load_latency_is_hops_plus_l_plus_ts(spec: str, engines: bool, prep
     topo = Topology.parse(spec)
     gap = 16 + 5 + 3 + topo.diameter + 2  # each worm has arrived before the next starts
     plan = _one_worm_at_a_time(topo, 40, gap)
-    settings = replace(WORM, runtime="in-process" if engines else "model", prep=prep)
-    raw = run_plan(plan, settings, engines)
+    settings = replace(WORM, runtime="engines" if engines else "model", prep=prep)
+    raw = run_plan(plan, settings)
     assert not raw.incomplete and len(raw.arrivals) == len(plan.multicasts)
     extra = prep or 0  # unicast: no preparation in seed 004's table; --prep P applies to every algorithm
     hops_seen = set()
@@ -93,7 +93,7 @@ def test_load_points_under_wormhole_agree_between_model_and_engines() -> None:
     topo = Topology.parse("mesh:4x4")
     traffic = Traffic(rate=0.02, k=1, duration=600, seed=2)
     model = load_point(topo, "unicast", traffic, replace(WORM, runtime="model"), warmup=100, batches=5)
-    engines = load_point(topo, "unicast", traffic, WORM, warmup=100, batches=5, engines=True)
+    engines = load_point(topo, "unicast", traffic, replace(WORM, runtime="engines"), warmup=100, batches=5)
     assert replace(model, peak_queue=0) == replace(engines, peak_queue=0)  # the model keeps no queues
     assert model.saturated is None and model.latency is not None and model.latency >= 16 + 5 + 1
 

@@ -1,4 +1,5 @@
-"""A lockstep network of :class:`node.wormhole.WormholeEngine`s for the tests, with deadlock detection.
+"""A lockstep network of :class:`node.switching.wormhole.WormholeEngine`s for the tests, with deadlock
+detection.
 
 Each step every node takes its neighbours' step t−1 link frames — msgpack bytes holding the
 flits in wire form and the returned credits, as a runtime would ship them —, then its
@@ -10,18 +11,22 @@ than two steps (deadlock: the report names the worms and the channels they hold)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-from coordinator.workloads.plan import Multicast
-from node.engine import Injection
+from coordinator.runtimes.records import RawRun
+from coordinator.runtimes.wormhole_model import run_wormhole_model
+from coordinator.workloads.plan import Multicast, Plan
+from node.choices import Contention, PortModel, Switching
 from node.routing import registry
+from node.settings import NodeSettings
+from node.switching.engine import Injection
+from node.switching.wormhole import Flit, Holding, WormholeEngine, decode_flit
 from node.topology import Coord, Topology
-from node.wire import WireError
-from node.wormhole import Flit, Holding, WormholeEngine, decode_flit
+from node.transport.wire import WireError
 
 Record = tuple[int, Coord, int, int, int]  # mc, node, step, hops, start-ups
 
@@ -40,36 +45,27 @@ class NetRun:
     incomplete: bool = False
 
 
-def run_network(
-    topology: Topology,
-    multicasts: Sequence[Multicast],
-    *,
-    port_model: str = "all-port",
-    flits: int = 64,
-    ts: int = 33,
-    buffer_flits: int = 2,
-    prep: Mapping[str, int] | None = None,
-    max_steps: int = 100_000,
-    vcs: int = 1,
-    vc_classes: str = "shared",
-) -> NetRun:
-    """Step every node's engine in lockstep until quiet, deadlocked or out of steps."""
+def worm_settings(**kw: Any) -> NodeSettings:
+    """Wormhole settings for the tests: all-port and a step budget of 100,000 unless ``kw`` says
+    otherwise; every other setting its field's default."""
+    return NodeSettings(
+        **{"switching": Switching.WORMHOLE, "contention": Contention.SHARED, "port_model": PortModel.ALL_PORT,
+           "max_steps": 100_000, **kw}
+    )  # fmt: skip
+
+
+def model_run(plan: Plan, **kw: Any) -> RawRun:
+    """The wormhole reference model on ``plan`` under :func:`worm_settings` (``kw``)."""
+    return run_wormhole_model(plan, worm_settings(**kw))
+
+
+def run_network(topology: Topology, multicasts: Sequence[Multicast], **kw: Any) -> NetRun:
+    """Step every node's engine in lockstep until quiet, deadlocked or out of steps (settings:
+    :func:`worm_settings` of ``kw``)."""
+    s = worm_settings(**kw)
+    max_steps = s.max_steps
     nodes = list(topology.nodes())
-    engines = {
-        n: WormholeEngine(
-            topology,
-            n,
-            registry,
-            port_model=port_model,
-            flits=flits,
-            ts=ts,
-            buffer_flits=buffer_flits,
-            prep=prep,
-            vcs=vcs,
-            vc_classes=vc_classes,
-        )
-        for n in nodes
-    }
+    engines = {n: WormholeEngine(topology, n, registry, s) for n in nodes}
     inj: dict[int, list[Multicast]] = {}
     for m in multicasts:
         inj.setdefault(m.step, []).append(m)

@@ -28,11 +28,12 @@ Error records and the mcast section stay mappings: their keys vary by kind.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = [
     "CI",
+    "TELEMETRY_FIELDS",
     "ArrivalResult",
     "JitterResult",
     "LatencySummary",
@@ -45,6 +46,7 @@ __all__ = [
     "RunResult",
     "Summary",
     "SwitchingInfo",
+    "TelemetrySplit",
     "TimingInfo",
     "WormRun",
 ]
@@ -140,6 +142,10 @@ class ArrivalResult:
     wall_ns: int | None
     host: str | None
     latency: float | None = None
+    link_ns: int | None = None
+    """Free-clock telemetry: the part of ``wall_ns`` spent on links (send to the next receive)."""
+    node_ns: int | None = None
+    """Free-clock telemetry: the part of ``wall_ns`` spent in nodes (receive to send, or delivery)."""
 
     def to_json(self) -> Json:
         d: Json = {
@@ -152,6 +158,9 @@ class ArrivalResult:
         }
         if self.latency is not None:
             d["latency"] = self.latency
+        if self.link_ns is not None:
+            d["link_ns"] = self.link_ns
+            d["node_ns"] = self.node_ns
         return d
 
     @classmethod
@@ -164,6 +173,8 @@ class ArrivalResult:
             wall_ns=d["wall_ns"],
             host=d["host"],
             latency=d.get("latency"),
+            link_ns=d.get("link_ns"),
+            node_ns=d.get("node_ns"),
         )
 
 
@@ -328,9 +339,14 @@ SPREAD = ("mean", "sd", "median", "iqr", "p95", "p99")
 """The statistics of a jitter row, in steps (``step_``) and wall-clock ns (``wall_ns_``)."""
 
 
+SPREAD_CIS = ("median", "sd")
+"""The statistics of a jitter row with a 95% CI (``step_median_ci95``: [low, high], or None)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spread:
-    """Mean, population SD, median, IQR, p95 and p99 (metrics.spread); None where unmeasured."""
+    """Mean, sample SD, median, IQR, p95 and p99 (metrics.spread) and 95% CIs of the median and
+    the SD; None where unmeasured, and p95 and p99 also below their minimum of repetitions."""
 
     mean: float | None
     sd: float | None
@@ -338,13 +354,28 @@ class Spread:
     iqr: float | None
     p95: float | None
     p99: float | None
+    median_ci: tuple[float, float] | None = None
+    sd_ci: tuple[float, float] | None = None
 
     def to_json(self, prefix: str) -> Json:
-        return {f"{prefix}{k}": getattr(self, k) for k in SPREAD}
+        ci = {f"{prefix}{k}_ci95": _pair(getattr(self, f"{k}_ci")) for k in SPREAD_CIS}
+        return {**{f"{prefix}{k}": getattr(self, k) for k in SPREAD}, **ci}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], prefix: str) -> Spread:
-        return cls(**{k: d[f"{prefix}{k}"] for k in SPREAD})
+        return cls(
+            **{k: d[f"{prefix}{k}"] for k in SPREAD},
+            median_ci=_unpair(d.get(f"{prefix}median_ci95")),
+            sd_ci=_unpair(d.get(f"{prefix}sd_ci95")),
+        )
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def _unpair(v: Any) -> tuple[float, float] | None:
+    return None if v is None else (v[0], v[1])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,9 +389,13 @@ class JitterResult:
     steps: Spread
     wall_ns: Spread
     host: str | None
+    link_ns: Spread | None = None
+    """Free-clock telemetry: the link part of the wall-clock latency (ns)."""
+    node_ns: Spread | None = None
+    """Free-clock telemetry: the node (residence) part of the wall-clock latency (ns)."""
 
     def to_json(self) -> Json:
-        return {
+        d: Json = {
             "algorithm": self.algorithm,
             "source": list(self.source),
             "node": list(self.node),
@@ -369,6 +404,9 @@ class JitterResult:
             **self.wall_ns.to_json("wall_ns_"),
             "host": self.host,
         }
+        if self.link_ns is not None and self.node_ns is not None:
+            d |= self.link_ns.to_json("link_ns_") | self.node_ns.to_json("node_ns_")
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> JitterResult:
@@ -380,6 +418,8 @@ class JitterResult:
             steps=Spread.from_json(d, "step_"),
             wall_ns=Spread.from_json(d, "wall_ns_"),
             host=d["host"],
+            link_ns=Spread.from_json(d, "link_ns_") if "link_ns_mean" in d else None,
+            node_ns=Spread.from_json(d, "node_ns_") if "node_ns_mean" in d else None,
         )
 
 
@@ -515,6 +555,8 @@ class RunInfo:
     repetitions: str | None = None
     started_at_unix: float | None = None
     coordinator_startup_s: float | None = None
+    time_dilation: float | None = None
+    """``--time-dilation K`` (None: 1): wall-clock latencies were divided by K; ``wall_s`` was not."""
 
     def to_json(self) -> Json:
         d: Json = {
@@ -546,6 +588,8 @@ class RunInfo:
             d["started_at_unix"] = self.started_at_unix
         if self.coordinator_startup_s is not None:
             d["coordinator_startup_s"] = self.coordinator_startup_s
+        if self.time_dilation is not None:
+            d["time_dilation"] = self.time_dilation
         return d
 
     @classmethod
@@ -572,7 +616,102 @@ class RunInfo:
             repetitions=d.get("repetitions"),
             started_at_unix=d.get("started_at_unix"),
             coordinator_startup_s=d.get("coordinator_startup_s"),
+            time_dilation=d.get("time_dilation"),
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fidelity:
+    """The verdict and the figures it rests on (ns are wall-clock ns, divided by the dilation)."""
+
+    ok: bool | None
+    reason: str
+    hosts_share: float | None
+    host_per_hop_ns: float | None
+    residence_per_hop_ns: float | None
+    link_excess_per_hop_ns: float | None
+    link_mean_ns: float | None
+    destinations: int
+    cpu_idle_mean: float | None
+    cpu_idle_min: float | None
+    loadavg: tuple[float, float, float] | None
+    dilation: float
+    share_max: float
+    per_hop_max: float
+
+    def line(self) -> str:
+        """The one line a run prints."""
+        load = ""
+        if self.cpu_idle_mean is not None:
+            load = f"; CPU idle {self.cpu_idle_mean:.0%} (least {self.cpu_idle_min:.0%} in a second)"
+        if self.loadavg is not None:
+            load += f", load {self.loadavg[0]:.1f}"
+        if self.ok is None:
+            return f"fidelity: {self.reason}{load}"
+        dil = f" at --time-dilation {self.dilation:g}" if self.dilation != 1 else ""
+        variance = (
+            f"the hosts add {_pct(self.hosts_share)} of the per-node variance"
+            if self.hosts_share is not None
+            else "no destination repeated (its variance not judged)"
+        )
+        figures = f"{variance}, {_ms(self.host_per_hop_ns)} a hop against a {_ms(self.link_mean_ns)} link"
+        if self.residence_per_hop_ns is not None and self.link_excess_per_hop_ns is not None:
+            figures += (
+                f" ({_ms(self.residence_per_hop_ns)} in nodes, "
+                f"{_ms(self.link_excess_per_hop_ns)} on links beyond the model)"
+            )
+        if self.ok:
+            return f"fidelity: ok{dil}: {figures}{load}"
+        return f"fidelity: NOT ok{dil}: {figures}{load}; {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["loadavg"] = None if self.loadavg is None else list(self.loadavg)  # as JSON reads it back
+        d["line"] = self.line()
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Fidelity:
+        values = {f.name: d[f.name] for f in fields(cls)}
+        if values["loadavg"] is not None:
+            values["loadavg"] = tuple(values["loadavg"])
+        return cls(**values)
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{x:.0%}"
+
+
+def _ms(ns: float | None) -> str:
+    return "?" if ns is None else f"{ns / 1e6:.3g} ms"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelemetrySplit:
+    """A run's per-node variance of latency in parts (:func:`coordinator.analysis.telemetry.variance_split`):
+    ``hosts`` = Σ var(residence) / Σ var(latency), ``links`` = Σ var(link) / Σ var(latency),
+    ``covariance`` = 2 Σ cov / Σ var(latency) (they sum to 1), the mean residence and link time per
+    hop (ns), and how many destinations (with two or more repetitions) and deliveries it rests on."""
+
+    hosts: float | None
+    links: float | None
+    covariance: float | None
+    residence_per_hop_ns: float | None
+    link_per_hop_ns: float | None
+    destinations: int
+    deliveries: int
+
+    def to_json(self) -> Json:
+        return {f: getattr(self, f) for f in TELEMETRY_FIELDS}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TelemetrySplit:
+        return cls(**{f: d[f] for f in TELEMETRY_FIELDS})
+
+
+TELEMETRY_FIELDS = (
+    "hosts", "links", "covariance", "residence_per_hop_ns", "link_per_hop_ns", "destinations", "deliveries"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -589,6 +728,10 @@ class RunResult:
     latency: Mapping[str, LatencySummary] | None = None
     prediction: tuple[Prediction, ...] | None = None
     mcast: Mapping[str, Any] | None = None
+    telemetry: TelemetrySplit | None = None
+    """Free clock with ``--telemetry``: the per-node variance of latency split into hosts and links."""
+    fidelity: Fidelity | None = None
+    """Free clock: whether the hosts kept up (:mod:`coordinator.analysis.fidelity`)."""
 
     def to_json(self) -> Json:
         d: Json = {
@@ -607,6 +750,10 @@ class RunResult:
             d["prediction"] = [p.to_json() for p in self.prediction]
         if self.mcast is not None:
             d["mcast"] = dict(self.mcast)
+        if self.telemetry is not None:
+            d["telemetry"] = self.telemetry.to_json()
+        if self.fidelity is not None:
+            d["fidelity"] = self.fidelity.to_json()
         return d
 
     @classmethod
@@ -623,4 +770,6 @@ class RunResult:
             latency=None if latency is None else {a: LatencySummary.from_json(s) for a, s in latency.items()},
             prediction=None if prediction is None else tuple(Prediction.from_json(p) for p in prediction),
             mcast=d.get("mcast"),
+            telemetry=TelemetrySplit.from_json(d["telemetry"]) if d.get("telemetry") is not None else None,
+            fidelity=Fidelity.from_json(d["fidelity"]) if d.get("fidelity") is not None else None,
         )

@@ -73,6 +73,12 @@ for _m in _MODULES:
 
 
 class _Parser(argparse.ArgumentParser):
+    """meshcast's parsers: no abbreviated options (``--algorithm`` is not ``--algorithms``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> Any:  # argparse's own errors: one line, exit 2
         raise UsageError(f"{self.prog}: {message}")
 
@@ -161,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sub is not None and command is not None:
             config.apply_config(command, sub, argv)
         args = parser.parse_args(argv)
+        if isinstance(getattr(args, "out", None), str) and not args.out.strip():
+            raise UsageError("--out: the path is empty: give a directory (or a file) to write to")
         if sub is not None and command is not None:
             args.experiment_file = config.config_toml(command, sub, args)
             if args.print_config:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from coordinator.cli.ui import console, progress
-from coordinator.experiments.bench import SPARSE_RUNS, run_bench
+from coordinator.experiments.bench import SPARSE_RUNS, BenchRow, run_bench
 from node import build_name
 
 if TYPE_CHECKING:
@@ -42,13 +42,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _field(row: dict[str, Any], field: str) -> str:
+def _field(row: BenchRow, field: str) -> str:
     if field == "mcasts×dests":
-        return f"{row['multicasts']}×{row['destinations']}"
-    return _cell(row[field])
+        return f"{row.multicasts}×{row.destinations}"
+    return _cell(getattr(row, field))
 
 
-def bench_tables(rows: list[dict[str, Any]]) -> list[Table]:
+def bench_tables(rows: Sequence[BenchRow]) -> list[Table]:
     """The rows of ``run_bench`` as :data:`TABLES` (rich tables, the points numbered in each)."""
     from rich import box
     from rich.table import Table
@@ -81,7 +81,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with progress("bench points") as update:
         limit, rows = run_bench(quick=args.quick, large=args.large, progress=update, shards=args.shards)
     if args.json:
-        print(json.dumps({"relay_hops_per_s": limit, "build": build_name(), "rows": rows}))
+        doc = {"relay_hops_per_s": limit, "build": build_name(), "rows": [r.to_json() for r in rows]}
+        print(json.dumps(doc))
         return 0
     con = console()
     con.print(f"node build: [bold]{build_name()}[/] (make compiled: mypyc; make plain: the sources)")

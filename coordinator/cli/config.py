@@ -111,7 +111,8 @@ def apply_config(command: str, sub: argparse.ArgumentParser, argv: Sequence[str]
 
 def _value(where: str, key: str, action: argparse.Action, value: Any) -> Any:
     """``value`` as the command line would have made it (its type, within its choices)."""
-    if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+    flags = argparse._StoreTrueAction | argparse._StoreFalseAction | argparse.BooleanOptionalAction
+    if isinstance(action, flags):
         if not isinstance(value, bool):
             raise UsageError(f"{where}: {key} must be true or false, got {value!r}")
         return value
@@ -135,18 +136,42 @@ def _value(where: str, key: str, action: argparse.Action, value: Any) -> Any:
 
 
 def config_toml(command: str, sub: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """The complete experiment file of ``args`` (every option's value; unset ones left out)."""
+    """The complete experiment file of ``args``: every option's value, and every option not given
+    as a commented line (TOML has no null) with what it takes and what it does."""
     options: dict[str, Any] = {}
+    unset: list[str] = []
     for key, action in _actions(sub).items():
         value = getattr(args, action.dest, None)
         if value is None:
-            continue  # TOML has no null: an option left out is an option not given
+            unset.append(_commented(key, action))
+            continue
         options[key] = list(value) if isinstance(value, tuple) else value
     head = (
         f"# meshcast experiment file: meshcast {command} --config THIS.toml"
         " (options on the command line override it)\n"
     )
-    return head + tomli_w.dumps({"command": command, "options": options})
+    tail = ""
+    if unset:
+        tail = (
+            "\n# Not given (TOML has no null; a line left commented is an option not given):\n"
+            + "\n".join(unset)
+            + "\n"
+        )
+    return head + tomli_w.dumps({"command": command, "options": options}) + tail
+
+
+def _commented(key: str, action: argparse.Action) -> str:
+    """``# key = EXAMPLE  # help``: an option not given, as a line to uncomment."""
+    if action.choices is not None:
+        example = tomli_w.dumps({"x": next(iter(action.choices))})[4:].strip()
+        takes = f"one of {', '.join(map(str, action.choices))}"
+    else:
+        example = str(action.metavar or key.upper().replace("-", "_"))
+        takes = ""
+    text = " ".join(str(action.help or "").split())
+    text = text.replace("%(default)s", "none").replace("%%", "%")
+    about = "; ".join(part for part in (takes, text) if part)
+    return f"# {key} = {example}" + (f"  # {about}" if about else "")
 
 
 def write_config(out: Path, command: str, sub: argparse.ArgumentParser, args: argparse.Namespace) -> Path:

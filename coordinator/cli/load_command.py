@@ -54,12 +54,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         raise UsageError("--algorithms is empty")
     if args.replay and not args.out:
         raise UsageError("--replay writes replay.html into the results: give --out DIR")
-    engines = args.runtime == "engines"
-    if engines and args.clock != "lockstep":
-        raise UsageError("--runtime engines runs the lockstep clock only")
-    settings = settings_from(
-        argparse.Namespace(**{**vars(args), "runtime": "in-process"}) if engines else args, topo
-    )
+    settings = settings_from(args, topo)
     settings = replace(settings, contention="shared", max_steps=args.duration * args.budget_factor)
     in_range("--duration × --budget-factor", settings.max_steps, 1, 10**9)
     for alg in algorithms:
@@ -76,7 +71,12 @@ def cmd_load(args: argparse.Namespace) -> int:
     if bound is not None:
         con.print(f"XY bound (uniform unicast, docs/wormhole.md): {bound:.5f} messages/node/step")
     with progress("load points") as update:
-        _run_points(args, topo, algorithms, rates, hotspot, settings, points, update, engines)
+        _run_points(args, topo, algorithms, rates, hotspot, settings, points, update)
+    verdicts = [p.fidelity for p in points if p.fidelity is not None]
+    if verdicts:
+        bad = [f for f in verdicts if f.ok is False]
+        line = (bad or verdicts)[0].line()
+        con.print(f"{line} [{len(bad)} of {len(verdicts)} points NOT ok]", highlight=False, markup=False)
     if bound is not None and points:
         best = max(p.throughput for p in points)
         con.print(
@@ -93,7 +93,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         plot_load(points, out / "load.png", title, bound)
         con.print(f"wrote {out / 'load.csv'} and {out / 'load.png'}")
         if args.replay:
-            _write_replay(out, args, topo, algorithms[0], rates, hotspot, points, settings, engines)
+            _write_replay(out, args, topo, algorithms[0], rates, hotspot, points, settings)
     return 0
 
 
@@ -106,7 +106,6 @@ def _write_replay(
     hotspot: Coord | None,
     points: list[LoadPoint],
     settings: RunSettings,
-    engines: bool,
 ) -> None:
     """``--replay``: one point of ``algorithm`` traced (coordinator/experiments/replays.py says which)."""
     from coordinator.experiments.replays import load_replay_choice, traced_document
@@ -121,7 +120,7 @@ def _write_replay(
     plan, note = load_replay_choice(candidates)
     console().print(note)
     if plan is not None:
-        doc = traced_document(plan, replace(settings, runtime="engines") if engines else settings)
+        doc = traced_document(plan, settings)
         console().print(f"wrote {write_replay(out / 'replay.html', [(doc, out.absolute().name)])}")
 
 
@@ -146,7 +145,6 @@ def _run_points(
     settings: RunSettings,
     points: list[LoadPoint],
     update: Callable[[int, int], None] | None,
-    engines: bool = False,
 ) -> None:
     """Every algorithm × rate, one line each, appended to ``points``; progress after each."""
     con = console()
@@ -156,7 +154,7 @@ def _run_points(
             traffic = Traffic(rate, args.dests, args.duration, args.unicast_fraction, hotspot,
                               args.hotspot_fraction, args.seed)  # fmt: skip
             try:
-                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches, engines=engines)
+                p = load_point(topo, alg, traffic, settings, args.warmup, args.batches)
             except PlanError as exc:
                 raise UsageError(str(exc)) from None
             points.append(p)

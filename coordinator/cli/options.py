@@ -11,7 +11,6 @@ import argparse
 import json
 import math
 import socket
-import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,12 +22,13 @@ from coordinator.runtimes import registry as runtimes
 from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import TIMING, RunSettings
 from node import defaults
-from node.linkmodel import LinkModel, LinkSpec, parse_link_file
-from node.mqtt import parse_broker
+from node.choices import Contention
 from node.routing import PlanError, UnknownAlgorithm, registry
-from node.settings import MAX_COUNT, Setting, number, settings_of
-from node.switching import check_switching
+from node.settings import MAX_COUNT, RUNNING, Setting, number, settings_of
+from node.switching.factory import check_switching
 from node.topology import Topology, TopologyError
+from node.transport.linkmodel import LinkModel, LinkSpec, link_keys, parse_link_file
+from node.transport.mqtt import parse_broker
 
 __all__ = [
     "BROKER_PROBE_S",
@@ -124,6 +124,11 @@ def _accepts(algorithm: str, name: str) -> bool:
 def _add_setting(g: Any, name: str, default: Any, meta: Setting, annotation: Any) -> None:
     """One setting's option, from its field: flag, type, default, choices and help."""
     assert meta.flag is not None
+    if isinstance(default, bool):  # --x / --no-x
+        g.add_argument(
+            meta.flag, dest=name, action=argparse.BooleanOptionalAction, default=default, help=meta.help
+        )
+        return
     kind = meta.kind or next(t for t in (int, float, str) if str(annotation).startswith(t.__name__))
     g.add_argument(
         meta.flag,
@@ -132,7 +137,7 @@ def _add_setting(g: Any, name: str, default: Any, meta: Setting, annotation: Any
         choices=meta.choices,
         default=None if meta.unset or default is None else kind(default),
         metavar=meta.metavar,
-        help=meta.describe(),
+        help=meta.describe() + (f" (default: {default}; {meta.unset})" if meta.unset else ""),
     )
 
 
@@ -143,11 +148,14 @@ def add_run_options(
     *,
     network: bool = True,
     settings: Any = RunSettings,
+    omit: frozenset[str] = frozenset(),
 ) -> None:
     """Options shared by every command that runs an emulation: one per field of ``settings`` that
     has a flag (its metadata, :mod:`node.settings`), and ``command``'s runtimes from
     the registry (``extra_runtimes``: name -> help, runtimes only this command offers; ``network``:
-    offer ``--network``, which only a command that starts a containers run itself can honour)."""
+    offer ``--network``, which only a command that starts a containers run itself can honour;
+    ``omit``: the settings' groups this command does not read: their options are refused, not
+    silently ignored)."""
     extra = extra_runtimes or {}
     offered = runtimes.names(command)
     timing = p.add_argument_group(TIMING)
@@ -161,10 +169,16 @@ def add_run_options(
         "--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)"
     )
     timing.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+    groups: dict[str | None, Any] = {None: p, TIMING: timing}
     for f, meta in settings_of(settings):
-        if meta.flag is not None:
-            _add_setting(timing if meta.group == TIMING else p, f.name, f.default, meta, f.type)
-    p.add_argument(
+        if meta.flag is not None and meta.group not in omit:
+            if meta.group not in groups:
+                groups[meta.group] = p.add_argument_group(meta.group)
+            _add_setting(groups[meta.group], f.name, f.default, meta, f.type)
+    if RUNNING not in groups:
+        groups[RUNNING] = p.add_argument_group(RUNNING)
+    where = groups[RUNNING]
+    where.add_argument(
         "--runtime",
         choices=(*offered, *(e for e in extra if e not in offered)),
         default="in-process",
@@ -173,7 +187,7 @@ def add_run_options(
         + " (what each supports: README, 'What runs where')",
     )
     if network:
-        p.add_argument(
+        where.add_argument(
             "--network",
             choices=NETWORK_MODES,
             default=None,
@@ -182,95 +196,23 @@ def add_run_options(
             "the links share one loopback (no node's network of its own to cut or shape); host: the "
             f"host's network. Default: ${NETWORK_ENV} if set, else bridge (docs/deploy.md)",
         )
-    add_link_options(p)
 
 
-def add_link_options(p: argparse.ArgumentParser) -> None:
-    """The link model's options (node/linkmodel.py): each frame's delay on its link, free clock."""
-    g = p.add_argument_group(
-        "link model (free clock: wall-clock arrivals carry it; lockstep records are logical and unchanged)"
-    )
-    g.add_argument(
-        "--link-delay",
-        default=None,
-        metavar="D",
-        help="propagation delay of every link, per frame (e.g. 2ms, 500us; default 0)",
-    )
-    g.add_argument(
-        "--link-jitter",
-        default=None,
-        metavar="DIST:V",
-        help="extra delay per frame, drawn per link and frame (seeded by --seed): uniform:A (on [0, A]), "
-        "normal:SD (delay truncated at 0), lognormal:SD (mean SD), exponential:MEAN; FIFO per link",
-    )
-    g.add_argument(
-        "--link-rate",
-        default=None,
-        metavar="R",
-        help="serialisation rate of every link: a frame takes its bytes / R (e.g. 100Mbit, 10MB)",
-    )
-    g.add_argument(
-        "--link-file",
-        default=None,
-        metavar="FILE",
-        help="per-node and per-link overrides, one a line: 'node X,Y delay=5ms', "
-        "'link X,Y PORT jitter=normal:1ms rate=10Mbit', 'default ...' (docs: links)",
-    )
-    g.add_argument(
-        "--link-shaping",
-        choices=("app", "netem"),
-        default="app",
-        help="app: the nodes hold each frame for its delay (every runtime; the default); netem: the "
-        "kernel's netem qdisc on each node container's interface (refused where the kernel lacks it)",
-    )
-    g.add_argument(
-        "--link-model", default=None, help=argparse.SUPPRESS
-    )  # a model as JSON (containers' coordinator)
-
-
-def netem_problem() -> str:
-    """Why ``--link-shaping netem`` cannot be had here (asked of ``tc`` in a throwaway network namespace)."""
+def link_model_from(settings: RunSettings, topology: Topology | None) -> LinkModel | None:
+    """The link model of the ``link_*`` settings (``--link-KEY`` for each key of a link's
+    behaviour, and ``--link-file``), checked against ``topology``; None when none is given."""
+    words = {k: v for k in link_keys() if (v := getattr(settings, f"link_{k}")) is not None}
+    path = settings.link_file
+    if not words and path is None:
+        return None
     try:
-        probe = subprocess.run(
-            ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-            capture_output=True, text=True, timeout=10, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot ask the kernel for netem ({exc})"
-    if probe.returncode != 0:
-        said = (probe.stderr.strip().splitlines() or ["no reason given"])[-1]
-        return f"this kernel has no netem qdisc (tc: {said})"
-    return "the kernel has netem, but this build applies link models in the application only"
-
-
-def link_model_from(args: argparse.Namespace, topology: Topology | None, seed: int) -> LinkModel | None:
-    """The link model of the ``--link-*`` options, checked against ``topology`` (None: no options given)."""
-    if getattr(args, "link_shaping", "app") == "netem":
-        raise UsageError(f"--link-shaping netem: {netem_problem()}; use --link-shaping app (the default)")
-    wire = getattr(args, "link_model", None)
-    try:
-        if wire is not None:
-            model = LinkModel.from_wire(json.loads(wire))
-        else:
-            words = {
-                k: v
-                for k, v in (
-                    ("delay", getattr(args, "link_delay", None)),
-                    ("jitter", getattr(args, "link_jitter", None)),
-                    ("rate", getattr(args, "link_rate", None)),
-                )
-                if v is not None
-            }
-            path = getattr(args, "link_file", None)
-            if not words and path is None:
-                return None
-            model = LinkModel(LinkSpec().merged(words), seed=seed)
-            if path is not None:
-                try:
-                    text = Path(path).read_text()
-                except OSError as exc:
-                    raise UsageError(f"--link-file {path}: {exc.strerror or exc}") from None
-                model = parse_link_file(text, model, f"--link-file {path}")
+        model = LinkModel(LinkSpec().merged(words), seed=settings.seed)
+        if path is not None:
+            try:
+                text = Path(path).read_text()
+            except OSError as exc:
+                raise UsageError(f"--link-file {path}: {exc.strerror or exc}") from None
+            model = parse_link_file(text, model, f"--link-file {path}")
         if topology is not None:
             model.check(topology)
     except (ValueError, TypeError) as exc:
@@ -317,24 +259,9 @@ def validate_settings(settings: RunSettings) -> RunSettings:
     problem = runtimes.problem(settings)  # what the runtime supports: the registry says
     if problem:
         raise UsageError(problem)
-    if settings.network is not None:
-        if settings.network not in NETWORK_MODES:
-            raise UsageError(f"--network must be one of {', '.join(NETWORK_MODES)}, got {settings.network!r}")
-        if settings.deployment is not None:
-            raise UsageError(
-                f"--network applies to --runtime containers only, not deployment {settings.deployment!r}"
-                " (its nodes keep the network they were deployed on)"
-            )
-        if settings.runtime != "containers":
-            raise UsageError(
-                f"--network applies to --runtime containers only, not {settings.runtime}"
-                " (its nodes are not containers)"
-            )
-    if settings.shards > 1 and (settings.runtime != "in-process" or settings.deployment is not None):
-        where = f"the {settings.runtime} runtime"
-        if settings.deployment is not None:
-            where = f"deployment {settings.deployment!r}"
-        raise UsageError(f"--shards applies to the in-process runtime only, not {where}")
+    modes = runtimes.get(settings.runtime).network_modes  # where --network applies: the registry says
+    if settings.network is not None and settings.network not in modes:
+        raise UsageError(f"--network must be one of {', '.join(modes)}, got {settings.network!r}")
     return settings
 
 
@@ -383,7 +310,7 @@ def settings_from(
         from coordinator.runtimes.deployments import attach_check
 
         # the deployment's runtime, and a mismatched topology or dead nodes fail here, at once
-        dep = attach_check(deployment, topology) if topology is not None else None
+        dep = attach_check(deployment, topology, probe=True) if topology is not None else None
         if dep is None:
             from coordinator.runtimes.deployments import load
 
@@ -402,13 +329,15 @@ def settings_from(
         if meta.flag is not None and hasattr(args, f.name) and f.name not in extra
     }
     given |= {"runtime": args.runtime, "network": getattr(args, "network", None)}
-    if given.get("contention") is None:
-        given["contention"] = "shared" if wormhole else "isolated"
+    for f, meta in settings_of(RunSettings):  # an unset option not given: its field's default
+        if meta.unset and given.get(f.name, 0) is None:
+            del given[f.name]
+    if wormhole and "contention" not in given:
+        given["contention"] = Contention.SHARED
     if "ts" in given:
         given["ts"] = int(ts)
-    settings = validate_settings(
-        RunSettings(**given, link_model=link_model_from(args, topology, args.seed), **extra)
-    )
+    settings = RunSettings(**given, **extra)
+    settings = validate_settings(replace(settings, link_model=link_model_from(settings, topology)))
     if topology is not None:
         check_nodes(topology, settings.runtime)
         why = check_switching(_as_engines_run_it(settings), topology.is_torus)
@@ -418,6 +347,11 @@ def settings_from(
             raise UsageError(
                 f"--shards {settings.shards} is more than the {topology.size} nodes of {topology.spec}"
             )
-    if probe_broker and settings.runtime in ("processes", "containers"):
+    if probe_broker and runtimes.get(settings.runtime).needs_broker:
         check_broker(settings.broker)
+    elif settings.broker is not None:  # unused by this runtime, but never silently wrong
+        try:
+            parse_broker(settings.broker)
+        except ValueError as exc:
+            raise UsageError(f"--broker: {exc}") from None
     return settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,13 @@ from coordinator.cli.options import (
 from coordinator.cli.ui import console, progress
 from coordinator.errors import Interrupted, UsageError
 from coordinator.experiments.mcast_run import run_document
-from coordinator.experiments.run import emulate, emulate_apart, run_result
+from coordinator.experiments.run import emulate, emulate_apart, measured, run_result
 from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.wording import plural
 from coordinator.workloads.mcast import mcast_plan, message_set
 from coordinator.workloads.plan import Plan, PlanError, explicit, random_plan
+from node.choices import Contention, PortModel
 from node.routing import Algorithm, plugin_errors, registry
 from node.topology import Topology, TopologyError, parse_coord, parse_coords
 
@@ -62,6 +63,9 @@ def plan_from(args: argparse.Namespace, topo: Topology) -> Plan:
     in_range("--repeat", args.repeat, 1, MAX_REPEAT)
     in_range("--random-dests", args.random_dests, 1, MAX_COUNT)
     in_range("--seed", args.seed, 0, 2**63 - 1)
+    if getattr(args, "mcast_set", None) is None:  # (the set checks them itself) unused, never silently wrong
+        in_range("--d", getattr(args, "d", None), 1, MAX_COUNT)
+        in_range("--c", getattr(args, "c", None), 1, MAX_COUNT)
     params = check_params(algorithms, parse_params(args.param))
     warmup = warmup_of(args)
     try:
@@ -125,7 +129,7 @@ def execute(
     ``apart``: every multicast in an emulation of its own, one after another (for jitter).
     """
     with progress(label) as update:
-        raw = trio.run(emulate_apart if apart else emulate, plan, settings, update)
+        raw = trio.run(measured, emulate_apart if apart else emulate, plan, settings, update)
     return run_result(plan, settings, raw, timing)
 
 
@@ -217,39 +221,78 @@ def print_summary(result: RunResult) -> None:
 JITTER_ROWS = 40
 
 
-def _num(v: float | None, us: bool = False) -> str:
-    """A table number: µs whole from 100 up (tenths below), steps to three significant digits."""
+def _num(v: float | str | None, us: bool = False) -> str:
+    """A table number: µs whole from 100 up (tenths below), steps to three significant digits; a
+    withheld statistic (report.WITHHELD) as it is."""
     if v is None:
         return "-"
+    if isinstance(v, str):
+        return v
     if us:
         return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
     return f"{v:.3g}"
 
 
+def _with_ci(f: dict[str, Any], key: str) -> str:
+    """``key``'s µs value over its 95% CI in brackets (``1234`` above ``[1200, 1300]``); the CI
+    "[—]" when too few repetitions were kept to state it."""
+    v = f[f"wall_us_{key}"]
+    if v is None:
+        return "-"
+    low, high = f[f"wall_us_{key}_ci95_low"], f[f"wall_us_{key}_ci95_high"]
+    ci = f"[{_num(low, True)}, {_num(high, True)}]" if low is not None and not isinstance(low, str) else "[—]"
+    return f"{_num(v, True)}\n{ci}"
+
+
 def _jitter_cells(f: dict[str, Any]) -> dict[str, str]:
     """The jitter table's cells of one jitter.csv row (report.jitter_fields), by heading.
 
-    An SD is in parentheses: ± means a 95% CI everywhere in meshcast's output.
+    An SD is in parentheses and a 95% CI in brackets: ± means a 95% CI of a mean everywhere in
+    meshcast's output.
     """
-    sd = f"{_num(f['wall_us_mean'], True)} ({_num(f['wall_us_sd'], True)})"
     return {
         "algorithm": f["algorithm"],
         "source": f["source"],
         "node": f["node"],
         "n": str(f["repetitions"]),
         "steps mean (SD)": f"{_num(f['step_mean'])} ({_num(f['step_sd'])})",
-        "median µs": _num(f["wall_us_median"], True),
+        "median µs [95% CI]": _with_ci(f, "median"),
         "IQR µs": _num(f["wall_us_iqr"], True),
-        "mean (SD) µs": "-" if f["wall_us_mean"] is None else sd,
+        "mean µs": _num(f["wall_us_mean"], True),
+        "SD µs [95% CI]": _with_ci(f, "sd"),
+        "p95 µs": _num(f["wall_us_p95"], True),
+        "p99 µs": _num(f["wall_us_p99"], True),
         "host": f["host"],
     }
 
 
-def print_jitter(result: RunResult) -> None:
-    """Per node, over repetitions, its arrival latency: steps mean (SD); µs median, IQR, mean (SD).
+def jitter_caption(repetitions: Sequence[int]) -> str:
+    """What a jitter table's statistics are and, where some are "—", why (their minimum of kept
+    repetitions against the table's)."""
+    from coordinator.analysis.metrics import P95_MIN_REPETITIONS, P99_MIN_REPETITIONS
 
-    One source (``run --dests`` has one) goes in the title rather than a column, so that the
-    table fits an 80-column terminal; the headings wrap between words, the numbers never do.
+    low, high = min(repetitions, default=0), max(repetitions, default=0)
+    kept = f"{low}" if low == high else f"{low}-{high}"
+    text = (
+        f"n = kept repetitions ({kept} here); SD = sample SD (n − 1); IQR = p75 − p25; 95% CIs: the "
+        "median's from order statistics (exact, any distribution; — below 6), the SD's chi-square "
+        "(exact for normal data, too narrow for heavy tails)"
+    )
+    if low < P99_MIN_REPETITIONS:
+        text += (
+            f"; p95 needs {P95_MIN_REPETITIONS} kept repetitions and p99 {P99_MIN_REPETITIONS} "
+            "(fewer: the tail is the largest value renamed), — where a row has fewer"
+        )
+    return text
+
+
+def print_jitter(result: RunResult) -> None:
+    """Per node, over repetitions, its arrival latency: steps mean (SD); µs median [CI], IQR,
+    mean, SD [CI], p95, p99.
+
+    One algorithm, source (``run --dests`` has one) or host goes in the title rather than a column, and
+    a CI goes under its value, so that the table fits a 100-column terminal; the headings wrap between
+    words, the numbers never do.
     """
     from rich.table import Table
 
@@ -261,15 +304,17 @@ def print_jitter(result: RunResult) -> None:
     run = result.run
     how = run.repetitions or "together"
     cells = [_jitter_cells(jitter_fields(j)) for j in rows[:JITTER_ROWS]]
-    sources = {c["source"] for c in cells}
-    heads = [h for h in cells[0] if h != "source" or len(sources) > 1]
-    where = f" from {next(iter(sources))}" if len(sources) == 1 else ""
+    one = {h: next(iter(v)) for h in ("algorithm", "source", "host") if len(v := {c[h] for c in cells}) == 1}
+    heads = [h for h in cells[0] if h not in one]
+    where = f" of {one['algorithm']}" if "algorithm" in one else ""
+    where += f" from {one['source']}" if "source" in one else ""
+    where += f" on {one['host']}" if one.get("host") else ""
     table = Table(
         title=f"jitter: each node's arrival latency{where} over repetitions (repetitions {how})",
-        caption=_warmup_note(run) + "IQR = p75 − p25; p95 and p99 in jitter.csv (--out) and --json",
+        caption=_warmup_note(run) + jitter_caption([j.repetitions for j in rows]),
     )
     for h in heads:
-        widest = max(*(len(c[h]) for c in cells), *map(len, h.split()))
+        widest = max(*(len(line) for c in cells for line in c[h].split("\n")), *map(len, h.split()))
         table.add_column(h, justify="left" if h in ("algorithm", "host") else "right", min_width=widest)
     for c in cells:
         table.add_row(*(c[h] for h in heads))
@@ -277,6 +322,32 @@ def print_jitter(result: RunResult) -> None:
     con.print(table)
     if len(rows) > JITTER_ROWS:
         con.print(f"… {len(rows) - JITTER_ROWS} more nodes (all of them in jitter.csv with --out)")
+
+
+def telemetry_line(result: RunResult) -> str | None:
+    """One line on where the latency went (per-hop telemetry), or None without telemetry."""
+    tel = result.telemetry
+    if tel is None or tel.residence_per_hop_ns is None or tel.link_per_hop_ns is None:
+        return None
+    line = (
+        f"telemetry: per hop {tel.link_per_hop_ns / 1e6:.3f} ms on links, "
+        f"{tel.residence_per_hop_ns / 1e6:.3f} ms in nodes ({tel.deliveries} deliveries)"
+    )
+    if tel.hosts is not None and tel.links is not None and tel.covariance is not None:
+        line += (
+            f"; of the per-node variance the hosts own {tel.hosts:.0%}, the links {tel.links:.0%}, "
+            f"the covariance {tel.covariance:+.0%} ({tel.destinations} destinations)"
+        )
+    return line
+
+
+def print_telemetry(result: RunResult) -> None:
+    """The telemetry's line and the fidelity verdict's (free clock)."""
+    line = telemetry_line(result)
+    if line is not None:
+        console().print(line, highlight=False, markup=False)
+    if result.fidelity is not None:
+        console().print(result.fidelity.line(), highlight=False, markup=False)
 
 
 def _warmup_note(run: RunInfo) -> str:
@@ -290,12 +361,12 @@ def _warmup_note(run: RunInfo) -> str:
 
 
 def _model_line(settings: RunSettings) -> Callable[[int], float] | None:
-    """Under a link model, the latency it alone predicts after h hops (ns): h·(d + μ)."""
+    """Under a link model, the latency it alone predicts after h hops (ns): h times a hop's exact
+    mean (the message serialised, the delay and jitter as drawn: LinkSpec.hop_moments)."""
     model = settings.link_model
     if model is None or settings.clock != "free":
         return None
-    spec = model.default
-    per_hop = spec.delay + (spec.jitter.mean if spec.jitter is not None else 0.0)
+    per_hop, _ = model.default.hop_moments(settings.flits * settings.flit_bytes)
     return lambda h: h * per_hop * 1e9
 
 
@@ -305,7 +376,14 @@ def write_outputs(
     """run.json and the CSVs; with jitter also jitter.csv, its heat maps jitter.png and, where
     wall times were measured, latency against hop count, latency-hops.png (with ``predict``'s
     line, latency in ns after h hops, when given)."""
-    from coordinator.output.report import latency_by_hops, plot_jitter, plot_latency_by_hops, write_jitter_csv
+    from coordinator.output.report import (
+        latency_by_hops,
+        plot_jitter,
+        plot_latency_by_hops,
+        plot_telemetry,
+        telemetry_by_hops,
+        write_jitter_csv,
+    )
     from coordinator.output.results import write_run
 
     written: list[Any] = list(write_run(out, result))
@@ -315,6 +393,9 @@ def write_outputs(
         written.append(plot_jitter(out / "jitter.png", topo.cols, topo.rows, result.jitter))
         if latency_by_hops(result.multicasts):
             written.append(plot_latency_by_hops(out / "latency-hops.png", result.multicasts, predict))
+    if telemetry_by_hops(result.multicasts):
+        per_hop = predict(1) if predict is not None else None
+        written.append(plot_telemetry(out / "telemetry.png", result.multicasts, per_hop))
     if result.mcast is None:
         from coordinator.cli.plot_command import write_plots
 
@@ -386,8 +467,10 @@ def print_prediction(result: RunResult) -> None:
     from rich.table import Table
 
     table = Table(
-        "algorithm", "node", "h", "mean ms", "h·(d+μ) ms", "SD ms", "√h·σ ms", "host ms/hop",
-        title="measured against the link model (mean h·(d+μ), SD √h·σ; the rest is the hosts')",
+        "algorithm", "node", "h", "n", "mean ms", "h·m ms", "SD ms", "√h·s ms", "host ms/hop",
+        title="measured against the link model (mean h·m, SD √h·s; the rest is the hosts')",
+        caption="n = kept repetitions; m, s: a hop's exact mean and SD as the model draws it (the "
+        "message serialised at the rate, then max(0, d + jitter)); SD is the sample SD (n − 1)",
     )  # fmt: skip
 
     def ms(v: float | None) -> str:
@@ -395,7 +478,7 @@ def print_prediction(result: RunResult) -> None:
 
     for r in rows:
         table.add_row(
-            r.algorithm, f"{r.node[0]},{r.node[1]}", str(r.hops), ms(r.mean_s),
+            r.algorithm, f"{r.node[0]},{r.node[1]}", str(r.hops), str(r.repetitions), ms(r.mean_s),
             ms(r.predicted_mean_s), ms(r.sd_s), ms(r.predicted_sd_s), ms(r.host_cost_per_hop_s),
         )  # fmt: skip
     console().print(table)
@@ -412,7 +495,7 @@ def _wormhole_contention(args: argparse.Namespace) -> None:
         return
     competing = args.together or args.inject_every is not None or bool(args.mcast_set)
     if args.contention is None:
-        args.contention = "shared" if competing else "isolated"
+        args.contention = Contention.SHARED if competing else Contention.ISOLATED
         return
     several = args.repeat > 1 or (args.dests is None and len(algorithms_of(args.algorithm)) > 1)
     if args.contention == "shared" and several and not competing:
@@ -426,8 +509,8 @@ def _wormhole_contention(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``meshcast run``: validate everything, run, write ``--out``, print or dump JSON."""
     topo = topology_from(args.topology)
-    if args.port_model is None:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model is all-port
-        args.port_model = "all-port" if args.mcast_set else "one-port"
+    if args.port_model is None and args.mcast_set:  # Herley, Pietracaprina & Pucci's mcast(n, d, c) model
+        args.port_model = PortModel.ALL_PORT  # is all-port (not given otherwise: the setting's default)
     if args.replay and not args.out:
         raise UsageError("--replay writes replay.html into the results: give --out DIR")
     _wormhole_contention(args)
@@ -459,7 +542,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.predict and settings.link_model is not None:
             from coordinator.analysis.linkpredict import predict
 
-            result = replace(result, prediction=tuple(predict(result.multicasts, settings.link_model)))
+            result = replace(
+                result,
+                prediction=tuple(
+                    predict(result.multicasts, settings.link_model, settings.flits * settings.flit_bytes)
+                ),
+            )
     if out is not None:
         written = write_outputs(out, result, plan, predict=_model_line(settings))
         if args.replay:
@@ -474,6 +562,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print_summary(result)
         print_jitter(result)
+        print_telemetry(result)
         print_prediction(result)
         if result.mcast is not None:
             print_mcast(result.mcast)
@@ -642,7 +731,8 @@ def add_command(sub: Any) -> None:
         "--predict",
         action="store_true",
         help="free clock with a link model: print each node's measured arrival mean and SD beside the "
-        "model's h·(d+μ) and √h·σ (JSON: prediction)",
+        "model's h·m and √h·s, m and s a hop's exact mean and SD as the model draws it (the rate "
+        "term for --flits × --flit-bytes, the delay, jitter clamped at zero) (JSON: prediction)",
     )
     run.add_argument(
         "--out",
@@ -664,7 +754,6 @@ def add_command(sub: Any) -> None:
     m.add_argument("--d", type=int, default=None, help="at most D destinations per message")
     m.add_argument("--c", type=int, default=None, help="no node receives more than C messages")
     add_run_options(run)
-    run.set_defaults(port_model=None)
     sub.add_parser("algorithms", help="list registered algorithms, their topologies and parameters")
     demo = sub.add_parser("demo", help="the default experiment (what 'make demo' runs)")
     demo.add_argument("--seed", type=int, default=1, help="seed of the random torus comparison")

@@ -21,8 +21,10 @@ from coordinator.errors import UsageError
 from coordinator.experiments import show as show_mod
 from coordinator.experiments.show import FORMATS, draw_multicast, show
 from coordinator.output.paths import prepare_out_file
+from coordinator.runtimes.records import LINKS
 from coordinator.wording import plural
 from coordinator.workloads.plan import PlanError
+from node.settings import FREE_CLOCK
 from node.topology import TopologyError, parse_coord, parse_coords
 
 __all__ = ["COMMANDS", "add_command"]
@@ -48,7 +50,9 @@ def add_command(sub: Any) -> None:
     p.add_argument("--title", default=None, help="replace the title (algorithm, time, traffic)")
     p.add_argument("--link-steps", action="store_true", help="write each link's send step on its arrow")
     p.add_argument("--dpi", type=int, default=150, help="resolution of a PNG (default 150)")
-    add_run_options(p)
+    # the picture is of logical send steps: a link model and the free clock's fidelity settings
+    # change nothing in it, so show refuses them rather than ignore them
+    add_run_options(p, omit=frozenset({LINKS, FREE_CLOCK}))
 
 
 def cmd_show(args: argparse.Namespace) -> int:

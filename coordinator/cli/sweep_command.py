@@ -29,6 +29,7 @@ from coordinator.output.paths import prepare_out_dir
 from coordinator.runtimes.records import RunSettings
 from coordinator.wording import plural
 from coordinator.workloads.plan import PlanError
+from node.choices import Contention
 from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = ["COMMANDS", "add_command", "progress_label"]
@@ -133,7 +134,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     in_range("--jobs", args.jobs, 1, MAX_JOBS)
     in_range("--chunk", args.chunk, 0, 10**7)
     if args.contention is None:  # a sweep measures single multicasts (wormhole: each in its own network)
-        args.contention = "isolated"
+        args.contention = Contention.ISOLATED
     settings = settings_from(args, topo)
     if args.replay and settings.contention != "isolated":
         raise UsageError(
@@ -170,6 +171,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         run_args = (topo, algorithms, ks, args.repeat, args.seed, source, params)
         written.append(_write_replay(out, run_args, settings))
     _print_summary(result, algorithms)
+    line = result.fidelity_line()
+    if line is not None:
+        print(line)
     print("wrote " + ", ".join(str(w) for w in written), file=sys.stderr)
     if not result.complete:
         missing = sum(1 for r in result.tidy if r["missing"])

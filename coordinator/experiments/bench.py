@@ -27,15 +27,17 @@ Figures, not assertions: speed targets live here, never in timed tests.
 
 ``meshcast bench --json`` prints ``{"relay_hops_per_s": float, "build": "plain" | "compiled",
 "rows": [row, ...]}``; ``build`` says whether the node's hot modules ran compiled (``make compiled``,
-mypyc) or as Python sources. JSON row fields:
-topology, runtime ("in-process" | "engines" | "model"), shards (1 unless sharded), clock, switching
+mypyc) or as Python sources. A row is a :class:`BenchRow` (``to_json``); its JSON fields:
+topology, runtime (the registry's name of the runtime the point ran on: "in-process" |
+"engines" | "model"), shards (1 unless sharded), clock, switching
 ("store-and-forward" | "wormhole"), nodes, multicasts, destinations, complete, steps (None on the
 free clock), span_steps (those of them in the active span, below), packet_hops, flit_hops (None
 under store-and-forward), start_s, run_s, active_s, packet_hops_per_s, flit_hops_per_s (None
 under store-and-forward), steps_per_s (span_steps per second of the active span: the run's idle
 tail after the last delivery is not in the span), run_packet_hops_per_s, peak_rss_mb,
 workload ("random plan" for (b)–(e), "uniform load" for (f), which also has
-offered_flits_per_node_cycle), relay_hops_per_s (the relay chain measured in the point's process
+offered_flits_per_node_cycle), runs (the (b), (d) and (e) rows: the runs it is the median of),
+relay_hops_per_s (the relay chain measured in the point's process
 just before and after it, mean), ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ that row's
 relay_hops_per_s). The top-level relay_hops_per_s is the median of the rows': this shared
 machine's speed drifts within minutes, so each point is compared with the limit measured beside
@@ -49,29 +51,121 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any, Final
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, ClassVar, Final, NamedTuple
 
 import msgpack
 import trio
 
-from coordinator.experiments.run import emulate, paused_gc
+from coordinator.experiments.run import emulate
+from coordinator.runtimes import registry
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
-__all__ = ["FLIT_LOAD", "RELAY_PACKET", "SWITCHING", "WORM_FLITS", "FlitLoad", "Point", "WormPoint",
-           "bench_points", "beside_relay", "flit_load_point", "flit_load_points", "relay_chain", "run_bench",
-           "wormhole_point", "wormhole_points"]  # fmt: skip
+__all__ = ["FLIT_LOAD", "RELAY_PACKET", "SWITCHING", "WORM_FLITS", "BenchPoint", "BenchRow", "EmulatorPoint",
+           "FlitLoad", "FlitLoadPoint", "Point",
+           "WormPoint", "bench_points", "beside_relay", "flit_load_point", "flit_load_points", "relay_chain",
+           "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
 
 SWITCHING = "store-and-forward"
-Point = tuple[str, str, int, int]
-"""(topology, clock, multicasts, destinations per multicast)."""
-WormPoint = tuple[str, str, int, int]
-"""(mesh topology, runtime "in-process" | "engines", unicast messages, destinations per message)."""
+
+
+class Point(NamedTuple):
+    """An emulator point: random multicasts on a torus, in-process, under a clock."""
+
+    topology: str
+    clock: str  # "lockstep" | "free"
+    multicasts: int
+    destinations: int  # per multicast
+
+
+class EmulatorPoint(NamedTuple):
+    """A :class:`Point` with its shards and runtime: the arguments of :func:`emulator_point`."""
+
+    topology: str
+    clock: str
+    multicasts: int
+    destinations: int
+    shards: int = 1
+    runtime: str = "in-process"
+
+
+class WormPoint(NamedTuple):
+    """A wormhole point: random XY unicasts on a mesh: the arguments of :func:`wormhole_point`."""
+
+    topology: str
+    runtime: str  # "in-process" | "engines" | "model"
+    multicasts: int  # unicast messages
+    destinations: int  # per message
+
+
+class FlitLoadPoint(NamedTuple):
+    """A flit-level load point: the arguments of :func:`flit_load_point`."""
+
+    runtime: str  # "engines" | "model"
+    quick: bool
+
+
+BenchPoint = EmulatorPoint | WormPoint | FlitLoadPoint
+"""What :func:`beside_relay` measures: the arguments of one of the three measuring functions."""
 WORM_FLITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRow:
+    """One measured point of the bench (its JSON fields: the module's docstring)."""
+
+    topology: str
+    workload: str
+    runtime: str
+    shards: int
+    clock: str
+    switching: str
+    nodes: int
+    multicasts: int
+    destinations: int
+    runs: int | None
+    offered_flits_per_node_cycle: float | None
+    complete: bool
+    steps: int | None
+    span_steps: int | None
+    packet_hops: int
+    flit_hops: int | None
+    start_s: float
+    run_s: float
+    active_s: float
+    packet_hops_per_s: float
+    flit_hops_per_s: float | None
+    steps_per_s: float | None
+    run_packet_hops_per_s: float | None
+    peak_rss_mb: float
+    relay_hops_per_s: float | None = None
+    """Set by :func:`beside_relay`."""
+    ratio: float | None = None
+    """Set by :func:`run_bench`."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset(
+        {"runs", "offered_flits_per_node_cycle", "relay_hops_per_s", "ratio"}
+    )
+    """The fields a row of another kind (or not measured beside the relay chain) leaves out of its JSON."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``meshcast bench --json`` writes it (a field in :attr:`OPTIONAL` left out when None)."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in self.OPTIONAL}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BenchRow:
+        """A row back from its JSON (fields of other tools, such as ``best_of``, ignored)."""
+        values: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
+        return cls(**values)
+
+    @property
+    def rate(self) -> float:
+        """What the ratio divides: flit-hops/s under wormhole, else packet-hops/s."""
+        return self.flit_hops_per_s if self.flit_hops_per_s is not None else self.packet_hops_per_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,21 +256,15 @@ def _active(raw: RawRun, plan: Plan) -> tuple[float, int]:
     return max((max(walls) - min(starts)) / 1e9, 1e-9), steps
 
 
-def _timed_run(plan: Plan, settings: RunSettings, runtime: str) -> tuple[RawRun, float, float, int]:
-    """Run ``plan`` in-process, or on the engines runtime: the raw run, the whole time, and the
-    seconds and steps the rates divide by (the active span; the engines runtime, which has no
-    node wall clocks, its whole loop)."""
+def _timed_run(plan: Plan, settings: RunSettings) -> tuple[RawRun, float, float, int]:
+    """Run ``plan`` on ``settings.runtime``: the raw run, the whole time, and the seconds and steps
+    the rates divide by (the active span; a runtime that is one plain loop, the engines runtime or
+    the reference model, whose nodes have no wall clocks of their own: its whole loop)."""
     t0 = time.perf_counter()
-    if runtime == "engines":
-        from coordinator.runtimes.engines import run_engines
-
-        with paused_gc():  # as every emulation runs (emulate): the collector finds nothing to free
-            raw = run_engines(plan, settings)
-    else:
-        raw = trio.run(emulate, plan, settings, None)
+    raw = trio.run(emulate, plan, settings, None)
     total = time.perf_counter() - t0
     raw.wall_s = raw.wall_s or total
-    if runtime == "engines":
+    if not registry.get(settings.runtime).is_async:
         return raw, total, max(raw.wall_s, 1e-9), raw.last_step
     return (raw, total, *_active(raw, plan))
 
@@ -189,46 +277,48 @@ so a single run measures as much the machine's scheduling as the emulator. The r
 
 def emulator_point(
     spec: str, clock: str, multicasts: int, dests: int, shards: int = 1, runtime: str = "in-process"
-) -> dict[str, Any]:
+) -> BenchRow:
     """One run of ``multicasts`` random VH multicasts of ``dests`` destinations, measured:
     in-process, or (lockstep) on the engines runtime, whose rates are over its whole loop.
     A sparse point (one multicast) is run :data:`SPARSE_RUNS` times; its row is the median run."""
     topo = Topology.parse(spec)
     plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
     runs = SPARSE_RUNS if multicasts == 1 else 1
-    timed = [_timed_run(plan, RunSettings(clock=clock, shards=shards), runtime) for _ in range(runs)]
+    settings = RunSettings(clock=clock, shards=shards, runtime=runtime)
+    timed = [_timed_run(plan, settings) for _ in range(runs)]
     timed.sort(key=lambda r: r[2])  # by active span: the median run is the row
     raw, total, active, span_steps = timed[len(timed) // 2]
     hops = sum(raw.traffic.values())
     steps = raw.last_step if clock == "lockstep" else None
-    return {
-        "topology": spec,
-        "workload": "random plan",
-        "runtime": runtime,
-        "shards": shards,
-        "clock": clock,
-        "switching": SWITCHING,
-        "nodes": topo.size,
-        "multicasts": multicasts,
-        "destinations": dests,
-        "runs": runs,
-        "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
-        "steps": steps,
-        "span_steps": span_steps if steps is not None else None,
-        "packet_hops": hops,
-        "flit_hops": None,
-        "start_s": round(max(total - raw.wall_s, 0.0), 3),
-        "run_s": round(raw.wall_s, 3),
-        "active_s": round(active, 3),
-        "packet_hops_per_s": hops / active,
-        "flit_hops_per_s": None,
-        "steps_per_s": span_steps / active if steps is not None else None,
-        "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
-    }
+    return BenchRow(
+        topology=spec,
+        workload="random plan",
+        runtime=runtime,
+        shards=shards,
+        clock=clock,
+        switching=SWITCHING,
+        nodes=topo.size,
+        multicasts=multicasts,
+        destinations=dests,
+        runs=runs,
+        offered_flits_per_node_cycle=None,
+        complete=not raw.incomplete and len(raw.arrivals) == multicasts * dests,
+        steps=steps,
+        span_steps=span_steps if steps is not None else None,
+        packet_hops=hops,
+        flit_hops=None,
+        start_s=round(max(total - raw.wall_s, 0.0), 3),
+        run_s=round(raw.wall_s, 3),
+        active_s=round(active, 3),
+        packet_hops_per_s=hops / active,
+        flit_hops_per_s=None,
+        steps_per_s=span_steps / active if steps is not None else None,
+        run_packet_hops_per_s=hops / raw.wall_s if raw.wall_s > 0 else None,
+        peak_rss_mb=round(_peak_rss_mb(), 1),
+    )
 
 
-def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict[str, Any]:
+def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> BenchRow:
     """One wormhole run (L = 16, Ts = 0) of random unicasts to ``dests`` nodes each, measured.
 
     The in-process rates are over the active span as above; the engines runtime and the reference
@@ -243,38 +333,40 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> dict
         flits=WORM_FLITS,
         ts=0,
         max_steps=100_000,
-        runtime="in-process" if runtime == "engines" else runtime,
+        runtime=runtime,
     )
-    raw, total, active, steps = _timed_run(plan, settings, runtime)
+    raw, total, active, steps = _timed_run(plan, settings)
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
-    return {
-        "topology": spec,
-        "workload": "random plan",
-        "runtime": runtime,
-        "shards": 1,
-        "clock": "lockstep",
-        "switching": "wormhole",
-        "nodes": topo.size,
-        "multicasts": multicasts,
-        "destinations": dests,
-        "complete": not raw.incomplete and len(raw.arrivals) == multicasts * dests,
-        "steps": raw.last_step,
-        "span_steps": steps,
-        "packet_hops": hops,
-        "flit_hops": flits,
-        "start_s": round(max(total - raw.wall_s, 0.0), 3),
-        "run_s": round(raw.wall_s, 3),
-        "active_s": round(active, 3),
-        "packet_hops_per_s": hops / active,
-        "flit_hops_per_s": flits / active,
-        "steps_per_s": steps / active,
-        "run_packet_hops_per_s": hops / raw.wall_s if raw.wall_s > 0 else None,
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
-    }
+    return BenchRow(
+        topology=spec,
+        workload="random plan",
+        runtime=runtime,
+        shards=1,
+        clock="lockstep",
+        switching="wormhole",
+        nodes=topo.size,
+        multicasts=multicasts,
+        destinations=dests,
+        runs=None,
+        offered_flits_per_node_cycle=None,
+        complete=not raw.incomplete and len(raw.arrivals) == multicasts * dests,
+        steps=raw.last_step,
+        span_steps=steps,
+        packet_hops=hops,
+        flit_hops=flits,
+        start_s=round(max(total - raw.wall_s, 0.0), 3),
+        run_s=round(raw.wall_s, 3),
+        active_s=round(active, 3),
+        packet_hops_per_s=hops / active,
+        flit_hops_per_s=flits / active,
+        steps_per_s=steps / active,
+        run_packet_hops_per_s=hops / raw.wall_s if raw.wall_s > 0 else None,
+        peak_rss_mb=round(_peak_rss_mb(), 1),
+    )
 
 
-def flit_load_point(runtime: str, quick: bool = False) -> dict[str, Any]:
+def flit_load_point(runtime: str, quick: bool = False) -> BenchRow:
     """:data:`FLIT_LOAD` (quick: a quarter of its duration) on the engines runtime or the model.
 
     The rates divide by the whole run, start-up included: building the engines (or the model's
@@ -291,48 +383,49 @@ def flit_load_point(runtime: str, quick: bool = False) -> dict[str, Any]:
         flits=w.flits,
         buffer_flits=w.buffer_flits,
         max_steps=4 * w.duration,  # load's step budget (--budget-factor 4)
-        runtime="in-process" if runtime == "engines" else runtime,
+        runtime=runtime,
     )
-    raw, total, _, _ = _timed_run(plan, settings, runtime)
+    raw, total, _, _ = _timed_run(plan, settings)
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
-    return {
-        "topology": w.topology,
-        "workload": "uniform load",
-        "runtime": runtime,
-        "shards": 1,
-        "clock": "lockstep",
-        "switching": "wormhole",
-        "nodes": topo.size,
-        "multicasts": len(plan.multicasts),
-        "destinations": 1,
-        "offered_flits_per_node_cycle": w.flits_per_node,
-        "complete": not raw.incomplete and len(raw.arrivals) == len(plan.multicasts),
-        "steps": raw.last_step,
-        "span_steps": raw.last_step,
-        "packet_hops": hops,
-        "flit_hops": flits,
-        "start_s": 0.0,
-        "run_s": round(total, 3),
-        "active_s": round(total, 3),
-        "packet_hops_per_s": hops / total,
-        "flit_hops_per_s": flits / total,
-        "steps_per_s": raw.last_step / total,
-        "run_packet_hops_per_s": hops / total,
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
-    }
+    return BenchRow(
+        topology=w.topology,
+        workload="uniform load",
+        runtime=runtime,
+        shards=1,
+        clock="lockstep",
+        switching="wormhole",
+        nodes=topo.size,
+        multicasts=len(plan.multicasts),
+        destinations=1,
+        runs=None,
+        offered_flits_per_node_cycle=w.flits_per_node,
+        complete=not raw.incomplete and len(raw.arrivals) == len(plan.multicasts),
+        steps=raw.last_step,
+        span_steps=raw.last_step,
+        packet_hops=hops,
+        flit_hops=flits,
+        start_s=0.0,
+        run_s=round(total, 3),
+        active_s=round(total, 3),
+        packet_hops_per_s=hops / total,
+        flit_hops_per_s=flits / total,
+        steps_per_s=raw.last_step / total,
+        run_packet_hops_per_s=hops / total,
+        peak_rss_mb=round(_peak_rss_mb(), 1),
+    )
 
 
-def flit_load_points(quick: bool = False) -> list[tuple[str, bool]]:
+def flit_load_points(quick: bool = False) -> list[FlitLoadPoint]:
     """The (f) points: :data:`FLIT_LOAD` on the engines runtime and on the reference model."""
-    return [(runtime, quick) for runtime in ("engines", "model")]
+    return [FlitLoadPoint(runtime, quick) for runtime in ("engines", "model")]
 
 
 def wormhole_points(quick: bool = False) -> list[WormPoint]:
     """The wormhole points: random XY unicasts on a 16×16 mesh (quick: 8×8), in-process, on the
     engines and on the reference model."""
     spec, m, k = ("mesh:8x8", 10, 5) if quick else ("mesh:16x16", 50, 10)
-    return [(spec, runtime, m, k) for runtime in ("in-process", "engines", "model")]
+    return [WormPoint(spec, runtime, m, k) for runtime in ("in-process", "engines", "model")]
 
 
 def bench_points(quick: bool = False, large: bool = False) -> list[Point]:
@@ -343,13 +436,11 @@ def bench_points(quick: bool = False, large: bool = False) -> list[Point]:
         dense, sparse = [("torus:20x20", 100, 50), ("torus:32x32", 100, 50)], ("torus:64x64", 1, 10)
     if large:
         dense.append(("torus:128x128", 100, 50))
-    points = [(spec, clock, m, k) for spec, m, k in dense for clock in ("lockstep", "free")]
-    return points + [(sparse[0], clock, sparse[1], sparse[2]) for clock in ("lockstep", "free")]
+    points = [Point(spec, clock, m, k) for spec, m, k in dense for clock in ("lockstep", "free")]
+    return points + [Point(sparse[0], clock, sparse[1], sparse[2]) for clock in ("lockstep", "free")]
 
 
-def beside_relay(
-    measure: Callable[..., dict[str, Any]], point: tuple[Any, ...], chain: tuple[int, int]
-) -> dict[str, Any]:
+def beside_relay(measure: Callable[..., BenchRow], point: BenchPoint, chain: tuple[int, int]) -> BenchRow:
     """``measure(*point)`` with the relay chain (``chain``: length, packets) run just before and
     just after it in the same process: the row's ``relay_hops_per_s`` is their mean.
 
@@ -358,8 +449,7 @@ def beside_relay(
     """
     before = relay_chain(*chain)
     row = measure(*point)
-    row["relay_hops_per_s"] = round((before + relay_chain(*chain)) / 2, 1)
-    return row
+    return replace(row, relay_hops_per_s=round((before + relay_chain(*chain)) / 2, 1))
 
 
 def run_bench(
@@ -367,7 +457,7 @@ def run_bench(
     large: bool = False,
     progress: Callable[[int, int], None] | None = None,
     shards: int = 1,
-) -> tuple[float, list[dict[str, Any]]]:
+) -> tuple[float, list[BenchRow]]:
     """The relay-chain limit (hops/s) and one row per emulator point, with its ratio to the limit.
 
     Each row's ratio divides by the relay chain measured beside that point (:func:`beside_relay`);
@@ -375,11 +465,11 @@ def run_bench(
     """
     chain = (16, 500) if quick else (64, 2000)
     points = bench_points(quick, large)
-    dense = [p for p in points if p[1] == "lockstep" and p[2] > 1]
-    sharded = [(*p, shards) for p in dense if shards > 1]
-    engines = [(*p, 1, "engines") for p in dense]
-    jobs: list[tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]] = [
-        *((emulator_point, p) for p in [*points, *sharded, *engines]),
+    dense = [p for p in points if p.clock == "lockstep" and p.multicasts > 1]
+    sharded = [EmulatorPoint(*p, shards) for p in dense if shards > 1]
+    engines = [EmulatorPoint(*p, 1, "engines") for p in dense]
+    jobs: list[tuple[Callable[..., BenchRow], BenchPoint]] = [
+        *((emulator_point, p) for p in [*(EmulatorPoint(*pt) for pt in points), *sharded, *engines]),
         *((wormhole_point, p) for p in wormhole_points(quick)),
         *((flit_load_point, p) for p in flit_load_points(quick)),
     ]
@@ -390,9 +480,8 @@ def run_bench(
             progress(i, len(jobs))
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
             row = pool.submit(beside_relay, measure, point, chain).result()
-        rate = row["flit_hops_per_s"] if row["flit_hops_per_s"] is not None else row["packet_hops_per_s"]
-        row["ratio"] = round(rate / row["relay_hops_per_s"], 3)
-        rows.append(row)
+        assert row.relay_hops_per_s is not None
+        rows.append(replace(row, ratio=round(row.rate / row.relay_hops_per_s, 3)))
     if progress is not None:
         progress(len(jobs), len(jobs))
-    return statistics.median(r["relay_hops_per_s"] for r in rows), rows
+    return statistics.median(r.relay_hops_per_s or 0.0 for r in rows), rows

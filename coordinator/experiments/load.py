@@ -26,8 +26,10 @@ from typing import Any
 
 import trio
 
+from coordinator.analysis.fidelity import Fidelity, judge_run
 from coordinator.analysis.metrics import ci95, multicast_metrics
 from coordinator.experiments.run import emulate
+from coordinator.experiments.run import measured as measured_run
 from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
@@ -105,14 +107,10 @@ def xy_bound(topology: Topology) -> float | None:
     return (m * n - 1) / load if load else None
 
 
-def run_plan(plan: Plan, settings: RunSettings, engines: bool = False) -> RawRun:
-    """Run ``plan`` on ``settings.runtime``, or with ``engines`` on every node's engine in one loop
-    (``coordinator.runtimes.engines``: the in-process runtime's records without trio)."""
-    if engines:
-        from coordinator.runtimes.engines import run_engines
-
-        return run_engines(plan, settings)
-    return trio.run(emulate, plan, settings, None)
+def run_plan(plan: Plan, settings: RunSettings) -> RawRun:
+    """Run ``plan`` on ``settings.runtime`` (``engines``: every node's engine in one loop, the
+    in-process runtime's records without trio)."""
+    return trio.run(measured_run, emulate, plan, settings, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +127,8 @@ class LoadPoint:
     saturated: str | None
     messages: int
     peak_queue: int
+    fidelity: Fidelity | None = None
+    """Free clock: whether the hosts kept up while the point ran (:mod:`coordinator.analysis.fidelity`)."""
 
     def row(self) -> list[Any]:
         return [self.algorithm, self.rate, self.offered, self.throughput, self.latency, self.ci95[0],
@@ -144,17 +144,16 @@ def load_point(
     batches: int = 10,
     growth: float = 2.0,
     latency_of: str | None = None,
-    engines: bool = False,
     shortfall: float = 0.1,
 ) -> LoadPoint:
     """Run one offered-load point and reduce it to batch-means statistics.
 
     ``latency_of``: average the latency over this algorithm's messages only (the multicasts of a
-    multicast/unicast mix); None averages over every message. ``engines``: see :func:`run_plan`.
+    multicast/unicast mix); None averages over every message.
     ``shortfall``: a point delivering less than (1 - shortfall) × offered is saturated (its queues grow).
     """
     plan = poisson_plan(topology, algorithm, traffic)
-    raw = run_plan(plan, settings, engines)
+    raw = run_plan(plan, settings)
     recs = multicast_metrics(plan, raw)
     window = traffic.duration - warmup
     measured = [r for r in recs if r.injected >= warmup]
@@ -189,8 +188,21 @@ def load_point(
     peak = int(max(raw.peak_queue.values(), default=0))
     lat_mean = None if saturated else stats["mean"]
     ci = (None, None) if saturated else (stats["ci95"][0], stats["ci95"][1])
+    fidelity = None
+    if settings.clock == "free":
+        fidelity = judge_run(measured, settings, raw)
     return LoadPoint(
-        algorithm, traffic.rate, offered, throughput, lat_mean, ci, means, saturated, len(measured), peak
+        algorithm,
+        traffic.rate,
+        offered,
+        throughput,
+        lat_mean,
+        ci,
+        means,
+        saturated,
+        len(measured),
+        peak,
+        fidelity,
     )
 
 
@@ -203,7 +215,10 @@ def parse_rates(text: str) -> list[float]:
             if count < 1 or lo <= 0 or hi < lo:
                 raise ValueError
             return [lo + (hi - lo) * i / max(count - 1, 1) for i in range(count)]
-        rates = [float(x) for x in text.split(",") if x.strip()]
+        items = text.split(",")
+        if any(not x.strip() for x in items):  # "0.05,,0.1": a rate left out is a typo, not a list
+            raise ValueError
+        rates = [float(x) for x in items]
         if not rates or min(rates) <= 0:
             raise ValueError
         return rates

@@ -17,7 +17,8 @@ one ``replay.html`` into ``--out``:
   small, no page, and a line saying to shorten ``--duration`` or lower ``--rates``.
 
 The reference model has no flit trace, so a wormhole replay under ``--runtime model`` is
-emulated on the nodes' engines (whose records are the model's).
+emulated on the runtime the registry names for its trace (``traced_by``: the nodes' engines,
+whose records are the model's).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 import trio
 
 from coordinator.experiments.run import emulate, result_document
+from coordinator.runtimes import registry
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan
 
@@ -77,7 +79,8 @@ def load_replay_choice(candidates: Sequence[tuple[float, bool, Plan]]) -> tuple[
 def traced_document(plan: Plan, settings: RunSettings) -> dict[str, Any]:
     """Emulate ``plan`` with ``settings`` and a trace; its result document (as ``run.json``)."""
     traced = replace(settings, trace=True)
-    if traced.runtime == "model" and traced.switching == "wormhole":
-        traced = replace(traced, runtime="engines")  # the flit trace comes from the nodes' engines
+    runtime = registry.get(traced.runtime)
+    if traced.switching not in runtime.trace_switchings and runtime.traced_by:
+        traced = replace(traced, runtime=runtime.traced_by)  # the same records, with their trace
     raw = trio.run(emulate, plan, traced, None)
     return result_document(plan, traced, raw)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+import trio
+
 from coordinator.analysis.completion import completion
-from coordinator.analysis.metrics import ci, jitter, multicast_metrics, summarise
+from coordinator.analysis.fidelity import judge_run
+from coordinator.analysis.metrics import ci, jitter, multicast_metrics, summarise, telemetry_split
 from coordinator.analysis.result_types import (
     LatencySummary,
     MulticastResult,
@@ -22,7 +25,8 @@ from coordinator.analysis.result_types import (
 from coordinator.analysis.timing import Timing, apply_timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry
-from coordinator.runtimes.records import REFUSED, RawRun, RunSettings
+from coordinator.runtimes.hostload import HostLoad, sample_host
+from coordinator.runtimes.records import REFUSED, RawRun, RunSettings, dilate
 from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 
@@ -73,6 +77,7 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
     A run its nodes refused before start-up (a plug-in missing where they run) ran nothing: it is
     the user's to mend, so it is a UsageError (one line, exit 2), not an incomplete result.
     Wormhole switching in isolated contention runs every multicast in an idle network of its own."""
+    settings = dilate(settings)
     if settings.switching == "wormhole" and settings.contention == "isolated":
         # each multicast in a network of its own: the flit engines know only shared channels,
         # and one multicast alone in them is isolated (its arrivals are eq. 7's exactly)
@@ -82,8 +87,29 @@ async def emulate(plan: Plan, settings: RunSettings, progress: Progress | None =
         settings = shared
     with paused_gc():
         raw = await _emulate(plan, settings, progress)
+    raw.dilation = settings.time_dilation
     if raw.incomplete and raw.incomplete[0].startswith(REFUSED) and not raw.arrivals:
         raise UsageError(raw.incomplete[0])
+    return raw
+
+
+async def measured(
+    run: Callable[[Plan, RunSettings, Progress | None], Awaitable[RawRun]],
+    plan: Plan,
+    settings: RunSettings,
+    progress: Progress | None = None,
+) -> RawRun:
+    """``run(plan, settings, progress)`` with, under the free clock, this machine's CPU idle
+    sampled every second meanwhile and its load average at the end (for the fidelity verdict)."""
+    if settings.clock != "free":
+        return await run(plan, settings, progress)
+    load = HostLoad()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sample_host, load)
+        raw = await run(plan, settings, progress)
+        nursery.cancel_scope.cancel()
+    load.finish()
+    raw.host_idle, raw.loadavg = load.idle, load.loadavg
     return raw
 
 
@@ -95,18 +121,28 @@ async def emulate_apart(plan: Plan, settings: RunSettings, progress: Progress | 
     jitter. Run apart, no repetition overlaps another in real time (each starts the nodes anew).
     """
 
+    settings = dilate(settings)
+
     def part_settings(m: Multicast) -> RunSettings:
         if settings.link_model is None:
             return settings
         return replace(settings, link_model=settings.link_model.part(m.id))  # each repetition draws afresh
 
-    if settings.runtime == "processes" and settings.deployment is None and len(plan.multicasts) > 1:
-        from coordinator.runtimes.processes import run_processes_parts
-
-        # one set of node processes serves every repetition: warm, as a deployment's nodes are
+    runtime = registry.get(settings.runtime)
+    warm = runtime.parts or (runtime.warm_by_deployment and settings.network is None)
+    if warm and settings.deployment is None and len(plan.multicasts) > 1:
+        # one set of nodes serves every repetition: warm, as a deployment's nodes are
         with paused_gc():
             parts = [(Plan(plan.topology, (m,)), part_settings(m)) for m in plan.multicasts]
-            return merge_runs(await run_processes_parts(parts, settings, progress))
+            if runtime.parts:
+                raws = await runtime.run_parts(parts, settings, progress)
+            else:
+                from coordinator.runtimes.warm import run_parts_on_a_deployment
+
+                raws = await run_parts_on_a_deployment(parts, settings, progress)
+            merged = merge_runs(raws)
+            merged.dilation = settings.time_dilation
+            return merged
     total = sum(len(m.destinations) for m in plan.multicasts)
     runs: list[RawRun] = []
     done = 0
@@ -144,6 +180,7 @@ def merge_runs(parts: Sequence[RawRun]) -> RawRun:
         for key, n in p.link_sends.items():
             out.link_sends[key] = out.link_sends.get(key, 0) + n
         out.dropped += p.dropped
+        out.dilation = p.dilation
         out.last_step = max(out.last_step, p.last_step)
         out.wall_s += p.wall_s
         out.incomplete.extend(c for c in p.incomplete if c not in out.incomplete)
@@ -220,6 +257,7 @@ def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | 
         # each link's behaviour (wall-clock arrivals carry it)
         link_model=settings.link_model.describe() if settings.link_model is not None else None,
         sync=settings.sync,  # when asked for: how lockstep was synchronized
+        time_dilation=settings.time_dilation if settings.time_dilation != 1 else None,
         switching=switching,
         timing=None
         if timing is None
@@ -253,4 +291,6 @@ def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | 
         errors=tuple(errors),
         rejected=rejected,
         latency=latency,
+        telemetry=telemetry_split(records) if settings.clock == "free" else None,
+        fidelity=judge_run(records, settings, raw) if settings.clock == "free" else None,
     )

@@ -32,9 +32,10 @@ from typing import Any
 
 import trio
 
+from coordinator.analysis.fidelity import Fidelity, judge_run
 from coordinator.analysis.metrics import SUMMARY_FIELDS, ci95, multicast_metrics
 from coordinator.analysis.result_types import MulticastResult
-from coordinator.experiments.run import emulate, paused_gc
+from coordinator.experiments.run import emulate, measured, paused_gc
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan, PlanError, random_plan
@@ -174,6 +175,20 @@ class SweepResult:
     steps: int = 0
     wall_s: float = 0.0  # emulation wall time, summed over the sweep's emulations
     emulations: int = 1
+    fidelity: list[Fidelity] = field(default_factory=list)
+    """Free clock: each emulation's fidelity verdict (:mod:`coordinator.analysis.fidelity`)."""
+
+    def fidelity_line(self) -> str | None:
+        """One line for the whole sweep: the first emulation whose verdict is not ok, else the first."""
+        if not self.fidelity:
+            return None
+        bad = [f for f in self.fidelity if f.ok is False]
+        pick = bad[0] if bad else self.fidelity[0]
+        line = pick.line()
+        n = len(self.fidelity)
+        if n > 1:
+            line += f" [{len(bad)} of {n} emulations NOT ok]" if bad else " [every emulation]"
+        return line
 
     @property
     def complete(self) -> bool:
@@ -264,6 +279,7 @@ class _ChunkResult:
     errors: list[dict[str, Any]]
     steps: int
     wall_s: float
+    fidelity: Fidelity | None = None
 
 
 def _chunks(sweep_no: int, plan: Plan, points: Sequence[tuple[int, int]], size: int) -> list[_Chunk]:
@@ -301,8 +317,12 @@ def _run_chunk(chunk: _Chunk, settings: RunSettings, progress: Progress | None =
                 queue.put(((chunk.sweep, chunk.index), done))
 
     with paused_gc():  # metrics too: they build many records
-        raw = trio.run(emulate, chunk.plan, settings, progress)
-        rows = _tidy(chunk.plan, chunk.points, multicast_metrics(chunk.plan, raw))
+        raw = trio.run(measured, emulate, chunk.plan, settings, progress)
+        records = multicast_metrics(chunk.plan, raw)
+        rows = _tidy(chunk.plan, chunk.points, records)
+    fidelity = None
+    if settings.clock == "free":
+        fidelity = judge_run(records, settings, raw)
     label = "" if chunk.of == 1 else f"emulation {chunk.index + 1} of {chunk.of}: "
     return _ChunkResult(
         chunk.sweep,
@@ -311,6 +331,7 @@ def _run_chunk(chunk: _Chunk, settings: RunSettings, progress: Progress | None =
         list(raw.errors),
         raw.last_step,
         raw.wall_s,
+        fidelity,
     )
 
 
@@ -404,6 +425,7 @@ def sweep_many(
                 max((r.steps for r in mine), default=0),
                 sum(r.wall_s for r in mine),
                 len(mine),
+                [r.fidelity for r in mine if r.fidelity is not None],
             )
         )
     return out
@@ -467,6 +489,7 @@ def write_sweep(out: Path, result: SweepResult, meta: Mapping[str, Any]) -> list
         "multicasts": len(result.tidy),
         "errors": result.errors[:100],
         "error_count": len(result.errors),
+        **({"fidelity": [f.to_json() for f in result.fidelity]} if result.fidelity else {}),
     }
     atomic_write(out / "sweep.json", json.dumps(doc, indent=1))
     return [out / "tidy.csv", out / "summary.csv", out / "sweep.json"]

@@ -16,14 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from coordinator.errors import UsageError
 from coordinator.output.palette import algorithm_colour
 from coordinator.output.results import atomic_write
 from node.topology import PORTS, Topology, TopologyError
 
-__all__ = ["load_run", "page", "replay_data", "write_replay"]
+__all__ = ["ReplayMulticast", "ReplayRun", "load_run", "page", "replay_data", "write_replay"]
 
 _SPARE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 """Colours of multicasts that share an algorithm (repetitions), one each, in id order."""
@@ -35,6 +35,42 @@ _OUT = (*PORTS, "ej")
 
 _METRICS = ("time", "traffic", "distinct_links", "additional_traffic", "mean_arrival", "cv", "cv_wall")
 """The multicast's metrics the side panel shows, as the result document has them."""
+
+
+class ReplayMulticast(TypedDict):
+    """One multicast as the page's script reads it (``replay.js``): node ids ``x * rows + y``, steps,
+    and flat int arrays (a link is from, to, step; a worm run is worm, node, in, port, first, count)."""
+
+    id: int
+    algorithm: str
+    colour: str
+    source: int
+    injected: int
+    dests: list[int]
+    arrive: list[int]  # per destination its first arrival step, -1 if none
+    wall: list[int]  # per destination its first arrival's wall-clock latency (ns), -1 if none
+    links: list[int]
+    traced: bool
+    worms: list[int]
+    wormIds: list[int]  # the script's spelling
+    metrics: dict[str, Any]  # the result document's values of _METRICS, as they are there
+    missing: int
+
+
+class ReplayRun(TypedDict):
+    """One run as the page's script reads it: its grid, clock and switching, last step and multicasts."""
+
+    title: str
+    topology: str
+    torus: bool
+    cols: int
+    rows: int
+    clock: str
+    switching: str
+    flits: int
+    complete: bool
+    steps: int
+    multicasts: list[ReplayMulticast]
 
 
 def load_run(directory: str | Path) -> dict[str, Any]:
@@ -74,7 +110,7 @@ def _colours(multicasts: Sequence[Mapping[str, Any]]) -> list[str]:
     return [_SPARE[i % len(_SPARE)] for i in range(len(multicasts))]
 
 
-def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, Any]:
+def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> ReplayMulticast:
     """One multicast as the page reads it: node ids (x * rows + y) and steps as flat int arrays."""
     rows = topo.rows
 
@@ -112,25 +148,25 @@ def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> dict[str, A
             raise ValueError(f"worm run {run!r}: first step below 0 or fewer than 1 flit")
         came, port = _IN.index(run["in"]), _OUT.index(run["port"])
         worms += [w, nid(run["from"]), came, port, start, count]
-    return {
-        "id": int(m["id"]),
-        "algorithm": str(m["algorithm"]),
-        "colour": colour,
-        "source": nid(m["source"]),
-        "injected": int(m.get("injected") or 0),
-        "dests": dests,
-        "arrive": [first[d][0] if d in first else -1 for d in dests],
-        "wall": [first[d][1] if d in first and first[d][1] is not None else -1 for d in dests],
-        "links": links,
-        "traced": "links" in m,
-        "worms": worms,
-        "wormIds": [x for wid in worm_ids for x in wid],
-        "metrics": {k: m.get(k) for k in _METRICS},
-        "missing": len(m.get("missing") or []),
-    }
+    return ReplayMulticast(
+        id=int(m["id"]),
+        algorithm=str(m["algorithm"]),
+        colour=colour,
+        source=nid(m["source"]),
+        injected=int(m.get("injected") or 0),
+        dests=dests,
+        arrive=[first[d][0] if d in first else -1 for d in dests],
+        wall=[w if d in first and (w := first[d][1]) is not None else -1 for d in dests],
+        links=links,
+        traced="links" in m,
+        worms=worms,
+        wormIds=[x for wid in worm_ids for x in wid],
+        metrics={k: m.get(k) for k in _METRICS},
+        missing=len(m.get("missing") or []),
+    )
 
 
-def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
+def replay_data(doc: Mapping[str, Any], title: str) -> ReplayRun:
     """What the page needs of one result document, and nothing else."""
     run = doc["run"]
     topo = Topology.parse(run["topology"])
@@ -142,22 +178,22 @@ def replay_data(doc: Mapping[str, Any], title: str) -> dict[str, Any]:
         w = r["worms"]
         last = max([last, *(w[i + 4] + w[i + 5] for i in range(0, len(w), 6))])
     switching = run.get("switching") or {}
-    return {
-        "title": title,
-        "topology": topo.spec,
-        "torus": topo.is_torus,
-        "cols": topo.cols,
-        "rows": topo.rows,
-        "clock": str(run.get("clock", "lockstep")),
-        "switching": str(switching.get("mode", "store-and-forward")),
-        "flits": int(switching.get("flits") or 1),
-        "complete": bool(run.get("complete", True)),
-        "steps": last,
-        "multicasts": records,
-    }
+    return ReplayRun(
+        title=title,
+        topology=topo.spec,
+        torus=topo.is_torus,
+        cols=topo.cols,
+        rows=topo.rows,
+        clock=str(run.get("clock", "lockstep")),
+        switching=str(switching.get("mode", "store-and-forward")),
+        flits=int(switching.get("flits") or 1),
+        complete=bool(run.get("complete", True)),
+        steps=last,
+        multicasts=records,
+    )
 
 
-def page(runs: Sequence[Mapping[str, Any]]) -> str:
+def page(runs: Sequence[ReplayRun]) -> str:
     """The HTML page replaying ``runs`` (from :func:`replay_data`) side by side on one slider."""
     data = json.dumps({"runs": list(runs)}, separators=(",", ":"))
     data = data.replace("<", "\\u003c")  # no "</script>" can end the data block early

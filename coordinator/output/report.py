@@ -13,6 +13,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -25,9 +27,10 @@ from coordinator.output.results import atomic_write, write_csv
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from coordinator.analysis.result_types import JitterResult, MulticastResult
+    from coordinator.analysis.result_types import JitterResult, MulticastResult, Spread
 
 __all__ = [
+    "WITHHELD",
     "DataTable",
     "Panel",
     "Series",
@@ -43,7 +46,9 @@ __all__ = [
     "plot_latency_by_hops",
     "plot_panels",
     "plot_series",
+    "plot_telemetry",
     "read_data_table",
+    "telemetry_by_hops",
     "write_jitter_csv",
 ]
 
@@ -205,13 +210,58 @@ def plot_series(
 
 # -- jitter ------------------------------------------------------------------------------------
 _STATS = ("mean", "sd", "median", "iqr", "p95", "p99")
-JITTER_COLUMNS = ("algorithm", "source", "node", "repetitions", *(f"step_{k}" for k in _STATS),
-                  *(f"wall_us_{k}" for k in _STATS), "host")  # fmt: skip
-"""The columns of ``jitter.csv``: steps as counted, wall clock in µs (the records hold ns)."""
+_CIS = ("median", "sd")
+_PARTS = ("mean", "sd", "median", "iqr")
+
+
+def _columns(unit: str) -> tuple[str, ...]:
+    bounds = (f"{unit}_{k}_ci95_{end}" for k in _CIS for end in ("low", "high"))
+    return (*(f"{unit}_{k}" for k in _STATS), *bounds)
+
+
+JITTER_COLUMNS = (
+    "algorithm",
+    "source",
+    "node",
+    "repetitions",
+    *_columns("step"),
+    *_columns("wall_us"),
+    "host",
+    *(f"link_us_{k}" for k in _PARTS),
+    *(f"node_us_{k}" for k in _PARTS),
+)
+"""The columns of ``jitter.csv``: steps as counted, wall clock in µs (the records hold ns); a
+statistic's 95% CI as ``_ci95_low`` and ``_ci95_high``; with the free clock's telemetry the wall
+clock's two parts, on links and in nodes (empty without it)."""
+
+WITHHELD = "—"
+"""A measured row's statistic left out because too few repetitions were kept to state it: p95
+below 20, p99 below 100, the median's CI below 6 (analysis.metrics says why). Unmeasured is empty."""
 
 
 def _us(ns: float | None) -> float | None:
     return None if ns is None else round(ns / 1000.0, 3)
+
+
+def _steps(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+def _spread_fields(s: Spread, unit: str, scale: Callable[[float | None], float | None]) -> dict[str, Any]:
+    """One Spread's cells: None where unmeasured, WITHHELD where measured but too few repetitions."""
+    measured = s.median is not None
+    out: dict[str, Any] = {}
+    for k in _STATS:
+        v = getattr(s, k)
+        out[f"{unit}_{k}"] = WITHHELD if v is None and measured and k in ("p95", "p99") else scale(v)
+    for k in _CIS:
+        ci = getattr(s, f"{k}_ci")
+        low: float | str | None = WITHHELD if measured else None
+        high: float | str | None = low
+        if ci is not None:
+            low, high = scale(ci[0]), scale(ci[1])
+        out[f"{unit}_{k}_ci95_low"], out[f"{unit}_{k}_ci95_high"] = low, high
+    return out
 
 
 def jitter_fields(j: JitterResult) -> dict[str, Any]:
@@ -221,9 +271,11 @@ def jitter_fields(j: JitterResult) -> dict[str, Any]:
         "source": f"{j.source[0]},{j.source[1]}",
         "node": f"{j.node[0]},{j.node[1]}",
         "repetitions": j.repetitions,
-        **{f"step_{k}": round(getattr(j.steps, k), 6) for k in _STATS},
-        **{f"wall_us_{k}": _us(getattr(j.wall_ns, k)) for k in _STATS},
+        **_spread_fields(j.steps, "step", _steps),
+        **_spread_fields(j.wall_ns, "wall_us", _us),
         "host": j.host or "",
+        **{f"link_us_{k}": None if j.link_ns is None else _us(getattr(j.link_ns, k)) for k in _PARTS},
+        **{f"node_us_{k}": None if j.node_ns is None else _us(getattr(j.node_ns, k)) for k in _PARTS},
     }
 
 
@@ -234,8 +286,9 @@ def jitter_row(j: JitterResult) -> list[Any]:
 
 
 def write_jitter_csv(path: Path, jitter: Sequence[JitterResult]) -> Path:
-    """``jitter.csv``: per node, over repetitions, its arrival latency's mean, SD, median, IQR,
-    p95 and p99 in steps and µs, and the host that measured it."""
+    """``jitter.csv``: per node, over its kept repetitions (``repetitions``), its arrival latency's
+    mean, sample SD, median, IQR, p95 and p99 in steps and µs, the 95% CIs of the median and the
+    SD, and the host that measured it; WITHHELD ("—") where too few repetitions were kept."""
     write_csv(path, JITTER_COLUMNS, (jitter_row(j) for j in jitter))
     return path
 
@@ -318,6 +371,52 @@ def latency_by_hops(records: Iterable[MulticastResult]) -> dict[str, dict[int, l
             if a.wall_ns is not None:
                 out.setdefault(r.algorithm, {}).setdefault(a.hops, []).append(a.wall_ns / 1000.0)
     return out
+
+
+def telemetry_by_hops(records: Iterable[MulticastResult]) -> dict[int, tuple[float, float, int]]:
+    """Per hop count h: the mean link time and node time (µs) of the deliveries h links away that
+    carried telemetry, and how many there were."""
+    parts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for m in records:
+        for a in m.arrivals:
+            if a.link_ns is not None and a.node_ns is not None:
+                parts[a.hops].append((a.link_ns, a.node_ns))
+    return {
+        h: (statistics.fmean(x for x, _ in v) / 1000.0, statistics.fmean(y for _, y in v) / 1000.0, len(v))
+        for h, v in sorted(parts.items())
+    }
+
+
+def plot_telemetry(
+    path: Path, records: Iterable[MulticastResult], delay_ns: float | None = None, dpi: int = 110
+) -> Path:
+    """Mean latency against hop count, stacked: time on links below, time in nodes above (µs), with
+    the link model's mean delay per hop as a line where given. ValueError without telemetry."""
+    from matplotlib.figure import Figure
+
+    data = telemetry_by_hops(records)
+    if not data:
+        raise ValueError("no arrival carried telemetry to plot")
+    hs = list(data)
+    link = [data[h][0] for h in hs]
+    node = [data[h][1] for h in hs]
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.subplots()
+    ax.bar(hs, link, color="#1f77b4", label="on links (send to the next receive)")
+    ax.bar(hs, node, bottom=link, color="#ff7f0e", label="in nodes (receive to send, or delivery)")
+    if delay_ns is not None:
+        ax.plot(hs, [h * delay_ns / 1000.0 for h in hs], color="black", linestyle=":", marker="x",
+                label="the link model's mean delay × h")  # fmt: skip
+    ax.set_xticks(hs, [f"{h}\nn={data[h][2]}" for h in hs])
+    ax.set_xlabel("h: links crossed to the destination")
+    ax.set_ylabel("mean latency (µs)")
+    ax.set_title("where each latency went: links and nodes (per-hop telemetry)", fontsize="medium")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="x-small", loc="upper left")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write(path, buf.getvalue())
+    return path
 
 
 def plot_latency_by_hops(

@@ -37,6 +37,7 @@ from coordinator.reproduce.framework import (
     write_json,
     write_tidy,
 )
+from coordinator.runtimes import registry
 from coordinator.runtimes.records import RunSettings
 from coordinator.wording import plural
 from node import defaults
@@ -65,7 +66,7 @@ KS: tuple[int, ...] = tuple(range(10, 81, 10))
 CV_KS: tuple[int, ...] = (20, 40, 60, 80)
 ALGORITHMS = ("dp", "mp", "cp", "qg")
 COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}  # as in every plot (output.palette)
-TS = 33  # start-up, cycles; β = 1 cycle per flit
+TS = defaults.TS  # start-up, cycles; β = 1 cycle per flit
 PREP: Mapping[str, int] = defaults.PREP  # §4.2, cycles (the model's default table)
 METRICS = ("latency_max", "additional_traffic", "cv")
 
@@ -428,17 +429,18 @@ def build_report(
 
 
 # -- command ------------------------------------------------------------------------------------
+RUNTIME = runtime_option(
+    registry.reference().name,
+    help="where the nodes run (default model, the flit-level reference model; in-process, processes and "
+    "containers give the same records but start every node anew per multicast: slow, hours at 32x32)",
+)
 OPTIONS = (
     Option(
         "--meshes",
         "which meshes, a comma list of 16x16, 24x24, 32x32 (default all); 16x16 runs L = 32, 64 and 128",
         default=",".join(MESHES),
     ),
-    runtime_option(
-        "model",
-        help="where the nodes run (default model, the flit-level reference model; in-process, processes and "
-        "containers give the same records but start every node anew per multicast: slow, hours at 32x32)",
-    ),
+    RUNTIME,
     Option("--wall-budget", "wall-clock budget per multicast's run (s)", float, 7200.0),
 )
 
@@ -474,7 +476,7 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         for s in scenarios
     }
     extra = [] if meshes == tuple(MESHES) else [f"--meshes {','.join(meshes)}"]
-    extra += [] if args.runtime == "model" else [f"--runtime {args.runtime}"]
+    extra += [] if args.runtime == RUNTIME.default else [f"--runtime {args.runtime}"]
     facts = dict(seed=args.seed, repeat=args.repeat, scenarios=scenarios, runtime=args.runtime)
     meta = run_facts(
         command_line(NAME, args, *extra), watch, **facts, multicasts=len(rows) // 2, status=status

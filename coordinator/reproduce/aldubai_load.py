@@ -60,8 +60,8 @@ SUMMARY = (
 DEFAULT_REPEAT = 10  # CV streams per cell
 
 FLITS, TS = (
-    64,
-    33,
+    defaults.FLITS,
+    defaults.TS,
 )  # §4.2: 64-flit messages under load, start-up 33 cycles; the prep table is the nodes' default
 QG_PREP_HIGH = 45  # Figs. 17–18
 INTERARRIVAL_CYCLES = 250

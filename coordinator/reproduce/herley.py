@@ -129,19 +129,17 @@ def run_point(p: Point, runtime: str = "engines", max_steps: int = 50_000) -> di
     import trio
 
     from coordinator.experiments.run import emulate
-    from coordinator.runtimes.engines import run_engines
     from coordinator.runtimes.records import RunSettings
     from coordinator.workloads.mcast import mcast_plan, mcast_stats, message_set
     from node.topology import Topology
 
     mset = message_set(Topology("mesh", p.side, p.side), p.kind, p.d, p.c, p.seed)
     plan = mcast_plan(mset, p.algorithm)
-    rt = "in-process" if runtime == "engines" else runtime
     s = RunSettings(
-        contention="shared", port_model="all-port", max_steps=max_steps, runtime=rt, wall_budget=7200
+        contention="shared", port_model="all-port", max_steps=max_steps, runtime=runtime, wall_budget=7200
     )
     t0 = time.perf_counter()
-    raw = run_engines(plan, s) if runtime == "engines" else trio.run(emulate, plan, s, None)
+    raw = trio.run(emulate, plan, s, None)
     wall = time.perf_counter() - t0
     st = mcast_stats(plan, raw, mset)
     stats = st.as_dict() | {col: getattr(st, field) for col, field in _STAT_FIELD.items()}

@@ -11,7 +11,6 @@ import json
 import math
 import operator
 import os
-import random
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,41 +22,65 @@ from typing import Any
 import trio
 
 from coordinator.analysis import verdicts
-from coordinator.analysis.metrics import ci95, multicast_metrics
-from coordinator.analysis.timing import Timing, apply_timing
+from coordinator.analysis.metrics import multicast_metrics
+from coordinator.analysis.timing import apply_timing
 from coordinator.analysis.verdicts import HOLD_SHARE, Claim, Verdict, by_points
 from coordinator.errors import UsageError
 from coordinator.experiments.run import emulate, runtime_problem
 from coordinator.experiments.sweep import parse_dests, sweep_plan
-from coordinator.output.report import Series, algorithm_colour, fmt, fmt_ci, markdown_table, plot_series
+from coordinator.output.report import fmt, fmt_ci, markdown_table
 from coordinator.reproduce import framework
+from coordinator.reproduce._tasnem_study import (
+    ALGORITHMS,
+    EXTRA_ALGORITHMS,
+    HOP_NS,
+    LABELS,
+    MEASURES,
+    PAPER_ALGORITHMS,
+    PAPER_TIMING,
+    SUMMARY_COLUMNS,
+    SWEEPS,
+    TIDY_COLUMNS,
+    Results,
+    size_k,
+    summarise,
+    write_plots,
+)
+from coordinator.reproduce._tasnem_wormhole import (
+    DEFAULT_CONCURRENT,
+    DEFAULT_WORMHOLE_VCS,
+    WORMHOLE,
+    WORMHOLE_COLUMNS,
+    WORMHOLE_SETS,
+    WORMHOLE_TORUS,
+    Contention,
+    WormholeTask,
+    wormhole_claims,
+    wormhole_rows,
+    wormhole_text,
+)
 from coordinator.reproduce.framework import Context, Option, significance
+from coordinator.runtimes import registry
 from coordinator.runtimes.records import RunSettings
 from coordinator.wording import plural
-from coordinator.workloads.plan import Multicast, Plan, PlanError
-from node import defaults
+from coordinator.workloads.plan import Plan, PlanError
 from node.topology import Coord, Topology
 
 __all__ = [
-    "ALGORITHMS",
     "DEFAULT_DESTS",
-    "FIGURES",
-    "HOP_NS",
-    "PAPER_ALGORITHMS",
-    "PAPER_TIMING",
-    "Results",
+    "Config",
+    "Job",
+    "JobResult",
     "make_jobs",
     "ordering",
-    "size_k",
+    "run_job",
+    "run_wormhole",
+    "t2w_rows",
 ]
 
 NAME = "tasnem"
 SUMMARY = "seed 001 (TASNEM): latency/traffic vs destinations and torus size (Figs. 8–11), plus PAIR/MIN"
 DEFAULT_REPEAT = 20  # the paper does not say how many runs per point ("various numbers of random networks")
-
-PAPER_ALGORITHMS: tuple[str, ...] = ("tasnem", "hcm", "t2w", "uniform")
-EXTRA_ALGORITHMS: tuple[str, ...] = ("pair", "min")
-ALGORITHMS: tuple[str, ...] = PAPER_ALGORITHMS + EXTRA_ALGORITHMS
 DEFAULT_SIZES: tuple[int, ...] = (5, 10, 15, 20, 25, 30, 35, 40)
 DEFAULT_DEST_TORUS = 40
 DEFAULT_DESTS: tuple[int, ...] = (*range(100, 1501, 100), 1599)
@@ -65,61 +88,7 @@ DEFAULT_PERCENT = 20.0
 #: Tori with more columns than this go through the reference model (in-process lockstep runs
 #: about 12 steps/s on 30×30 and slower beyond; a 40×40 size point alone takes ~5 min there).
 DEFAULT_EMULATE_UP_TO = 30
-HOP_NS = 25.0
-#: The paper's latency: 25 ns per hop along the longest path, nothing per start-up or flit.
-PAPER_TIMING = Timing(model="wormhole", ts=0.0, beta=0.0, flits=1, router=HOP_NS)
 DEFAULT_TS_NS = 1000.0
-
-#: Names in the report, and plot colours (the same as in every plot: output.palette).
-LABELS: Mapping[str, str] = dict(
-    zip(ALGORITHMS, ("TASNEM", "multipath-HCM", "T2W", "Uniform", "PAIR", "MIN"), strict=True)
-)
-COLOURS: Mapping[str, str] = {a: algorithm_colour(a) for a in ALGORITHMS}
-SWEEPS: Mapping[str, str] = {"dests": "number of destinations", "size": "torus size"}
-#: The paper's two metrics: column → (its word in the report, its axis label).
-MEASURES: Mapping[str, tuple[str, str]] = {
-    "latency_ns": ("latency", "network latency (ns, 25 ns per hop)"),
-    "traffic": ("traffic", "network traffic (links)"),
-}
-_POINT = ("sweep", "topology", "n", "k", "algorithm")
-_MEASURED = ("latency_ns", "latency_ts_ns", "hops", "bound_hops", "time", "traffic", "startups", "missing")
-TIDY_COLUMNS = (*_POINT, "repetition", "source", *_MEASURED)
-_SUMMARISED = ("latency_ns", "latency_ts_ns", "traffic", "hops", "time")
-_STATS = ("mean", "ci_low", "ci_high")
-_SUMMARY_STATS = tuple(f"{m}_{s}" for m in _SUMMARISED for s in _STATS)
-SUMMARY_COLUMNS = (*_POINT, "reps", "complete", *_SUMMARY_STATS, "bound_hops_mean", "startups_max")
-
-
-@dataclass(frozen=True, slots=True)
-class FigureSpec:
-    """One plot: a sweep, a metric, the algorithms drawn, and the paper's figure it follows (if any)."""
-
-    name: str
-    sweep: str
-    metric: str
-    algorithms: tuple[str, ...]
-    paper_figure: int | None
-
-    @property
-    def filename(self) -> str:
-        return f"{self.name}.png"
-
-
-FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("fig8_latency_vs_destinations", "dests", "latency_ns", PAPER_ALGORITHMS, 8),
-    FigureSpec("fig9_traffic_vs_destinations", "dests", "traffic", PAPER_ALGORITHMS, 9),
-    FigureSpec("fig10_latency_vs_size", "size", "latency_ns", PAPER_ALGORITHMS, 10),
-    FigureSpec("fig11_traffic_vs_size", "size", "traffic", PAPER_ALGORITHMS, 11),
-    FigureSpec("trees_latency_vs_destinations", "dests", "latency_ns", ("tasnem", *EXTRA_ALGORITHMS), None),
-    FigureSpec("trees_traffic_vs_destinations", "dests", "traffic", ("tasnem", *EXTRA_ALGORITHMS), None),
-    FigureSpec("trees_latency_vs_size", "size", "latency_ns", ("tasnem", *EXTRA_ALGORITHMS), None),
-    FigureSpec("trees_traffic_vs_size", "size", "traffic", ("tasnem", *EXTRA_ALGORITHMS), None),
-)
-
-
-def size_k(n: int, percent: float) -> int:
-    """Destinations on Tn at ``percent`` % of its n² nodes (rounded, at least 1, at most n² − 1)."""
-    return min(n * n - 1, max(1, round(n * n * percent / 100)))
 
 
 # -- jobs --------------------------------------------------------------------------------------
@@ -183,7 +152,7 @@ class JobResult:
 def _estimate(sweep_ks: Sequence[int], subset: Sequence[str], side: int, repeat: int, runtime: str) -> float:
     """A rough relative cost, to start the longest jobs first (path rules carry O(k) headers O(k) hops)."""
     per = sum(k * k if a in ("hcm", "uniform") else k * side for a in subset for k in sweep_ks)
-    return per * repeat * (1.0 if runtime == "model" else 30.0)
+    return per * repeat * (30.0 if registry.get(runtime).emulates else 1.0)
 
 
 def make_jobs(
@@ -195,8 +164,9 @@ def make_jobs(
     jobs: list[Job] = []
 
     def add(sweep: str, side: int, ks: tuple[int, ...]) -> None:
-        rt, topo = (runtime if side <= emulate_up_to else "model"), f"torus:{side}x{side}"
-        subsets = [(a,) for a in algs] if rt == "model" and sweep == "dests" else [algs]
+        rt, topo = (runtime if side <= emulate_up_to else registry.reference().name), f"torus:{side}x{side}"
+        emulated = registry.get(rt).emulates
+        subsets = [(a,) for a in algs] if not emulated and sweep == "dests" else [algs]
         for sub in subsets:
             jobs.append(Job(sweep, topo, ks, algs, sub, rt, _estimate(ks, sub, side, repeat, rt)))
 
@@ -271,73 +241,6 @@ def t2w_rows(cfg: Config) -> list[dict[str, Any]]:
             row = (sweep, side, k, *split, ts, ups, round(mean, 6))
             rows.append(dict(zip(T2W_COLUMNS, row, strict=True)))
     return rows
-
-
-# -- numbers -----------------------------------------------------------------------------------
-def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per sweep × torus × k × algorithm: mean and 95% CI of each metric, the bound, the start-ups."""
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(tuple(r[c] for c in _POINT), []).append(r)
-    out = []
-    for key in sorted(groups, key=lambda g: (g[0], g[2], g[3], ALGORITHMS.index(g[4]))):
-        rs = groups[key]
-        row = dict(zip(_POINT, key, strict=True))
-        row.update(reps=len(rs), complete=sum(1 for r in rs if r["missing"] == 0))
-        for m in _SUMMARISED:
-            s = ci95([float(r[m]) for r in rs if r[m] is not None])
-            row.update(zip((f"{m}_{st}" for st in _STATS), (s["mean"], *s["ci95"]), strict=True))
-        row["bound_hops_mean"] = statistics.fmean(r["bound_hops"] for r in rs)
-        row["startups_max"] = max(r["startups"] for r in rs)
-        out.append(row)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class Results:
-    """Rows and summaries indexed by sweep and point (x = k for the destinations sweep, n for size)."""
-
-    tidy: Mapping[tuple[str, str, int, int], Mapping[str, Any]]  # (sweep, alg, x, rep) → row
-    summary: Mapping[tuple[str, str, int], Mapping[str, Any]]  # (sweep, alg, x) → row
-    xs: Mapping[str, tuple[int, ...]]
-    algorithms: tuple[str, ...]
-    repeat: int
-
-    @staticmethod
-    def build(rows: Sequence[Mapping[str, Any]], algorithms: Sequence[str], repeat: int) -> Results:
-        """Index the tidy rows and their summaries."""
-
-        def x(r: Mapping[str, Any]) -> int:
-            return int(r["k"] if r["sweep"] == "dests" else r["n"])
-
-        tidy = {(r["sweep"], r["algorithm"], x(r), r["repetition"]): r for r in rows}
-        summ = {(r["sweep"], r["algorithm"], x(r)): r for r in summarise(rows)}
-        xs = {s: tuple(sorted({p[2] for p in summ if p[0] == s})) for s in SWEEPS}
-        return Results(tidy, summ, xs, tuple(algorithms), repeat)
-
-    def mean(self, sweep: str, alg: str, x: int, metric: str) -> float | None:
-        return (self.summary.get((sweep, alg, x)) or {}).get(f"{metric}_mean")
-
-    def ci(self, sweep: str, alg: str, x: int, metric: str) -> tuple[float | None, float | None]:
-        r = self.summary.get((sweep, alg, x)) or {}
-        return r.get(f"{metric}_ci_low"), r.get(f"{metric}_ci_high")
-
-    def diffs(self, sweep: str, a: str, b: str, x: int, metric: str) -> list[float]:
-        """Per destination set at point x: a − b (the same sets, so the differences are paired)."""
-        t = self.tidy
-        pairs = [(t.get((sweep, a, x, rep)), t.get((sweep, b, x, rep))) for rep in range(self.repeat)]
-        values = [(ra[metric], rb[metric]) for ra, rb in pairs if ra is not None and rb is not None]
-        return [float(va) - float(vb) for va, vb in values if va is not None and vb is not None]
-
-    def at(self, sweep: str, x: int, column: str) -> Any:
-        """A column common to every algorithm at point x (torus, k), from the first one run there."""
-        return next((r[column] for a in self.algorithms if (r := self.summary.get((sweep, a, x)))), None)
-
-    def bound(self, sweep: str, x: int, metric: str) -> float | None:
-        """The lower bound at point x: the farthest destination × 25 ns, or k links."""
-        if (r := self.summary.get((sweep, self.algorithms[0], x))) is None:
-            return None
-        return r["bound_hops_mean"] * HOP_NS if metric.startswith("latency") else float(r["k"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,219 +488,6 @@ def _sensitivity(res: Results, rows: Sequence[Mapping[str, Any]], ts: float) -> 
     ), (min(map(min, counts)), max(map(max, counts)))  # fmt: skip
 
 
-# -- wormhole with contention (issue #12) -------------------------------------------------------
-#: c multicasts at once on T10 under flit-level wormhole (docs/wormhole.md) in the reference model: one set of
-#: channels shared by all, synchronous replication at tree branches, no virtual channels.
-WORMHOLE_TORUS = 10
-DEFAULT_CONCURRENT: tuple[int, ...] = (1, 2, 4, 8, 16)
-WORMHOLE_SETS = 5  # sets per c for each --repeat (1 with --quick): a run takes ~0.1 s; most deadlock at c ≥ 4
-WORMHOLE = RunSettings(port_model="all-port", contention="shared", runtime="model", switching="wormhole",
-                       flits=64, buffer_flits=defaults.BUFFER_FLITS, ts=33, prep=None,
-                       max_steps=50_000)  # fmt: skip
-WORMHOLE_COLUMNS = ("c", "repetition", "algorithm", "multicast", "source", "status", "end", "latency",
-                    "missing", "vcs")  # fmt: skip
-#: The section runs once per number of virtual channels: 1 (none) and 2 (the paper's, §4; ours with the torus
-#: dateline of docs/wormhole.md, every class sharing them).
-DEFAULT_WORMHOLE_VCS: tuple[int, ...] = (1, 2)
-
-
-def wormhole_plan(alg: str, c: int, rep: int, seed: int, k: int) -> Plan:
-    """c multicasts of k destinations from c distinct sources, all at cycle 0; the draw depends on
-    (seed, c, rep) only, so every algorithm gets the same sets."""
-    topo = Topology.parse(f"torus:{WORMHOLE_TORUS}x{WORMHOLE_TORUS}")
-    rng, nodes = random.Random(f"{seed}:{c}:{rep}"), list(topo.nodes())
-    sets = [(s, tuple(rng.sample([n for n in nodes if n != s], k))) for s in rng.sample(nodes, c)]
-    return Plan(topo, tuple(Multicast(i, alg, s, d) for i, (s, d) in enumerate(sets)))
-
-
-@dataclass(frozen=True, slots=True)
-class WormholeTask:
-    """One algorithm at one concurrency ``c``: ``sets`` draws of c multicasts of k destinations, with
-    ``vcs`` virtual channels per physical channel."""
-
-    algorithm: str
-    c: int
-    sets: int
-    seed: int
-    k: int
-    vcs: int = defaults.VCS
-
-
-def wormhole_rows(task: WormholeTask) -> list[dict[str, Any]]:
-    """One run per set, one row per multicast with its run's status."""
-    alg, c, sets, seed, k, vcs = task.algorithm, task.c, task.sets, task.seed, task.k, task.vcs
-    settings = replace(WORMHOLE, vcs=vcs)
-    rows = []
-    for rep in range(sets):
-        plan = wormhole_plan(alg, c, rep, seed, k)
-        raw = trio.run(emulate, plan, settings, None)
-        dead = any(s.startswith("deadlock") for s in raw.incomplete)
-        status = "deadlock" if dead else ("incomplete" if raw.incomplete else "ok")
-        for m, rec in zip(plan.multicasts, multicast_metrics(plan, raw), strict=True):
-            rows.append({"c": c, "repetition": rep, "algorithm": alg, "multicast": m.id, "status": status,
-                         "source": f"{m.source[0]},{m.source[1]}", "end": raw.last_step,
-                         "latency": rec.time, "missing": len(rec.missing), "vcs": vcs})  # fmt: skip
-    return rows
-
-
-@dataclass(frozen=True, slots=True)
-class Contention:
-    """The section's runs: (algorithm, c) → set → (status, its multicasts' mean latency, None unless ok)."""
-
-    runs: Mapping[tuple[str, int], Mapping[int, tuple[str, float | None]]]
-    levels: tuple[int, ...]
-
-    @staticmethod
-    def build(rows: Iterable[Mapping[str, Any]], vcs: int = defaults.VCS) -> Contention:
-        """The runs with ``vcs`` virtual channels (rows without a ``vcs`` column had one)."""
-        got: dict[tuple[str, int], dict[int, tuple[str, list[Any]]]] = {}
-        for r in (r for r in rows if (r.get("vcs") or 1) == vcs):
-            run = got.setdefault((r["algorithm"], r["c"]), {}).setdefault(r["repetition"], (r["status"], []))
-            run[1].append(r["latency"])
-        ok = {k: {rep: (s, statistics.fmean(v) if s == "ok" and None not in v else None)
-                  for rep, (s, v) in runs.items()} for k, runs in got.items()}  # fmt: skip
-        return Contention(ok, tuple(sorted({c for _, c in got})))
-
-    def ok(self, alg: str, c: int) -> dict[int, float]:
-        return {rep: v for rep, (_, v) in self.runs.get((alg, c), {}).items() if v is not None}
-
-    def dead(self, alg: str, c: int) -> tuple[int, int]:
-        """(deadlocked runs, runs) at c."""
-        runs = self.runs.get((alg, c), {})
-        return sum(s == "deadlock" for s, _ in runs.values()), len(runs)
-
-    def stat(self, alg: str, c: int) -> tuple[float | None, float | None, float | None]:
-        s = ci95(list(self.ok(alg, c).values()))
-        return s["mean"], *s["ci95"]
-
-
-def _named(pairs: Iterable[tuple[int, str]]) -> str:
-    return ", ".join(f"c = {c} ({LABELS[b]})" for c, b in pairs) or "none"
-
-
-def _net(vcs: int) -> str:
-    """How the network of a claim or section differs from one channel per link."""
-    return "" if vcs == 1 else _text("net", vcs=vcs)
-
-
-def _wormhole_claims(w: Contention, vcs: int = defaults.VCS) -> list[Claim]:
-    """The abstract's "low latency over a wide range of traffic loads" and §3's congestion avoidance, on the
-    runs with ``vcs`` virtual channels."""
-    pairs = [(c, b) for c in w.levels for b in PAPER_ALGORITHMS[1:]]
-    mine = {c: w.ok("tasnem", c) for c in w.levels}
-    diffs = {(c, b): [mine[c][r] - v for r, v in w.ok(b, c).items() if r in mine[c]] for c, b in pairs}
-    judged = [p for p in pairs if len(diffs[p]) >= 2]
-    hits = [p for p in judged if statistics.fmean(diffs[p]) < 0]
-
-    # mean latency at c over that at the smallest c, each over 2+ completed runs
-    def growth(a: str, c: int) -> float | None:
-        m, m1 = (w.stat(a, x)[0] if len(w.ok(a, x)) > 1 else None for x in (c, w.levels[0]))
-        return m / m1 if m is not None and m1 else None
-
-    g = {(a, c): x for a in PAPER_ALGORITHMS for c in w.levels[1:] if (x := growth(a, c))}
-    grown = [(c, b) for c, b in pairs if ("tasnem", c) in g and (b, c) in g]
-    each = [f"c = {c}: " + ", ".join(f"{LABELS[a]} ×{g[(a, c)]:.2f}" for a in PAPER_ALGORITHMS if (a, c) in g)
-            for c in w.levels[1:] if ("tasnem", c) in g]  # fmt: skip
-    out = []
-    for key, n_hits, points, more in (
-        ("claim_wormhole_latency", len(hits), len(judged),
-         {"significant": sum(significance(diffs[p]) == -1 for p in hits), "lower": _named(hits),
-          "unjudged": _named([p for p in pairs if p not in judged])}),
-        ("claim_wormhole_growth", sum(g[("tasnem", c)] < g[(b, c)] for c, b in grown), len(grown),
-         {"each": "; ".join(each) or "none"}),
-    ):  # fmt: skip
-        source, text = _text(key, net=_net(vcs)).split("\n")
-        evidence = _text(f"evidence_{key[6:]}", hits=n_hits, points=points, **more)
-        verdict = by_points(n_hits, points) if points else Verdict.UNTESTABLE
-        nums = {"hits": n_hits, "points": points} | {k: v for k, v in more.items() if isinstance(v, int)}
-        out.append(Claim(source, text, verdict, evidence if points else _text("wormhole_untested"), nums))
-    return out
-
-
-def _wormhole_text(
-    w: Contention | None, doc: Mapping[str, Any], out: Path, more: Mapping[int, Contention] | None = None
-) -> str:
-    """The section: its setting, latency and deadlocked runs per c (a table), the plots; then per number of
-    virtual channels in ``more`` the same runs with them, beside one channel's deadlocks."""
-    if w is None:
-        return _text("wormhole_skipped")
-    return "\n\n".join(
-        [_one_vc_text(w, doc, out), *(_vcs_text(w, v, x, doc, out) for v, x in (more or {}).items())]
-    )
-
-
-def _vcs_text(one: Contention, vcs: int, w: Contention, doc: Mapping[str, Any], out: Path) -> str:
-    """The subsection of the runs with ``vcs`` virtual channels: per c their latency and deadlocks beside one
-    channel's, the totals, the plots."""
-
-    def cell(a: str, c: int) -> str:
-        d, d1 = w.dead(a, c), one.dead(a, c)
-        return f"{fmt_ci(*w.stat(a, c), 0)}; {d[0]} of {d[1]} (one: {d1[0]})"
-
-    head = ["c", *(LABELS[a] for a in PAPER_ALGORITHMS)]
-    rows = [[str(c), *(cell(a, c) for a in PAPER_ALGORITHMS)] for c in w.levels]
-    table = markdown_table(head, rows, ["r"] * len(head)).rstrip()
-
-    def total(x: Contention, a: str) -> tuple[int, int]:
-        d = [x.dead(a, c) for c in w.levels]
-        return sum(n for n, _ in d), sum(n for _, n in d)
-
-    dead = "; ".join(f"{LABELS[a]} {total(w, a)[0]} of {total(w, a)[1]} (one channel: {total(one, a)[0]})"
-                     for a in PAPER_ALGORITHMS)  # fmt: skip
-    # where both completed enough runs: the mean latency with vcs over one channel's, per (c, algorithm)
-    ratio = []
-    for a in PAPER_ALGORITHMS:
-        for c in w.levels:
-            both = [(w.ok(a, c)[r], v) for r, v in one.ok(a, c).items() if r in w.ok(a, c)]
-            if len(both) >= 2:
-                q = statistics.fmean(x for x, _ in both) / statistics.fmean(y for _, y in both)
-                ratio.append(f"{LABELS[a]} c = {c} ×{q:.2f}")
-    plots = "\n\n".join(
-        f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in write_wormhole_plots(out, w, vcs)
-    )
-    return _text("wormhole_vcs", doc, vcs=vcs, table=table, dead=dead, plots=plots,
-                 same="; ".join(ratio) or "none")  # fmt: skip
-
-
-def _one_vc_text(w: Contention, doc: Mapping[str, Any], out: Path) -> str:
-    """The one-channel part of the section."""
-
-    def cell(a: str, c: int) -> str:
-        return f"{fmt_ci(*w.stat(a, c), 0)}; {'{} of {}'.format(*w.dead(a, c))}"
-
-    head = ["c", *(LABELS[a] for a in PAPER_ALGORITHMS)]
-    rows = [[str(c), *(cell(a, c) for a in PAPER_ALGORITHMS)] for c in w.levels]
-    alone = [f"{LABELS[a]} {d[0]} of {d[1]}" for a in PAPER_ALGORITHMS if (d := w.dead(a, w.levels[0]))[0]]
-    plots = "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in write_wormhole_plots(out, w))
-    totals = {a: [sum(x) for x in zip(*(w.dead(a, c) for c in w.levels), strict=True)]
-              for a in PAPER_ALGORITHMS}  # fmt: skip
-    dead = "; ".join(f"{LABELS[a]} {d} of {n}" for a, (d, n) in totals.items())
-    table = markdown_table(head, rows, ["r"] * len(head)).rstrip()
-    alone_text = "; ".join(alone) or "none"
-    return _text("wormhole", doc, table=table, plots=plots, first=w.levels[0], alone=alone_text, dead=dead)
-
-
-def write_wormhole_plots(out: Path, w: Contention, vcs: int = defaults.VCS) -> list[Path]:
-    """Mean latency (completed runs, 95% CI) and the share of deadlocked runs against c, per algorithm
-    (with ``vcs`` virtual channels: files ``wormhole_vcsN_…``)."""
-    lat, dead = [], []
-    for a in PAPER_ALGORITHMS:
-        stats = [w.stat(a, c) for c in w.levels]
-        band = ([s[1] for s in stats], [s[2] for s in stats])
-        lat.append(Series(LABELS[a], w.levels, [s[0] for s in stats], colour=COLOURS[a], band=band))
-        share = [100 * d / n if n else None for d, n in (w.dead(a, c) for c in w.levels)]
-        dead.append(Series(LABELS[a], w.levels, share, colour=COLOURS[a]))
-    note = f"T{WORMHOLE_TORUS}, L = 64 flits, Ts = 33 cycles, B = 2; latency: runs without deadlock"
-    xlabel, p = "simultaneous multicasts c", out / "plots"
-    name, what = ("wormhole", "") if vcs == 1 else (f"wormhole_vcs{vcs}", f", {vcs} virtual channels")
-    return [
-        plot_series(p / f"{name}_latency_vs_concurrency.png", lat, f"Multicast latency under wormhole{what}",
-                    xlabel, "mean multicast latency (cycles)", note),
-        plot_series(p / f"{name}_deadlocks_vs_concurrency.png", dead, f"Deadlocked runs under wormhole{what}",
-                    xlabel, "deadlocked runs (%)", note),
-    ]  # fmt: skip
-
-
 def run_wormhole(cfg: Config, ctx: Context, out: Path) -> dict[str, Any]:
     """Run the section (algorithm × c tasks); write wormhole.csv; return its run.json entry."""
     sets = cfg.repeat * (1 if cfg.quick else WORMHOLE_SETS)
@@ -872,7 +562,7 @@ class Config:
             (self.sizes != DEFAULT_SIZES, f"--sizes {','.join(map(str, self.sizes))}"),
             (self.percent != DEFAULT_PERCENT, f"--percent {self.percent:g}"),
             (self.algorithms != ALGORITHMS, "--no-extras"),
-            (self.runtime != "in-process", f"--runtime {self.runtime}"),
+            (self.runtime != RUNTIME.default, f"--runtime {self.runtime}"),
             (self.emulate_up_to != DEFAULT_EMULATE_UP_TO, f"--emulate-up-to {self.emulate_up_to}"),
             (self.ts_ns != DEFAULT_TS_NS, f"--ts {self.ts_ns:g}"),
             (not self.concurrent, "--no-wormhole"),
@@ -892,7 +582,8 @@ def _runs_text(results: Sequence[JobResult], cfg: Config) -> str:
     """Which tori ran in the emulation and which through the reference model, and why."""
 
     def tori(model: bool) -> str:
-        sides = {int(r.job.topology.split("x")[1]) for r in results if (r.job.runtime == "model") == model}
+        sides = {int(r.job.topology.split("x")[1]) for r in results
+                 if registry.get(r.job.runtime).emulates != model}  # fmt: skip
         return ", ".join(f"T{n}" for n in sorted(sides))
 
     emu, mod = tori(False), tori(True)
@@ -931,38 +622,11 @@ def build_report(
         "size_ks": ", ".join(str(size_k(n, cfg.percent)) for n in cfg.sizes), "trees": _trees(res),
         **_consistency(res), "run_status": _run_status(results), "tables": "\n\n".join(tables),
         "plots": "\n\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in plots),
-        "wormhole": _wormhole_text(
+        "wormhole": wormhole_text(
             meta.get("contention"), meta.get("wormhole", {}), out, meta.get("contention_vcs")
         ),
     }  # fmt: skip
     return _text("report", **fields) + "\n"
-
-
-def write_plots(out: Path, res: Results, percent: float = DEFAULT_PERCENT) -> list[Path]:
-    """The PNGs of :data:`FIGURES` (those whose sweep has points and whose algorithms were run)."""
-    written = []
-    for spec in FIGURES:
-        xs = res.xs[spec.sweep]
-        algs = [a for a in spec.algorithms if a in res.algorithms]
-        if not xs or len(algs) < 2:
-            continue
-        series = []
-        for a in algs:
-            lo, hi = zip(*(res.ci(spec.sweep, a, x, spec.metric) for x in xs), strict=True)
-            means = [res.mean(spec.sweep, a, x, spec.metric) for x in xs]
-            series.append(Series(LABELS[a], xs, means, colour=COLOURS[a], band=(list(lo), list(hi))))
-        bound = [res.bound(spec.sweep, x, spec.metric) for x in xs]
-        series.append(Series("lower bound", xs, bound, paper=True, colour="#999999"))
-        what = MEASURES[spec.metric][1]
-        fig = f"cf. paper Fig. {spec.paper_figure}" if spec.paper_figure else "TASNEM vs seed-000 trees"
-        title, xlabel = {
-            "dests": (f"destinations, {res.at('dests', xs[0], 'topology') or '?'}", "number of destinations"),
-            "size": (f"torus size, {percent:g}% destinations", "torus size n (Tn = n×n)"),
-        }[spec.sweep]
-        title = f"{what.split(' (')[0].capitalize()} vs {title}"
-        note = f"{fig}; all-port, 25 ns/hop; {res.repeat} sets per point; dashed: lower bound"
-        written.append(plot_series(out / "plots" / spec.filename, series, title, xlabel, what, note))
-    return written
 
 
 # -- reading a finished run back (--report-only) ----------------------------------------------------
@@ -993,6 +657,7 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
 
 
 USES = ("jobs", "quick")
+RUNTIME = framework.runtime_option(help="where the tori's nodes run (default in-process; 'model' for all)")
 #: --quick: (dest torus, destinations, sizes, c values) unless given.
 QUICK = (10, (10, 50, 99), (5, 10), (1, 2, 4))
 OPTIONS = (
@@ -1005,7 +670,7 @@ OPTIONS = (
            float, DEFAULT_PERCENT),
     Option("--extras", "also run seed 000's PAIR and MIN on the same sets (default: yes)", None, True,
            negatable=True),
-    framework.runtime_option(help="where the tori's nodes run (default in-process; 'model' for all)"),
+    RUNTIME,
     Option("--emulate-up-to", "largest torus side run in the emulation; larger ones go through the "
            f"reference model (default {DEFAULT_EMULATE_UP_TO})", int, DEFAULT_EMULATE_UP_TO),
     Option("--ts", f"start-up time (ns) of the sensitivity check (default {DEFAULT_TS_NS:g})", float,
@@ -1075,8 +740,8 @@ def run(args: Any, ctx: Context) -> int:
     plots = write_plots(out, res, cfg.percent)
     t2w = framework.read_report_only("tasnem", out, lambda o: framework.read_tidy(o / "t2w_variants.csv"))
     sensitivity, span = _sensitivity(res, t2w, cfg.ts_ns)
-    claims = _claims(res, span) + (_wormhole_claims(meta["contention"]) if "contention" in meta else [])
-    claims += [c for v, w in meta.get("contention_vcs", {}).items() for c in _wormhole_claims(w, v)]
+    claims = _claims(res, span) + (wormhole_claims(meta["contention"]) if "contention" in meta else [])
+    claims += [c for v, w in meta.get("contention_vcs", {}).items() for c in wormhole_claims(w, v)]
     framework.write_tidy(out / "claims.csv", verdicts.COLUMNS, (c.row() for c in claims))
     if warning := verdicts.repeat_warning(cfg.repeat):
         ctx.warn(f"meshcast: {warning}")

@@ -15,8 +15,11 @@ nodes' own network (docs/deploy.md, "Container networks").
 :func:`run_containers` does the same from ``meshcast run --runtime containers``: it writes the
 file into a run directory, builds the image if it is not there, starts everything with its own
 project name, collects the coordinator's results, and tears down with
-``down -v --remove-orphans`` on every exit path. It works with compose v2 (``docker compose``)
-and v1 (``docker-compose``), probed once; only features both have are used.
+``down -v --remove-orphans`` on every exit path. Its broker takes only the run's own credentials
+(:class:`AuthFiles`: a password file for the broker, an ``env_file`` for nodes and coordinator),
+generated for the run and removed with it, as the processes runtime's mosquitto does. It works
+with compose v2 (``docker compose``) and v1 (``docker-compose``), probed once; only features both
+have are used.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Final
@@ -37,14 +40,16 @@ from typing import Any, Final
 import trio
 
 from coordinator.errors import Interrupted
+from coordinator.runtimes.brokerauth import Credentials, write_password_file
 from coordinator.runtimes.codevolumes import CodeVolume, code_volume_setting, ensure_code_volumes
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Multicast, Plan
-from node.mqtt import keepalive_for
 from node.topology import Coord, Topology
+from node.transport.mqtt import keepalive_for
 
 __all__ = [
+    "BROKER_PASSWORD_FILE",
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_IMAGE",
     "DEFAULT_NETWORK",
@@ -52,8 +57,11 @@ __all__ = [
     "NETWORK_ENV",
     "NETWORK_MODES",
     "NODE_PORT",
+    "SETTINGS_ENV",
+    "AuthFiles",
     "ContainerRun",
     "LoopbackPorts",
+    "authenticated_broker_conf",
     "compose_cli",
     "compose_document",
     "engine_name",
@@ -68,6 +76,8 @@ __all__ = [
     "render_yaml",
     "repo_root",
     "run_containers",
+    "settings_env",
+    "write_auth_files",
 ]
 
 DEFAULT_IMAGE: Final = "meshcast-local/meshcast:latest"
@@ -75,6 +85,8 @@ DEFAULT_IMAGE: Final = "meshcast-local/meshcast:latest"
 DEFAULT_BASE_IMAGE: Final = "python:3.11-slim"
 DEFAULT_BROKER_IMAGE: Final = "eclipse-mosquitto:2"
 NODE_PORT: Final = 7000
+BROKER_PASSWORD_FILE: Final = "/mosquitto/config/passwd"
+"""Where the broker container reads its password file (mounted read-only)."""
 BROKER_URL: Final = "mqtt://broker:1883"
 START_MARGIN: Final = 300.0
 """Seconds allowed on top of the wall budget for images to start and the run to be collected."""
@@ -88,6 +100,8 @@ out the whole wall budget for its hello. After this grace the run stops the coor
 SIGNALLED: Final = frozenset({137, 143})
 """Exit statuses of containers killed (SIGKILL) or stopped (SIGTERM): faults whose will the
 coordinator hears, not failures of the node itself."""
+SETTINGS_ENV: Final = "MESHCAST_SETTINGS"
+"""The coordinator container's run settings: their wire form as JSON (:func:`settings_env`)."""
 NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
 """The fallback of ``--network`` (``RunSettings.network``) for plumbing that builds a run without
 the CLI (benchmarks, scripts): read only when the option is not given."""
@@ -164,6 +178,50 @@ def host_broker_conf(conf: str, port: int) -> str:
     return conf.replace(line, f"listener {port} 127.0.0.1")
 
 
+def authenticated_broker_conf(conf: str) -> str:
+    """``deploy/mosquitto.conf`` refusing anonymous logins: its one ``allow_anonymous true`` line
+    replaced by the password file at :data:`BROKER_PASSWORD_FILE`, and ``user root``.
+
+    ``user root``: mosquitto 2 started as root switches to its ``mosquitto`` user before it reads
+    the password file, which then cannot read it (the file is the host user's, mode 0600, mounted
+    read-only); root in the container can (and, under rootless Docker, is that host user). Started
+    as another user, mosquitto ignores the line."""
+    line = "allow_anonymous true"
+    if conf.splitlines().count(line) != 1:
+        raise ValueError(f"mosquitto.conf must have exactly one {line!r} line to require a password")
+    auth = f"allow_anonymous false\npassword_file {BROKER_PASSWORD_FILE}\nuser root"
+    return conf.replace(line, auth)
+
+
+@dataclass(frozen=True)
+class AuthFiles:
+    """A generated compose file's credentials, in two files beside it (paths relative to it): the
+    broker's password file (mosquitto's format, mounted read-only at :data:`BROKER_PASSWORD_FILE`)
+    and the ``env_file`` of the nodes and the coordinator (``MESHCAST_MQTT_USER`` and
+    ``MESHCAST_MQTT_PASSWORD``). The compose file itself holds no password, and works whatever
+    environment compose is started from (``deploy --repair``, a user's own ``docker-compose``)."""
+
+    password_file: str = "./mosquitto.passwd"
+    env_file: str = "./mqtt.env"
+
+
+def write_auth_files(directory: Path, credentials: Credentials, files: AuthFiles = AuthFiles()) -> None:
+    """Write ``files`` (relative to ``directory``) for ``credentials``, both readable by their owner
+    only (mode 0600)."""
+    write_password_file(directory / files.password_file, credentials)
+    env = directory / files.env_file
+    fd = os.open(env, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{k}={v}\n" for k, v in credentials.env().items())
+
+
+def remove_auth_files(directory: Path, files: AuthFiles = AuthFiles()) -> None:
+    """Remove ``files`` from ``directory`` (those that are there)."""
+    for name in (files.password_file, files.env_file):
+        (directory / name).unlink(missing_ok=True)
+
+
 def network_mode(env: Mapping[str, str], given: str | None = None) -> str:
     """The containers' network: ``given`` (``--network``, ``RunSettings.network``), else
     ``MESHCAST_CONTAINER_NETWORK`` in ``env``, else ``bridge``; UsageError for a value that is
@@ -214,8 +272,19 @@ def compose_document(
     loopback: LoopbackPorts | None = None,
     code_volumes: Sequence[CodeVolume] = (),
     clock_host: str | None = None,
+    coordinator_env: Mapping[str, str] | None = None,
+    auth: AuthFiles | None = None,
 ) -> dict[str, Any]:
     """The compose file as data: broker, coordinator, and one ``node-X-Y`` service per node.
+
+    ``auth``: the broker takes only the credentials in these files (its configuration must refuse
+    anonymous logins: :func:`authenticated_broker_conf`), and the nodes and coordinator read them
+    from the ``env_file``. Without it the credentials come from the environment compose is run in
+    (``MESHCAST_MQTT_USER``, ``MESHCAST_MQTT_PASSWORD``), blank by default: the plain compose file's
+    anonymous broker, reachable only on its compose network.
+
+    ``coordinator_env``: more of the coordinator's environment (the run's settings:
+    :func:`settings_env`).
 
     ``loopback``: every service in one network namespace, the host's or a pod's, on those loopback
     ports (see :class:`LoopbackPorts`); the broker's configuration must then listen on its port
@@ -235,10 +304,14 @@ def compose_document(
     VIP gave "no route to host"; service names then resolve to the task's address).
     """
     image = f"${{MESHCAST_IMAGE:-{DEFAULT_IMAGE}}}"
-    creds = {
-        "MESHCAST_MQTT_USER": "${MESHCAST_MQTT_USER:-}",
-        "MESHCAST_MQTT_PASSWORD": "${MESHCAST_MQTT_PASSWORD:-}",
-    }
+    creds = (
+        {
+            "MESHCAST_MQTT_USER": "${MESHCAST_MQTT_USER:-}",
+            "MESHCAST_MQTT_PASSWORD": "${MESHCAST_MQTT_PASSWORD:-}",
+        }
+        if auth is None
+        else {}  # from the env_file: an environment entry would override it
+    )
     # hundreds of containers take minutes to create on few cores (a second per 16 of them in
     # keep-alive: the creation storm starves them more than node processes): the first nodes
     # must outwait the last ones' hellos and keep their broker connection meanwhile
@@ -261,7 +334,10 @@ def compose_document(
         "broker": {
             "image": f"${{MESHCAST_BROKER_IMAGE:-{DEFAULT_BROKER_IMAGE}}}",
             "command": ["mosquitto", "-c", "/mosquitto/config/mosquitto.conf"],
-            "volumes": [f"{mosquitto_conf}:/mosquitto/config/mosquitto.conf:ro"],
+            "volumes": [
+                f"{mosquitto_conf}:/mosquitto/config/mosquitto.conf:ro",
+                *([f"{auth.password_file}:{BROKER_PASSWORD_FILE}:ro"] if auth is not None else []),
+            ],
         },
         "coordinator": {
             "image": image,
@@ -282,7 +358,8 @@ def compose_document(
                 "--out",
                 "/results",
             ],
-            "environment": {**keepalive, **creds},
+            **({"env_file": [auth.env_file]} if auth is not None else {}),
+            "environment": {**(coordinator_env or {}), **keepalive, **creds},
             # the results belong to whoever runs it (a run sets MESHCAST_USER to its own uid:gid)
             "user": "${MESHCAST_USER:-0:0}",
             "volumes": [f"{results}:/results", *extra_volumes],
@@ -299,6 +376,7 @@ def compose_document(
             "image": image,
             "pull_policy": "never",
             "command": ["python", "-m", "node"],
+            **({"env_file": [auth.env_file]} if auth is not None else {}),
             "environment": {
                 "MESHCAST_NODE": f"{x},{y}",
                 "MESHCAST_BROKER": broker_url,
@@ -337,11 +415,15 @@ def _scalar(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
-    return json.dumps(str(v))  # a double-quoted YAML string
+    text = str(v)
+    if '"' in text and "'" not in text:  # JSON (the run's settings) reads best single-quoted
+        return f"'{text}'"
+    return json.dumps(text)  # a double-quoted YAML string
 
 
 def render_yaml(doc: Any, header: str = "") -> str:
-    """Block-style YAML for plain dicts, lists and scalars (strings always double-quoted)."""
+    """Block-style YAML for plain dicts, lists and scalars (strings quoted: single quotes for one
+    holding double quotes and no single quote, else double)."""
     lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
 
     def emit(v: Any, indent: int) -> None:
@@ -406,7 +488,9 @@ def raw_to_json(raw: RawRun) -> str:
     return json.dumps(
         {
             "arrivals": [
-                [a.mc, list(a.node), a.step, a.hops, a.startups, a.wall_ns, a.host] for a in raw.arrivals
+                [a.mc, list(a.node), a.step, a.hops, a.startups, a.wall_ns, a.host]
+                + ([] if a.tel is None else [list(a.tel)])
+                for a in raw.arrivals
             ],
             "traffic": [[mc, n] for mc, n in raw.traffic.items()],
             "links": [[mc, [[list(n), p] for n, p in sorted(ls)]] for mc, ls in raw.links.items()],
@@ -436,8 +520,8 @@ def raw_from_json(text: str) -> RawRun:
     d = json.loads(text)
     return RawRun(
         arrivals=[
-            Arrival(int(mc), _c(n), int(s), int(h), int(u), w, host)
-            for mc, n, s, h, u, w, host in d["arrivals"]
+            Arrival(int(mc), _c(n), int(s), int(h), int(u), w, host, tuple(tel[0]) if tel else None)
+            for mc, n, s, h, u, w, host, *tel in d["arrivals"]
         ],
         traffic={int(mc): int(n) for mc, n in d["traffic"]},
         links={int(mc): {(_c(n), str(p)) for n, p in ls} for mc, ls in d["links"]},
@@ -460,44 +544,14 @@ def raw_from_json(text: str) -> RawRun:
     )
 
 
-def settings_args(settings: RunSettings) -> list[str]:
-    """``meshcast coordinate`` options that reproduce ``settings``."""
-    args = [
-        "--port-model",
-        settings.port_model,
-        "--contention",
-        settings.contention,
-        "--clock",
-        settings.clock,
-        "--max-steps",
-        str(settings.max_steps),
-        "--wall-budget",
-        f"{settings.wall_budget:g}",
-        "--seed",
-        str(settings.seed),
-    ]
-    if settings.hop_limit is not None:
-        args += ["--hop-limit", str(settings.hop_limit)]
-    if settings.buffer is not None:
-        args += ["--buffer", str(settings.buffer)]
-    if settings.out_buffer is not None:
-        args += ["--out-buffer", str(settings.out_buffer)]
-    if settings.policy != "block":
-        args += ["--policy", settings.policy]
-    if settings.trace:
-        args.append("--trace")
-    if settings.sync is not None:
-        args += ["--sync", settings.sync]
-    if settings.switching != "store-and-forward":
-        args += ["--switching", settings.switching, "--flits", str(settings.flits), "--ts", str(settings.ts),
-                 "--buffer-flits", str(settings.buffer_flits)]  # fmt: skip
-        if settings.prep is not None:
-            args += ["--prep", str(settings.prep)]
-        if settings.vcs != 1 or settings.vc_classes != "shared":
-            args += ["--vcs", str(settings.vcs), "--vc-classes", settings.vc_classes]
-    if settings.link_model is not None:
-        args += ["--link-model", json.dumps(settings.link_model.to_wire(), separators=(",", ":"))]
-    return args
+def settings_env(settings: RunSettings) -> dict[str, str]:
+    """The coordinator container's environment that carries ``settings``: their wire form
+    (:meth:`RunSettings.to_wire`, what differs from the defaults) as one JSON value, which
+    ``meshcast coordinate`` decodes with the checks the nodes' ``assign`` has. The host's own
+    places (the runtime, broker and run directory) stay here: the coordinator has its own."""
+    here = RunSettings()
+    sent = replace(settings, runtime=here.runtime, broker=here.broker, run_dir=here.run_dir)
+    return {SETTINGS_ENV: json.dumps(sent.to_wire(changed=True), separators=(", ", ": "))}
 
 
 # -- running ------------------------------------------------------------------------------------------
@@ -519,6 +573,8 @@ class ContainerRun:
     clock_host: str | None = None
     """The engine's name, which every node reports as its host (see :func:`compose_document`);
     asked of the engine by :meth:`up`."""
+    credentials: Credentials = field(default_factory=Credentials.generate)
+    """The run's broker login (:class:`AuthFiles` in the run directory until :meth:`down`)."""
 
     @property
     def project(self) -> str:
@@ -537,7 +593,8 @@ class ContainerRun:
             self.log(text)
 
     def write(self) -> Path:
-        """The run directory: compose.yaml, plan.json, mosquitto.conf, results/."""
+        """The run directory: compose.yaml, plan.json, mosquitto.conf, results/, and the run's
+        credentials (:class:`AuthFiles`, removed by :meth:`down`)."""
         # the coordinator container writes results/ as this user, not as root (see compose_document)
         self.env.setdefault("MESHCAST_USER", f"{os.getuid()}:{os.getgid()}")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -562,16 +619,17 @@ class ContainerRun:
             if mode == "host":
                 self.say(f"host networking: broker on 127.0.0.1:{loopback.broker}, nodes from port"
                          f" {loopback.node_base}")  # fmt: skip
-        (self.workdir / "mosquitto.conf").write_text(conf)
+        (self.workdir / "mosquitto.conf").write_text(authenticated_broker_conf(conf))
         self._loopback = loopback
+        write_auth_files(self.workdir, self.credentials)
         return self.render()
 
     def render(self) -> Path:
         """(Re)write compose.yaml from the run's plan, ports and code volumes."""
-        args = ["--plan", "/meshcast-run/plan.json", *settings_args(self.settings)]
         doc = compose_document(
             self.plan.topology,
-            args,
+            ["--plan", "/meshcast-run/plan.json"],
+            coordinator_env=settings_env(self.settings),
             run_id=self.run_id,
             build_context=str(repo_root()),
             mosquitto_conf="./mosquitto.conf",
@@ -580,6 +638,7 @@ class ContainerRun:
             loopback=self._loopback,
             code_volumes=self.code_volumes,
             clock_host=self.clock_host,
+            auth=AuthFiles(),
         )
         self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
         return self.compose_file
@@ -738,12 +797,15 @@ class ContainerRun:
         await self.stop_coordinator()
 
     async def down(self) -> None:
-        """Remove every container, network and volume of the project (also after Ctrl-C)."""
+        """Remove every container, network and volume of the project (also after Ctrl-C), then
+        the run's credentials: its password must not outlive it."""
         with trio.CancelScope(shield=True):
             try:
                 await self._run(self.cmd("down", "-v", "--remove-orphans", "-t", "2"), "compose.log", 300)
             except (TimeoutError, RuntimeError) as exc:
                 self.say(f"teardown: {exc}")
+            finally:
+                remove_auth_files(self.workdir)
 
     async def stop_coordinator(self) -> None:
         """Stop the coordinator container (SIGTERM, 10 s) so it writes its partial results."""

@@ -34,17 +34,21 @@ from typing import Any, Final
 import trio
 
 from coordinator.errors import UsageError
+from coordinator.runtimes import registry
+from coordinator.runtimes.brokerauth import Credentials, write_password_file
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
+from coordinator.runtimes.signals import interrupted_note, run_interruptible
 from coordinator.workloads.plan import Plan
-from node.mqtt import open_coordinator_bus, parse_broker
-from node.tcp import peer_entry
 from node.topology import Coord, Topology
+from node.transport.mqtt import CoordinatorBus, keepalive_for, open_coordinator_bus, parse_broker, ping_nodes
+from node.transport.tcp import peer_entry
 
 __all__ = [
     "Deployment",
     "broker_alive",
     "check_topology",
+    "deploy",
     "deploy_processes",
     "destroy",
     "list_deployments",
@@ -54,6 +58,8 @@ __all__ = [
     "repair",
     "run_on_deployment",
     "state_root",
+    "stuck_parts",
+    "unresponsive",
 ]
 
 NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
@@ -111,11 +117,23 @@ class Deployment:
         """Each node's neighbours' link addresses, for the assignments."""
 
         def address(n: Coord) -> dict[str, Any]:
-            if self.runtime == "processes":
+            if on_host(self):
                 return peer_entry(LOOPBACK, int(self.nodes[f"{n[0]},{n[1]}"]["port"]))
             return peer_entry(f"node-{n[0]}-{n[1]}", self.node_port)
 
         return lambda node: {p: address(m) for p, m in topo.neighbours(node).items()}
+
+
+def lives(dep: Deployment) -> registry.Nodes | None:
+    """Where ``dep``'s nodes live, as the registry says of its runtime (None: a runtime it does not know)."""
+    r = registry.RUNTIMES.get(dep.runtime)
+    return r.nodes if r is not None else None
+
+
+def on_host(dep: Deployment) -> bool:
+    """Whether ``dep``'s nodes and broker are processes on this host, tracked by pid (else they are
+    containers of a compose project)."""
+    return lives(dep) is registry.Nodes.PROCESSES
 
 
 def load(name: str) -> Deployment:
@@ -171,36 +189,98 @@ def _pid_alive(pid: int | None, marker: str) -> bool:
 def nodes_alive(dep: Deployment) -> tuple[int, int]:
     """(nodes running, nodes deployed)."""
     total = Topology.parse(dep.topology).size
-    if dep.runtime == "processes":
+    if on_host(dep):
         return sum(_pid_alive(n.get("pid"), dep.run_id) for n in dep.nodes.values()), total
     return len(_container_ids(dep, running=True, service_prefix="node-")), total
 
 
 def broker_alive(dep: Deployment) -> bool:
-    """Whether a processes deployment's broker runs (a containers deployment's is a container)."""
-    return dep.runtime != "processes" or _pid_alive(dep.broker_pid, str(dep.directory / "mosquitto.conf"))
+    """Whether the deployment's broker runs: its process, or its container."""
+    if on_host(dep):
+        return _pid_alive(dep.broker_pid, str(dep.directory / "mosquitto.conf"))
+    return "broker" in _container_services(dep, running=True)
 
 
 def nodes_gone(dep: Deployment) -> list[str]:
     """The deployed nodes ("x,y") that are not running: their process or container is gone."""
     topo = Topology.parse(dep.topology)
     names = [f"{x},{y}" for x, y in topo.nodes()]
-    if dep.runtime == "processes":
+    if on_host(dep):
         return [n for n in names if not _pid_alive(dep.nodes.get(n, {}).get("pid"), dep.run_id)]
     running = set(_container_services(dep, running=True))
     return [n for n in names if "node-" + n.replace(",", "-") not in running]
 
 
+PING_TIMEOUT: Final = 1.0
+"""Seconds every node (and the broker) of a deployment has to answer a liveness ping."""
+READY_TIMEOUT: Final = 180.0
+"""Seconds a new (or repaired) deployment's nodes have to answer their first ping before deploy
+gives up: on a loaded two-core machine a container's interpreter takes tens of seconds to start."""
+RECHECK_TIMEOUT: Final = 5.0
+"""Seconds the parts that missed the first ping get to answer a second one before a run is refused
+or a part is killed as stuck: a loaded machine can delay a live node past one second (a stopped
+one never answers)."""
+
+
+def _address(dep: Deployment) -> Any:
+    address = parse_broker(dep.broker)
+    return type(address)(address.host, address.port, dep.user or None, dep.password or None)
+
+
+def stuck_parts(dep: Deployment) -> list[str]:
+    """:func:`unresponsive` twice: the parts that missed a ping within :data:`PING_TIMEOUT` s and
+    then a second within :data:`RECHECK_TIMEOUT` s (what a run refuses and a repair kills)."""
+    return unresponsive(dep) and unresponsive(dep, RECHECK_TIMEOUT)
+
+
+def unresponsive(dep: Deployment, timeout: float = PING_TIMEOUT) -> list[str]:
+    """The parts of ``dep`` that run but do not answer (a stopped process or container: its pid
+    lives and its sockets accept): ``["broker"]`` when the broker does not answer, else the nodes
+    ("x,y") whose event loop did not answer a ping within ``timeout`` s (gone ones not included)."""
+    topo = Topology.parse(dep.topology)
+    gone = set(nodes_gone(dep))
+    try:
+        answered = trio.run(ping_nodes, _address(dep), dep.run_id, topo.size, timeout)
+    except ConnectionError:
+        return ["broker"]
+    return [f"{x},{y}" for x, y in topo.nodes() if (x, y) not in answered and f"{x},{y}" not in gone]
+
+
+def wait_answering(dep: Deployment, within: float = READY_TIMEOUT) -> None:
+    """Return once every node of ``dep`` answers a ping (a deploy is done when its nodes listen on
+    the bus, not when their processes exist); UsageError naming the others after ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        gone = nodes_gone(dep)
+        if gone:
+            raise UsageError(
+                f"deployment {dep.name!r}: node(s) {', '.join(f'({n})' for n in gone[:8])} exited while "
+                f"starting; see the logs in {dep.directory}"
+            )
+        silent = unresponsive(dep, 2.0)
+        if not silent:
+            return
+        if time.monotonic() > deadline:
+            raise UsageError(
+                f"deployment {dep.name!r}: {', '.join(silent[:8])} not answering {within:g} s after "
+                f"starting; see the logs in {dep.directory}"
+            )
+        time.sleep(0.5)
+
+
 def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
-    """Start again the nodes of deployment ``name`` that are gone, and a processes deployment's
-    broker if it is gone; what was restarted ("x,y" of each node, "broker").
+    """Start again the nodes of deployment ``name`` that are gone or stuck, and its broker if it
+    is gone; what was restarted ("x,y" of each node, "broker"). It returns once every node answers.
 
     A processes node gets its old link port if it is free (else a new one: runs read the ports
     from the deployment's state); a containers deployment's compose file is brought ``up -d``
     again, which starts what was killed or stopped."""
     dep = load(name)
+    stuck = stuck_parts(dep) if broker_alive(dep) else []
+    if stuck:  # stopped: killed here, then started again below as gone ones are
+        _kill_stuck(dep, stuck)
     gone = nodes_gone(dep)
-    if dep.runtime == "processes" and not broker_alive(dep):  # its configuration keeps its port
+    if on_host(dep) and not broker_alive(dep):  # its configuration keeps its port
         from coordinator.runtimes.processes import mosquitto_exe
 
         conf = dep.directory / "mosquitto.conf"
@@ -214,11 +294,16 @@ def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
             )
         dep.save()
         gone = ["broker", *gone]
-    if not [n for n in gone if n != "broker"]:
-        if gone and log:
+    elif not broker_alive(dep):  # a container: compose up below starts it again
+        gone = ["broker", *gone]
+    if not gone:
+        return gone
+    if on_host(dep) and gone == ["broker"]:
+        wait_answering(dep)  # the nodes reconnect on their own
+        if log:
             log(f"deployment {name}: started the broker again")
         return gone
-    if dep.runtime == "processes":
+    if on_host(dep):
         env = dict(
             os.environ, MESHCAST_MQTT_USER=dep.user, MESHCAST_MQTT_PASSWORD=dep.password, PYTHONUNBUFFERED="1"
         )
@@ -247,9 +332,28 @@ def repair(name: str, *, log: Callable[[str], None] | None = None) -> list[str]:
             )
         if rc.returncode != 0:
             raise UsageError(f"compose up failed; see {dep.directory / 'compose.log'}")
+    wait_answering(dep)
     if log:
         log(f"deployment {name}: started again " + ", ".join(n if n == "broker" else f"({n})" for n in gone))
     return gone
+
+
+def _kill_stuck(dep: Deployment, stuck: list[str]) -> None:
+    """SIGKILL the unresponsive parts of ``dep`` (a stopped process dies of it too)."""
+    if on_host(dep):
+        pids = [dep.broker_pid] if "broker" in stuck else []
+        pids += [dep.nodes.get(n, {}).get("pid") for n in stuck if n != "broker"]
+        for pid in pids:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.1)
+        _reap([int(p) for p in pids if p])
+        return
+    services = {"broker" if n == "broker" else "node-" + n.replace(",", "-") for n in stuck}
+    ids = [cid for cid, service in _containers(dep, running=True) if service in services]
+    if ids:
+        subprocess.run(["docker", "kill", *ids], capture_output=True, check=False, timeout=60)
 
 
 def _port_free(port: int) -> bool:
@@ -291,16 +395,14 @@ def _wait_port(host: str, port: int, timeout: float) -> bool:
     return False
 
 
-def _start_mosquitto(directory: Path, user: str, password: str) -> tuple[int, int]:
+def _start_mosquitto(directory: Path, creds: Credentials) -> tuple[int, int]:
     """A detached mosquitto on a free loopback port with a password file: (pid, port)."""
-    from coordinator.runtimes.processes import broker_conf, mosquitto_exe, passwd_tool
+    from coordinator.runtimes.processes import broker_conf, mosquitto_exe
 
     exe = mosquitto_exe()
     if exe is None:
         raise UsageError("the processes runtime needs mosquitto (apt-get install mosquitto)")
-    passwd = directory / "mosquitto.passwd"
-    passwd.touch(mode=0o600)
-    subprocess.run([passwd_tool(), "-b", str(passwd), user, password], check=True, capture_output=True)
+    passwd = write_password_file(directory / "mosquitto.passwd", creds)
     for _attempt in range(5):
         port = _free_ports(1)[0]
         conf = directory / "mosquitto.conf"
@@ -318,14 +420,14 @@ def deploy_processes(name: str, topo: Topology, *, log: Callable[[str], None] | 
     if (directory / STATE_FILE).exists():
         raise UsageError(f"deployment {name!r} exists already: 'meshcast destroy {name}' first")
     (directory / "logs").mkdir(parents=True, exist_ok=True)
-    user, password = "meshcast", secrets.token_urlsafe(16)
+    creds = Credentials.generate()
     run_id = f"d-{name}-{secrets.token_hex(3)}"
-    dep = Deployment(name, "processes", topo.spec, run_id, "", user, password, time.time())
+    dep = Deployment(name, "processes", topo.spec, run_id, "", creds.user, creds.password, time.time())
     dep.save()  # from here on, destroy can clean up whatever was started
-    broker_pid, port = _start_mosquitto(directory, user, password)
+    broker_pid, port = _start_mosquitto(directory, creds)
     dep.broker_pid, dep.broker = broker_pid, f"mqtt://{LOOPBACK}:{port}"
     dep.save()
-    env = dict(os.environ, MESHCAST_MQTT_USER=user, MESHCAST_MQTT_PASSWORD=password, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **creds.env(), PYTHONUNBUFFERED="1")
     nodes = list(topo.nodes())
     for n, p in zip(nodes, _free_ports(len(nodes)), strict=True):
         cmd = [sys.executable, "-m", "node", "--serve", "--broker", dep.broker, "--run-id", run_id,
@@ -412,11 +514,11 @@ def destroy(name: str, *, log: Callable[[str], None] | None = None) -> bool:
         dep: Deployment | None = load(name)
     except UsageError:
         dep = None
-    if dep is not None and dep.runtime == "processes":
+    if dep is not None and on_host(dep):
         _stop_pids([int(n["pid"]) for n in dep.nodes.values() if n.get("pid")], dep.run_id)
         if dep.broker_pid:
             _stop_pids([dep.broker_pid], str(directory / "mosquitto.conf"))
-    elif dep is not None and dep.runtime == "containers":
+    elif dep is not None and lives(dep) is registry.Nodes.CONTAINERS:
         _compose_down(dep)
     shutil.rmtree(directory, ignore_errors=True)
     if log:
@@ -441,8 +543,9 @@ def _exclusive(dep: Deployment) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def attach_check(name: str, topo: Topology) -> Deployment:
-    """The deployment ``name`` if an experiment on ``topo`` can run on it now, else UsageError."""
+def attach_check(name: str, topo: Topology, *, probe: bool = False) -> Deployment:
+    """The deployment ``name`` if an experiment on ``topo`` can run on it now, else UsageError.
+    ``probe``: also ping the broker and every node (:func:`unresponsive`; outside trio only)."""
     dep = load(name)
     check_topology(dep, topo)
     if not broker_alive(dep):
@@ -459,30 +562,55 @@ def attach_check(name: str, topo: Topology) -> Deployment:
             f"deployment {name!r}: only {alive} of {total} nodes are running ({named} gone); "
             f"'meshcast deploy --repair {name}' starts them again"
         )
+    stuck = stuck_parts(dep) if probe and not trio.lowlevel.in_trio_run() else []
+    if stuck:
+        named = ", ".join(n if n == "broker" else f"({n})" for n in stuck[:8]) + (
+            f" and {len(stuck) - 8} more" if len(stuck) > 8 else ""
+        )
+        raise UsageError(
+            f"deployment {name!r}: {named} not answering within {PING_TIMEOUT:g} s, nor again within "
+            f"{RECHECK_TIMEOUT:g} s (stopped?); "
+            f"'meshcast deploy --repair {name}' restarts them"
+        )
     return dep
 
 
 async def run_on_deployment(
     plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None = None
 ) -> RawRun:
-    """Run ``plan`` on the nodes of ``settings.deployment``: same session, their broker, their ports."""
+    """Run ``plan`` on the nodes of ``settings.deployment``: same session, their broker, their ports.
+
+    SIGINT and SIGTERM end it as they end a fresh run (:func:`run_interruptible`): what arrived,
+    marked interrupted, and the nodes told to abandon the run (the bus's ``abandon``, with its
+    epoch), so that the next run starts at once."""
     assert settings.deployment is not None
     topo = plan.topology
     dep = attach_check(settings.deployment, topo)
-    address = parse_broker(dep.broker)
-    address = type(address)(address.host, address.port, dep.user or None, dep.password or None)
-    with _exclusive(dep):
-        async with open_coordinator_bus(address, dep.run_id, connect_timeout=10.0) as bus:
+    address = _address(dep)
+    sessions: list[Session] = []
+    buses: list[CoordinatorBus] = []
+
+    async def run() -> RawRun:
+        async with open_coordinator_bus(
+            address, dep.run_id, connect_timeout=10.0, lease=max(settings.lease, keepalive_for(topo.size))
+        ) as bus:
+            buses.append(bus)
             session = Session(
                 plan, settings, bus.send_to, bus.broadcast, bus.inbox,
-                peers=dep.peers(topo), progress=progress, run_id=dep.run_id,
+                peers=dep.peers(topo), progress=progress, run_id=dep.run_id, epoch=bus.epoch,
             )  # fmt: skip
+            sessions.append(session)
             raw = await session.run(set(topo.nodes()))
             if session.broker_gone:
                 bus.abandon()  # nothing queued can go now: don't wait on it
-            # the nodes' final reports are all in: they now wait for this coordinator to leave
-            await trio.sleep(0)
             return raw
+
+    with _exclusive(dep):
+        return await run_interruptible(
+            run,
+            lambda: sessions[0].partial() if sessions else RawRun(),
+            on_signal=lambda signum: buses[0].abandon_now(interrupted_note(signum)) if buses else None,
+        )
 
 
 def _image_present(image: str) -> bool:
@@ -498,11 +626,14 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
     from coordinator.runtimes.containers import (
         DEFAULT_BROKER_IMAGE,
         DEFAULT_IMAGE,
+        AuthFiles,
+        authenticated_broker_conf,
         compose_cli,
         compose_document,
         engine_name,
         render_yaml,
         repo_root,
+        write_auth_files,
     )
 
     directory = state_root() / check_name(name)
@@ -522,17 +653,21 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
     directory.mkdir(parents=True, exist_ok=True)
     run_id = f"d-{name}-{secrets.token_hex(3)}"
     port = _free_ports(1)[0]
-    dep = Deployment(name, "containers", topo.spec, run_id, f"mqtt://{LOOPBACK}:{port}", created=time.time(),
-                     project=f"meshcast-d-{name}")  # fmt: skip
+    creds = Credentials.generate()
+    dep = Deployment(name, "containers", topo.spec, run_id, f"mqtt://{LOOPBACK}:{port}", creds.user,
+                     creds.password, time.time(), project=f"meshcast-d-{name}")  # fmt: skip
     dep.save()  # from here on, destroy can clean up whatever was started
-    shutil.copyfile(repo_root() / "deploy" / "mosquitto.conf", directory / "mosquitto.conf")
+    conf = (repo_root() / "deploy" / "mosquitto.conf").read_text()
+    (directory / "mosquitto.conf").write_text(authenticated_broker_conf(conf))
+    write_auth_files(directory, creds)  # kept with the deployment: repair and plain compose use them
     # one engine, one clock: every node reports the engine's name, so arrivals get wall-clock latencies
-    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()), clock_host=engine_name())
+    doc = compose_document(topo, [], run_id=run_id, build_context=str(repo_root()), clock_host=engine_name(),
+                           mosquitto_conf="./mosquitto.conf", auth=AuthFiles())  # fmt: skip
     services = doc["services"]
     del services["coordinator"]  # runs attach from the host through the published broker port
     services["broker"]["image"] = broker_image
-    services["broker"]["volumes"] = ["./mosquitto.conf:/mosquitto/config/mosquitto.conf:ro"]
-    services["broker"]["ports"] = [f"{LOOPBACK}:{port}:1883"]  # loopback only: anonymous broker
+    # on this host's loopback only (and the broker takes the deployment's credentials only)
+    services["broker"]["ports"] = [f"{LOOPBACK}:{port}:1883"]
     for svc_name, svc in services.items():
         if svc_name.startswith("node-"):
             svc["image"] = image
@@ -556,4 +691,21 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
         )
     if log:
         log(f"deployment {name}: compose project {dep.project}, broker on {dep.broker}; state in {directory}")
+    return dep
+
+
+def deploy(
+    runtime: str, name: str, topo: Topology, *, log: Callable[[str], None] | None = None
+) -> Deployment:
+    """Deploy ``topo``'s nodes as ``name`` on ``runtime``, started by where the registry says its
+    nodes live (UsageError for a runtime that cannot be deployed)."""
+    r = registry.get(runtime)
+    starts = {registry.Nodes.PROCESSES: deploy_processes, registry.Nodes.CONTAINERS: deploy_containers}
+    if not r.deployable or r.nodes not in starts:
+        which = ", ".join(registry.deployable())
+        raise UsageError(f"the {runtime} runtime cannot be deployed: use one of {which}")
+    dep = starts[r.nodes](name, topo, log=log)
+    wait_answering(dep)
+    if log:
+        log(f"deployment {name}: all {topo.size} nodes answer")
     return dep

@@ -1,12 +1,12 @@
 """Every node's own engine in one plain lockstep loop: the in-process runtime without trio and links.
 
 Why: large mcast(n, d, c) runs (seed 002) need each node's buffer occupancy (``peak_queue``,
-``node_stats``), which only the nodes' :class:`~node.engine.Engine` measures — the reference
+``node_stats``), which only the nodes' :class:`~node.switching.engine.Engine` measures — the reference
 model (``coordinator/runtimes/model.py``) does not — while the trio runtime spends most of its time on
 per-step link frames. This loop drives the very same engines with the very same lockstep
-driver as the actor (:class:`node.lockstep.Lockstep`: credits, packets, injections, step,
+driver as the actor (:class:`node.switching.lockstep.Lockstep`: credits, packets, injections, step,
 quiescence), handing each node's step frames to its neighbours in memory, in its sparse mode
-(:class:`node.lockstep.Schedule`: only nodes with work do a step; empty frames are not made).
+(:class:`node.switching.lockstep.Schedule`: only nodes with work do a step; empty frames are not made).
 Frames that carry packets, and the plan, go through msgpack as on the wire, and the records are gathered from
 the nodes' own reports by the session's :class:`Collector`. Its records equal the in-process
 runtime's, node statistics included (``tests/test_mcast.py`` checks it).
@@ -28,13 +28,13 @@ from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
 from node.actor import done_report, take_report
-from node.engine import Injection
-from node.lockstep import Lockstep, Schedule
 from node.routing import registry
-from node.switching import AnyEngine, LockstepWormhole, make_engine
+from node.switching.engine import Injection
+from node.switching.factory import AnyEngine, LockstepWormhole, make_engine
+from node.switching.lockstep import Lockstep, Schedule
+from node.switching.wormhole import WormholeEngine
 from node.topology import PORTS, Coord, Topology
-from node.wire import Credits, Flit, StepFrame, decode_flit, decode_link, encode_link
-from node.wormhole import WormholeEngine
+from node.transport.wire import Credits, Flit, StepFrame, decode_flit, decode_link, encode_link
 
 __all__ = ["run_engines"]
 
@@ -147,8 +147,8 @@ def _as_received(flit: Flit) -> Flit:
 def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int], None] | None) -> RawRun:
     """Wormhole switching: :func:`run_engines`' sparse lockstep loop with flits handed over directly.
 
-    Step for step what :class:`node.lockstep.Lockstep` in sparse mode does for each node, and the
-    schedule of :class:`node.lockstep.Schedule` written out for two kinds of wake-up: a node works
+    Step for step what :class:`node.switching.lockstep.Lockstep` in sparse mode does for each node, and the
+    schedule of :class:`node.switching.lockstep.Schedule` written out for two kinds of wake-up: a node works
     at t+1 when it is busy after step t or a neighbour sent it a flit or a credit at t, and at
     each step it injects; the run ends at the first step past the last busy step + diameter + 1
     (or the step budget) with no node due. The idle steps are counted, and every engine ends with

@@ -56,8 +56,8 @@ def _warm() -> None:
 
     import node.__main__
     import node.actor
-    import node.mqtt
-    import node.tcp  # noqa: F401
+    import node.transport.mqtt
+    import node.transport.tcp  # noqa: F401
 
     gc.collect()
     gc.freeze()  # the collector leaves these objects alone: their pages stay shared in children

@@ -2,13 +2,13 @@
 
 The coordinator side of the control protocol lives in :mod:`coordinator.runtimes.session`; this module
 only wires nodes and channels together. In lockstep the nodes share a
-:class:`node.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
-frames, the same records) over plain-queue link ends (:class:`node.links.QueueLink`: nobody
+:class:`node.transport.links.StepBarrier` by default (sparse: only nodes with work do a step, no null
+frames, the same records) over plain-queue link ends (:class:`node.transport.links.QueueLink`: nobody
 waits on a link there); ``sparse=False`` (or ``--sync alpha``) runs the α-synchronizer (null
 frames on every link every step, as the other runtimes do under ``--sync alpha``) over trio
 memory channels.
 In the free clock a link end hands its frames straight to the peer's inbox
-(:class:`node.links.DirectLink`: no reader task, no task switch per frame).
+(:class:`node.transport.links.DirectLink`: no reader task, no task switch per frame).
 """
 
 from __future__ import annotations
@@ -25,8 +25,15 @@ from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.actor import Assignment, Node
-from node.links import DirectLink, Link, MemoryControl, StepBarrier, memory_link_pair, queue_link_pair
 from node.topology import Coord
+from node.transport.links import (
+    DirectLink,
+    Link,
+    MemoryControl,
+    StepBarrier,
+    memory_link_pair,
+    queue_link_pair,
+)
 
 __all__ = ["run_inprocess", "wire_links"]
 
@@ -108,7 +115,7 @@ async def run_inprocess(
         to_nodes[here] = tx
         control = MemoryControl(to_coord_tx.clone(), rx)
         opener = _direct(plan, by_coord) if direct else _opener(wired[here])
-        by_coord[here] = Node(here, control, opener, barrier=barrier)  # type: ignore[arg-type]
+        by_coord[here] = Node(here, control, opener, barrier=barrier, patience=settings.wall_budget)  # type: ignore[arg-type]
     nodes = list(by_coord.values())
 
     async def send_to(node: Coord, data: bytes) -> None:

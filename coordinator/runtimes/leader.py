@@ -1,18 +1,18 @@
 """The leader of the distributed step barrier (``sync: barrier``), sans-IO: step-dones in, goes out.
 
-It holds the :class:`node.lockstep.Schedule` the in-process :class:`node.links.StepBarrier`
-uses and feeds it the same facts, from each node's :class:`node.protocol.StepDone` instead of
-its clock: every node joins once, then each node due at a step reports it; once all have,
-:meth:`Leader.release` gives the next step's nodes their :class:`node.protocol.Go` (with the
-ports on which a neighbour sent them a frame the step before), or, when the schedule says the
-run is over, the go that ends it. A step-done that does not fit is an error string, never an
-exception.
+It holds the :class:`node.switching.lockstep.Schedule` the in-process
+:class:`node.transport.links.StepBarrier` uses and feeds it the same facts, from each node's
+:class:`node.protocol.StepDone` instead of its clock: every node joins once, then each node due at a
+step reports it; once all have, :meth:`Leader.release` gives the next step's nodes their
+:class:`node.protocol.Go` (with the ports on which a neighbour sent them a frame the step before),
+or, when the schedule says the run is over, the go that ends it. A step-done that does not fit is an
+error string, never an exception.
 """
 
 from __future__ import annotations
 
 from node import protocol
-from node.lockstep import Schedule
+from node.switching.lockstep import Schedule
 from node.topology import Coord, Topology
 
 __all__ = ["Leader"]

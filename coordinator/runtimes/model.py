@@ -16,9 +16,10 @@ from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Plan
 from node import defaults
+from node.choices import Contention, Policy
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
-from node.switching import check_switching, prep_table
+from node.switching.factory import check_switching
 from node.topology import PORTS, Coord
 
 __all__ = ["run_model"]
@@ -37,15 +38,15 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
     Under ``switching="wormhole"`` the flit-level reference model
     (:func:`coordinator.runtimes.wormhole_model.run_wormhole_model`) runs instead.
     """
-    if settings.switching != "store-and-forward":
+    if settings.wormhole:
         return _run_wormhole(plan, settings)
     topo = plan.topology
-    one_port = settings.port_model == "one-port"
-    isolated = settings.contention == "isolated"
+    one_port = settings.one_port
+    isolated = settings.contention == Contention.ISOLATED
     hop_limit = settings.hop_limit if settings.hop_limit is not None else defaults.hop_limit(topo.size)
     cap_in = None if isolated else settings.buffer
     cap_out = None if isolated else settings.out_buffer
-    credits_on = cap_in is not None and settings.policy == "block"
+    credits_on = cap_in is not None and settings.policy == Policy.BLOCK
     raw = RawRun()
     inject: dict[int, list[Any]] = {}
     for m in plan.multicasts:
@@ -180,15 +181,4 @@ def _run_wormhole(plan: Plan, settings: RunSettings) -> RawRun:
     why = check_switching(settings, plan.topology.is_torus)
     if why is not None:
         raise ValueError(why)
-    return run_wormhole_model(
-        plan,
-        port_model=settings.port_model,
-        flits=settings.flits,
-        ts=settings.ts,
-        buffer_flits=settings.buffer_flits,
-        prep=prep_table(settings.prep, registry),
-        hop_limit=settings.hop_limit,
-        max_steps=settings.max_steps,
-        vcs=settings.vcs,
-        vc_classes=settings.vc_classes,
-    )
+    return run_wormhole_model(plan, settings)

@@ -33,14 +33,21 @@ from typing import Any, Final
 import trio
 
 from coordinator.errors import Interrupted
+from coordinator.runtimes.brokerauth import Credentials, write_password_file
 from coordinator.runtimes.forkserver import ForkServer
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
-from node.mqtt import BrokerAddress, CoordinatorBus, keepalive_for, open_coordinator_bus, parse_broker
-from node.tcp import peer_entry
 from node.topology import Coord, Topology
+from node.transport.mqtt import (
+    BrokerAddress,
+    CoordinatorBus,
+    keepalive_for,
+    open_coordinator_bus,
+    parse_broker,
+)
+from node.transport.tcp import peer_entry
 
 __all__ = [
     "BrokerNotFound",
@@ -50,7 +57,6 @@ __all__ = [
     "free_ports",
     "local_broker",
     "mosquitto_exe",
-    "passwd_tool",
     "run_processes",
 ]
 
@@ -157,11 +163,6 @@ def mosquitto_exe() -> str | None:
     )
 
 
-def passwd_tool() -> str:
-    """mosquitto's password-file tool."""
-    return shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
-
-
 MAX_QUEUED = 100_000
 """QoS-1 messages mosquitto queues for one client (its default, 1,000, is below a run's burst)."""
 
@@ -188,20 +189,12 @@ async def local_broker(
     """Start ``mosquitto`` on a free loopback port with a per-run password; stop it afterwards
     and remove its password file and config (also after a failure or a signal)."""
     exe = mosquitto_exe()
-    tool = passwd_tool()
     if exe is None:
         raise BrokerNotFound(_NO_BROKER)
     workdir.mkdir(parents=True, exist_ok=True)
-    user, password = "meshcast", secrets.token_urlsafe(16)
+    creds = Credentials.generate()
     conf = workdir / "mosquitto.conf"
-    pw = workdir / "mosquitto.passwd" if os.access(tool, os.X_OK) else None
-    if pw is not None:
-        pw.touch(mode=0o600)
-        await trio.run_process(
-            [tool, "-b", str(pw), user, password], capture_stdout=True, capture_stderr=True
-        )
-    else:  # no password tool: anonymous, on loopback only
-        user, password = "", ""
+    pw = write_password_file(workdir / "mosquitto.passwd", creds)
     try:
         async with trio.open_nursery() as nursery:
             for _attempt in range(5):
@@ -222,7 +215,7 @@ async def local_broker(
                 logf.close()
             else:
                 raise BrokerNotFound(f"mosquitto did not start; see {workdir / 'mosquitto.log'}")
-            address = BrokerAddress(LOOPBACK, port, user or None, password or None)
+            address = BrokerAddress(LOOPBACK, port, creds.user, creds.password)
             if log:
                 log(f"started mosquitto on {LOOPBACK}:{port}")
             try:
@@ -506,11 +499,13 @@ async def _run(
                     if progress is not None:
                         progress(base + reached, total)
 
-                async with open_coordinator_bus(address, run_id) as bus:
+                # a lease never shorter than the nodes' keep-alive: hundreds of them share few cores
+                lease = max(part_settings.lease, keepalive_for(len(nodes)))
+                async with open_coordinator_bus(address, run_id, lease=lease) as bus:
                     buses.append(bus)
                     session = Session(
                         plan, part_settings, bus.send_to, bus.broadcast, bus.inbox,
-                        peers=_peers(topo, ports), progress=part_progress, run_id=run_id,
+                        peers=_peers(topo, ports), progress=part_progress, run_id=run_id, epoch=bus.epoch,
                     )  # fmt: skip
                     sessions.append(session)
                     raw = await session.run(set(nodes))

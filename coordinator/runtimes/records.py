@@ -6,21 +6,51 @@ tests can compare them record for record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator.workloads.plan import Plan
 from node import defaults, protocol
-from node.linkmodel import LinkModel
-from node.settings import CLOCKS, INT64, MAX_COUNT, MAX_WALL_S, TIMING, NodeSettings, setting
-from node.tcp import REJECTED as REJECTED_KIND
+from node.settings import (
+    CLOCKS,
+    EMULATION,
+    FREE_CLOCK,
+    INT64,
+    MAX_COUNT,
+    MAX_WALL_S,
+    RUNNING,
+    TIMING,
+    NodeSettings,
+    setting,
+)
 from node.topology import Coord, port_names
-from node.wire import Worm
+from node.transport.linkmodel import LinkModel
+from node.transport.tcp import REJECTED as REJECTED_KIND
+from node.transport.wire import Worm
 
-__all__ = ["CLOCKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
+__all__ = ["CLOCKS", "LINKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
 
+LINKS = "link model (free clock: wall-clock arrivals carry it; lockstep records are logical and unchanged)"
+"""The option group of the link model's settings."""
 REFUSED = "refused before start-up: "
 """How ``RawRun.incomplete`` begins when a node could not run the plan at all (nothing ran)."""
+
+
+def _flag(v: object) -> bool:
+    """The wire check of a plain boolean field."""
+    if not isinstance(v, bool):
+        raise protocol.ProtocolError(f"expected true or false, got {v!r:.40}")
+    return v
+
+
+def _link_model(v: object) -> LinkModel | None:
+    """The wire check of ``RunSettings.link_model``."""
+    if v is None:
+        return None
+    try:
+        return LinkModel.from_wire(v)
+    except ValueError as exc:
+        raise protocol.ProtocolError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,18 +60,31 @@ class RunSettings(NodeSettings):
     setting: its default here, its flag, help and range in its metadata."""
 
     wall_budget: float = setting(
-        600.0, "--wall-budget", "wall-clock budget", low=0.001, high=MAX_WALL_S, unit="s"
+        600.0,
+        "--wall-budget",
+        "wall-clock budget",
+        low=0.001,
+        high=MAX_WALL_S,
+        unit="s",
+        group=RUNNING,
     )
     seed: int = setting(
-        1, "--seed", "seed of every random choice (sets, sources, link jitter)", low=0, high=INT64
+        1,
+        "--seed",
+        "seed of every random choice (sets, sources, link jitter)",
+        low=0,
+        high=INT64,
+        group=EMULATION,
     )
     runtime: str = setting("in-process", None, "where the nodes run (each command offers its own)")
     network: str | None = setting(None, None, "containers: the node containers' network")
     """containers: ``bridge`` (a namespace and an address per node container), ``pod`` (one
     namespace for the run's containers) or ``host``. None: ``MESHCAST_CONTAINER_NETWORK``, else
     ``bridge`` (coordinator/runtimes/containers.py, ``network_mode``)."""
-    broker: str | None = setting(None, "--broker", "MQTT broker URL (processes/containers runtimes)")
-    run_dir: str | None = None
+    broker: str | None = setting(
+        None, "--broker", "MQTT broker URL (processes/containers runtimes)", group=RUNNING
+    )
+    run_dir: str | None = field(default=None, metadata={"check": protocol.optional_text})
     sync: str | None = setting(
         None,
         "--sync",
@@ -49,6 +92,7 @@ class RunSettings(NodeSettings):
         "with work step, no null frames (processes/containers: the coordinator leads a step barrier). "
         "Same records. Default: barrier",
         choices=defaults.SYNCS,
+        group=RUNNING,
     )
     """Lockstep: ``alpha`` (α-synchronizer, a frame on every link every step) or ``barrier`` (only
     nodes with work step, no null frames; across processes the coordinator leads the barrier).
@@ -59,6 +103,7 @@ class RunSettings(NodeSettings):
         "--deployment",
         "run on the long-lived deployment NAME ('meshcast deploy'; its runtime replaces --runtime)",
         metavar="NAME",
+        group=RUNNING,
     )
     shards: int = setting(
         1,
@@ -69,10 +114,91 @@ class RunSettings(NodeSettings):
         high=MAX_COUNT,
         unit="processes",
         metavar="N",
+        group=RUNNING,
     )
     """in-process: OS processes the nodes are split over (1: all in this process, node/shard.py)."""
-    link_model: LinkModel | None = None
-    """How each link delays its frames under the free clock (node/linkmodel.py); None: no behaviour."""
+    link_delay: str | None = setting(
+        None,
+        "--link-delay",
+        "propagation delay of every link, per frame (e.g. 2ms, 500us; default 0)",
+        metavar="D",
+        group=LINKS,
+    )
+    link_jitter: str | None = setting(
+        None,
+        "--link-jitter",
+        "extra delay per frame, drawn per link and frame (seeded by --seed): uniform:A (on [0, A]), "
+        "normal:SD (delay truncated at 0), lognormal:SD (mean SD), exponential:MEAN; FIFO per link",
+        metavar="DIST:V",
+        group=LINKS,
+    )
+    link_rate: str | None = setting(
+        None,
+        "--link-rate",
+        "serialisation rate of every link: a frame takes its bytes / R (e.g. 100Mbit, 10MB)",
+        metavar="R",
+        group=LINKS,
+    )
+    """``--link-KEY``: each key of :class:`node.transport.linkmodel.LinkSpec` is a setting of its own,
+    as its text (:func:`coordinator.cli.options.link_model_from` builds the model from them)."""
+    link_file: str | None = setting(
+        None,
+        "--link-file",
+        "per-node and per-link overrides, one a line: 'node X,Y delay=5ms', "
+        "'link X,Y PORT jitter=normal:1ms rate=10Mbit', 'default ...' (docs: links)",
+        metavar="FILE",
+        group=LINKS,
+    )
+    link_model: LinkModel | None = field(default=None, metadata={"check": _link_model})
+    """How each link delays its frames under the free clock (node/transport/linkmodel.py), built
+    from the ``link_*`` settings and the seed; None: no behaviour. It is what the nodes are told
+    (``assign``'s ``links``) and what the settings' wire form carries (a file's overrides read)."""
+
+    time_dilation: float = setting(
+        1.0,
+        "--time-dilation",
+        "free clock: the link model acts K times slower in wall-clock time (delay, jitter, rate), "
+        "and latencies are divided by K, so the hosts' cost per hop looks K times smaller to the "
+        "emulated network (DieCast); the wall budget and every wait are K times longer",
+        low=1.0,
+        high=10_000.0,
+        metavar="K",
+        group=FREE_CLOCK,
+    )
+    dilated: bool = field(default=False, metadata={"check": _flag})
+    """Whether :func:`dilate` has applied ``time_dilation`` to the link model and wall budget."""
+    fidelity_share: float = setting(
+        0.25,
+        "--fidelity-share",
+        "free clock: the most of the per-node variance of latency the hosts may add to the link "
+        "model's for the fidelity verdict to be ok (docs/guide/fidelity.md)",
+        low=0.0,
+        high=1.0,
+        metavar="SHARE",
+        group=FREE_CLOCK,
+    )
+    fidelity_per_hop: float = setting(
+        0.25,
+        "--fidelity-per-hop",
+        "free clock: the most host time per hop, as a share of the link's mean delay, for the "
+        "fidelity verdict to be ok",
+        low=0.0,
+        high=1e6,
+        metavar="SHARE",
+        group=FREE_CLOCK,
+    )
+
+    def to_wire(self, *, changed: bool = False) -> dict[str, Any]:
+        """The settings' wire form: plain data by field name (JSON or msgpack), the link model as
+        its wire map (a link file's overrides read in); ``changed``: only what differs from the
+        defaults (what a compose file shows)."""
+        return protocol.settings_wire(self, changed=changed)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> RunSettings:
+        """The settings of :meth:`to_wire`, each field checked as the nodes' ``assign`` checks it
+        (:func:`node.protocol.decode_settings`); ProtocolError naming the field."""
+        return cls(**protocol.decode_settings(cls, obj))
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen (4x faster __init__, paid per delivery); hashable
@@ -86,9 +212,22 @@ class Arrival:
     startups: int
     wall_ns: int | None = None
     host: str | None = None
+    tel: tuple[int, ...] | None = None
+    """Free-clock telemetry: the path's (node, receive ns, send ns) triples, then this node's id and
+    receive ns; its delivery time is ``wall_ns`` (:class:`node.switching.engine.Delivery`)."""
 
     def logical(self) -> tuple[int, Coord, int, int, int]:
         return (self.mc, self.node, self.step, self.hops, self.startups)
+
+
+def dilate(settings: RunSettings) -> RunSettings:
+    """``settings`` with its time dilation applied, once: the link model K times slower and the
+    wall budget K times longer (a second call changes nothing)."""
+    k = settings.time_dilation
+    if settings.dilated or k == 1:
+        return settings
+    model = None if settings.link_model is None else settings.link_model.dilated(k)
+    return replace(settings, link_model=model, wall_budget=settings.wall_budget * k, dilated=True)
 
 
 @dataclass
@@ -97,6 +236,12 @@ class RawRun:
 
     arrivals: list[Arrival] = field(default_factory=list)
     traffic: dict[int, int] = field(default_factory=dict)
+    host_idle: list[float] = field(default_factory=list)
+    """CPU idle of this machine (a fraction) over each second of the run (free clock; empty else)."""
+    loadavg: tuple[float, float, float] | None = None
+    """The load average when the run ended (free clock)."""
+    dilation: float = 1.0
+    """``--time-dilation``: the wall-clock latencies are this many times the emulated network's."""
     links: dict[int, set[tuple[Coord, str]]] = field(default_factory=dict)
     trace: list[tuple[int, Coord, str, int]] = field(default_factory=list)
     worms: list[tuple[int, Coord, str, str, Worm, int, int]] = field(default_factory=list)
@@ -161,8 +306,10 @@ class Collector:
         host = raw.hosts.get(node)
         if isinstance(msg, protocol.Report):
             self.received[node] = self.received.get(node, 0) + len(msg.arrivals)
-            for mc, step, hops, startups, wall in msg.arrivals:
-                raw.arrivals.append(Arrival(mc, node, step, hops, startups, wall, host))
+            for mc, step, hops, startups, wall, *tel in msg.arrivals:
+                raw.arrivals.append(
+                    Arrival(mc, node, step, hops, startups, wall, host, tel[0] if tel else None)
+                )
                 if node in self._dest_sets.get(mc, ()):
                     self._reached.add((mc, node))
             for kind, cause, mc_ in msg.errors:
@@ -186,6 +333,8 @@ class Collector:
                 "dropped": float(msg.dropped),
                 "copies": float(msg.copies),
             }
+            if msg.stale:  # control messages of another run the node dropped (the epoch rule)
+                raw.node_stats[node]["stale"] = float(msg.stale)
             raw.dropped += msg.dropped
             for port, n in msg.link_sends.items():
                 raw.link_sends[(node, port)] = n

@@ -8,7 +8,7 @@ follows the phase table of :mod:`node.protocol`; a message out of order is recor
 says why and keeps what it has. A node declared lost ends the run at once (the others are
 stopped and their final reports kept); a lost broker is named in the incomplete causes.
 
-A node is assigned once it and every neighbour it dials (:func:`node.tcp.dials`) have said
+A node is assigned once it and every neighbour it dials (:func:`node.transport.tcp.dials`) have said
 hello: a node listens before its hello, so no node dials a port nobody listens on yet. Without
 this, nodes started early retried their dials for as long as the start-up lasted, and at 1,024
 node processes those retries took much of the CPU the later nodes needed to start.
@@ -36,10 +36,11 @@ from coordinator.runtimes.leader import Leader
 from coordinator.runtimes.records import REFUSED, Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
+from node.choices import Sync
 from node.protocol import Phase, ProtocolError
 from node.settings import NodeSettings
-from node.tcp import dials
 from node.topology import Coord
+from node.transport.tcp import dials
 
 __all__ = ["ASSIGNED", "Session"]
 
@@ -105,9 +106,13 @@ class Session:
         progress: Callable[[int, int], None] | None = None,
         run_id: str | None = None,
         lead: bool = True,
+        epoch: int | None = None,
     ) -> None:
         """``lead``: be the step barrier's leader when the settings ask for barrier sync (False:
-        the nodes share a barrier of their own, as in-process)."""
+        the nodes share a barrier of their own, as in-process, and take every broadcast before
+        the sources start: no free-clock settling). ``epoch``: this run's (None: a new one; the bus
+        that beats for the run passes its own), stamped on every message it sends; messages of
+        other epochs are dropped and counted (:attr:`stale`)."""
         self.plan = plan
         self.lead = lead
         self.settings = settings
@@ -118,6 +123,8 @@ class Session:
         self.progress = progress
         self.run_id = run_id or secrets.token_hex(4)
         self.token = secrets.token_hex(8)
+        self.epoch = epoch or protocol.new_epoch()
+        self.stale = 0
         self.collector = Collector(plan)
         self.phases: dict[Coord, Phase] = {}
         self._nodes: set[Coord] = set()
@@ -149,7 +156,7 @@ class Session:
             topology=self.plan.topology.spec,
             node=node,
             token=self.token,
-            sync="barrier" if self.barrier else "alpha",
+            sync=Sync.BARRIER if self.barrier else Sync.ALPHA,
             links=s.link_model.to_wire() if s.link_model is not None else {},
             peers=self.peers(node) if self.peers else {},
             **{name: getattr(s, name) for name in ASSIGNED},
@@ -186,13 +193,13 @@ class Session:
 
     async def _to(self, node: Coord, event: protocol.Event) -> None:
         self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
-        await self.send_to(node, protocol.encode(event))
+        await self.send_to(node, protocol.encode(event, self.epoch))
 
     async def _to_all(self, event: protocol.Event) -> None:
         for n in self._nodes:
             if self.phases.get(n) != Phase.DONE:
                 self.phases[n] = protocol.advance(self.phases.get(n, Phase.NEW), event)
-        await self.broadcast(protocol.encode(event))
+        await self.broadcast(protocol.encode(event, self.epoch))
 
     # -- receiving ------------------------------------------------------------------------------
     async def _next(self) -> Coord | None:
@@ -200,9 +207,12 @@ class Session:
         phase can change here)."""
         data = await self.inbox.receive()
         try:
-            msg = protocol.decode(data)
+            msg, epoch = protocol.decode_stamped(data)
         except ProtocolError as exc:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
+            return None
+        if not protocol.same_run(self.epoch, epoch):
+            self.stale += 1  # a node still in an earlier run (the epoch rule): not this run's business
             return None
         if isinstance(msg, protocol.BrokerLost):
             self._broker_down = f"broker lost: {msg.broker} ({msg.cause})"
@@ -227,6 +237,13 @@ class Session:
             return None
         if isinstance(msg, protocol.Hello):
             self.collector.handle(msg)
+            if msg.version != protocol.PROTOCOL_VERSION:
+                self._refusals.append(
+                    f"node ({node[0]},{node[1]}) speaks protocol version {msg.version}, this coordinator"
+                    f" {protocol.PROTOCOL_VERSION}: run the same meshcast on both (redeploy, or rebuild"
+                    " the image)"
+                )
+                raise _Refused
             lacking = self._lacking(msg)
             if lacking:
                 self._refusals.append(
@@ -436,9 +453,10 @@ class Session:
         return time.perf_counter() - t0
 
     def _free_settle(self, nodes: set[Coord]) -> float:
-        """Free clock: seconds the sources wait after the start (0 in one process, see FREE_SETTLE)."""
+        """Free clock: seconds the sources wait after the start (0 when the nodes are this process's
+        own, ``lead`` False; see FREE_SETTLE)."""
         s = self.settings
-        if s.clock == "lockstep" or (s.runtime == "in-process" and s.deployment is None):
+        if s.clock == "lockstep" or not self.lead:
             return 0.0
         return min(10.0, FREE_SETTLE + FREE_SETTLE_PER_NODE * len(nodes))
 
@@ -455,7 +473,13 @@ class Session:
         interval = max(PROBE_INTERVAL, PROBE_SHARE * await self._settle())
         settle = self._free_settle(nodes)
         model = self.settings.link_model
-        hop = model.hop_bound() if model is not None else FREE_HOP if settle else 0.0
+        hop = (
+            model.hop_bound(self.settings.flits * self.settings.flit_bytes)
+            if model is not None
+            else FREE_HOP
+            if settle
+            else 0.0
+        )
         wait = settle + min(FREE_QUIET_MAX, (self.plan.topology.size + 1) * hop) + interval
         while True:
             with trio.move_on_after(wait):

@@ -4,7 +4,7 @@ Each shard (:mod:`node.shard`, ``python -m node.shard``) hosts a contiguous bloc
 as trio tasks; links inside a shard are memory links, links between shards go over one TCP
 connection per pair of shards. The :class:`~coordinator.runtimes.session.Session` stays here: it
 reaches each node through its shard's control connection (frames tagged with the node). In
-lockstep the shards' sparse barriers agree on every step (:mod:`node.shardstep`), so every shard
+lockstep the shards' sparse barriers agree on every step (:mod:`node.sync.shardstep`), so every shard
 count gives the unsharded records.
 
 Every shard runs in this coroutine's nursery: all are reaped on success, failure and Ctrl-C
@@ -33,9 +33,9 @@ from coordinator.runtimes.session import Session
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.shard import BROADCAST, SETUP_TIMEOUT, TOKEN_ENV, FrameWriter, blocks, pack, unpack
-from node.tcp import FrameError, FrameReader
 from node.topology import Coord
-from node.wire import MAX_FRAME, frame_bytes
+from node.transport.tcp import FrameError, FrameReader
+from node.transport.wire import MAX_FRAME, frame_bytes
 
 __all__ = ["run_shards"]
 
@@ -85,7 +85,7 @@ async def run_shards(
     """Run ``plan`` on ``settings.shards`` shard processes; ``started(index, pid)`` as each starts.
 
     Lockstep: each shard's nodes share a sparse step barrier that agrees every step with the
-    other shards (:class:`node.shardstep.ShardBarrier`); ``sparse=False``: the α-synchronizer.
+    other shards (:class:`node.sync.shardstep.ShardBarrier`); ``sparse=False``: the α-synchronizer.
     """
     topo = plan.topology
     n = settings.shards

@@ -40,10 +40,16 @@ def interrupted_note(signum: int) -> str:
 
 
 async def run_interruptible(
-    run: Callable[[], Awaitable[T]], partial: Callable[[], RawRun], *, grace: float = GRACE
+    run: Callable[[], Awaitable[T]],
+    partial: Callable[[], RawRun],
+    *,
+    grace: float = GRACE,
+    on_signal: Callable[[int], None] | None = None,
 ) -> T:
     """``await run()``; on SIGINT/SIGTERM cancel it after ``grace`` s and raise Interrupted.
 
+    ``on_signal`` is called at the first signal, while the run's connections are still up (a
+    deployment's coordinator tells its nodes to abandon the run then).
     ``partial`` is called once ``run`` has been torn down and returns what had arrived. The
     run's own exceptions come out as they are (not in an exception group). Outside the main
     thread (where signals cannot be received) ``run`` is simply awaited.
@@ -65,6 +71,8 @@ async def run_interruptible(
                 async for signum in signals:
                     if not got:
                         got.append(signum)
+                        if on_signal is not None:
+                            on_signal(signum)
                         nursery.start_soon(end_after_grace)
                     else:
                         body.cancel()

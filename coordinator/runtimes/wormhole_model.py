@@ -1,26 +1,36 @@
 """The centralised cycle-level reference model of flit-level wormhole switching.
 
-It implements the conventions of ``docs/wormhole.md`` (and ``node/wormhole.py``'s docstring) as
+It implements the conventions of ``docs/wormhole.md`` (and ``node/switching/wormhole.py``'s docstring) as
 one loop over cycles with network-wide tables — channel owners, buffers, credits — and shares no
-code with the node engine: only the routing rules and the topology. Headers go through msgpack
-at every hop, as on the wire. Agreement of its arrival records with the engines' lockstep
-network (``tests/test_wormhole.py``) is evidence, not an echo.
+code with the node engine: only the routing rules, the topology and the router's vocabulary (the
+VC states of :class:`~node.switching.wormhole.VcState` and the stage names of
+:data:`~node.switching.wormhole.STAGES`). Headers go through msgpack at every hop, as on the wire.
+Agreement of its arrival records with the engines' lockstep network (``tests/test_wormhole.py``)
+is evidence, not an echo.
+
+A cycle is :meth:`_Model.deliver` (the flits and credits sent the cycle before arrive), the
+cycle's injections, then the stages in the engine's order, each over every node with work for it:
+:meth:`_Model.startup`, :meth:`_Model.route`, :meth:`_Model.vc_alloc`, :meth:`_Model.sw_alloc`,
+:meth:`_Model.traverse`. A stage at one node never touches another node's tables in the same
+cycle (what it sends arrives the next), so running each stage over all nodes equals running all
+stages node by node.
 
 Only active nodes are visited, in sorted order, and at each only the channels an event touched:
 start-ups when a wait or a ready step has come or an injection channel was freed, routing for an
-input a head reached, arbitration after a route appeared or a tail freed channels, movement for
-an input that got a flit, a credit or a grant (or moved a flit the cycle before). Everywhere
-else the rules would do nothing, so the records equal those of visiting every node and channel
-every cycle, and an idle node costs nothing. The tables are lists indexed by channel numbers:
-input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j`` its
-port ``PORTS[j]`` (r: the node's rank in sorted order). An input buffer is a queue of runs
+input a head reached, VC allocation after a route appeared or a tail freed channels, switch
+allocation for an input that got a flit, a credit or a grant (or moved a flit the cycle before).
+Everywhere else the rules would do nothing, so the records equal those of visiting every node and
+channel every cycle, and an idle node costs nothing. The tables are lists indexed by channel
+numbers: input channel ``r * S + i`` is the i-th of node r's round-robin order, output ``r * 4 + j``
+its port ``PORTS[j]`` (r: the node's rank in sorted order). An input buffer is a queue of runs
 ``[flit, count]``: a start-up puts a worm in as three runs (head, L − 2 body flits, tail), and
 the body flits one hop sends are one tuple, so those arriving behind each other add to one count.
 
 With ``vcs`` V > 1 an output number is a VC of a link (``o // V`` the link, ``o % V`` the VC)
 and input channel ``r * S + i`` is the i-th of node r's order: each link's V VCs, then the
 injection channels; VC allocation, the dateline, classes and the switch allocator follow
-``docs/wormhole.md`` "Virtual channels" (written here without the engine's code).
+``docs/wormhole.md`` "Virtual channels" (written here without the engine's code). With one VC
+switch allocation is trivial: every ready input moves.
 
 A run that stalls — worms in flight, no flit moved and no start-up or preparation counting
 down for more than two cycles — ends as deadlocked: ``RawRun.incomplete`` says so and
@@ -37,15 +47,23 @@ from typing import Any
 import msgpack
 
 from coordinator.runtimes.records import Arrival, RawRun
-from coordinator.workloads.plan import Plan
+from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
+from node.settings import NodeSettings
+from node.switching.wormhole import VcState
 from node.topology import PORTS, Coord
 
 __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
+
+# the VC states as plain ints for the loops
+IDLE = int(VcState.IDLE)
+ROUTING = int(VcState.ROUTING)
+VC_ALLOC = int(VcState.VC_ALLOC)
+ACTIVE = int(VcState.ACTIVE)
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
@@ -95,236 +113,230 @@ def _wire(obj: Any) -> Any:
     return msgpack.unpackb(msgpack.packb(obj, use_bin_type=True), raw=False)
 
 
-def run_wormhole_model(
-    plan: Plan,
-    *,
-    port_model: str = "all-port",
-    flits: int = defaults.FLITS,
-    ts: int = defaults.TS,
-    buffer_flits: int = defaults.BUFFER_FLITS,
-    prep: Mapping[str, int] | None = None,
-    hop_limit: int | None = None,
-    max_steps: int = 100_000,
-    vcs: int = defaults.VCS,
-    vc_classes: str = defaults.VC_CLASSES,
-) -> RawRun:
-    """Run ``plan`` flit by flit on the whole network at once; arrivals as the lockstep nodes record them.
+class _Model:
+    """The whole network's tables, and the router's stages over them (one method each)."""
 
-    ``vcs`` virtual channels per link (each with ``buffer_flits`` slots and its own credits):
-    an output VC is granted round-robin per port (after the input granted last there), the
-    lowest free one of the worm's class (``vc_classes="split"``: unicast the lower half) and,
-    on a torus, of its dateline half (upper from a ring's wrap link on, while going straight);
-    a link carries one flit per cycle, to the first ready input in the node's round-robin order
-    after the first one that won in the last cycle with a winner (all its links or none).
-    """
-    topo = plan.topology
-    prep = SEED004_PREP if prep is None else prep
-    one = port_model == "one-port"
-    limit = hop_limit if hop_limit is not None else defaults.hop_limit(topo.size)
-    raw = RawRun()
-    nodes = sorted(topo.nodes())
-    rank = {n: r for r, n in enumerate(nodes)}
-    links = [[p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes]
-    injs = ["inj"] if one else ["inj" + p for p in PORTS]
-    ejs = ["ej"] if one else ["ej0", "ej1", "ej2", "ej3"]
-    V = vcs
-    # the round-robin order of input channels: each link's VCs ("+x", "+x.1", ...), then injection
-    order = [[_vc_name(p, v) for p in links[r] for v in range(V)] + injs for r in range(len(nodes))]
-    in_port = [[p for p in links[r] for _ in range(V)] for r in range(len(nodes))]  # network input -> port
-    S, P, E = len(PORTS) * V + len(injs), len(PORTS), len(ejs)  # channel numbers per node
-    PV = P * V  # output VCs per node
-    inj_chs = [[r * S + i for i in range(len(links[r]) * V, len(order[r]))] for r in range(len(nodes))]
-    # output VC o = (r * P + j) * V + v: node r's port PORTS[j], VC v; o // V is the link
-    across = [-1] * (len(nodes) * P * V)  # output VC -> the input channel it feeds
-    up = [-1] * (len(nodes) * S)  # network input channel -> the output VC feeding it (credits)
-    for r, n in enumerate(nodes):
-        for p in links[r]:
-            nb = topo.neighbour(n, p)
-            assert nb is not None
-            first = rank[nb] * S + order[rank[nb]].index(topo.opposite(p))
-            for v in range(V):
-                across[(r * P + PORTS.index(p)) * V + v] = first + v
-                up[first + v] = (r * P + PORTS.index(p)) * V + v
-    bits: list[tuple[int, ...]] | _Bits = (  # a mask's channels, in order
-        [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)] if S <= 12 else _Bits()
-    )
+    def __init__(
+        self,
+        plan: Plan,
+        port_model: str,
+        flits: int,
+        ts: int,
+        buffer_flits: int,
+        prep: Mapping[str, int],
+        limit: int,
+        vcs: int,
+        vc_classes: str,
+    ) -> None:
+        topo = self.topo = plan.topology
+        self.flits, self.ts, self.buffer_flits, self.prep, self.limit = flits, ts, buffer_flits, prep, limit
+        self.split = vc_classes == "split"
+        self.raw = RawRun()
+        one = self.one = port_model == "one-port"
+        nodes = self.nodes = sorted(topo.nodes())
+        self.rank = rank = {n: r for r, n in enumerate(nodes)}
+        links = self.links = [[p for p in PORTS if topo.neighbour(n, p) is not None] for n in nodes]
+        injs = ["inj"] if one else ["inj" + p for p in PORTS]
+        self.ejs = ["ej"] if one else ["ej0", "ej1", "ej2", "ej3"]
+        V = self.V = vcs
+        # the round-robin order of input channels: each link's VCs ("+x", "+x.1", ...), then injection
+        order = self.order = [
+            [_vc_name(p, v) for p in links[r] for v in range(V)] + injs for r in range(len(nodes))
+        ]
+        self.in_port = [[p for p in links[r] for _ in range(V)] for r in range(len(nodes))]  # input -> port
+        S, P, E = self.S, self.P, self.E = len(PORTS) * V + len(injs), len(PORTS), len(self.ejs)
+        self.PV = P * V  # output VCs per node
+        self.inj_chs = [
+            [r * S + i for i in range(len(links[r]) * V, len(order[r]))] for r in range(len(nodes))
+        ]
+        # output VC o = (r * P + j) * V + v: node r's port PORTS[j], VC v; o // V is the link
+        across = self.across = [-1] * (len(nodes) * P * V)  # output VC -> the input channel it feeds
+        up = self.up = [-1] * (len(nodes) * S)  # network input channel -> the output VC feeding it (credits)
+        for r, n in enumerate(nodes):
+            for p in links[r]:
+                nb = topo.neighbour(n, p)
+                assert nb is not None
+                first = rank[nb] * S + order[rank[nb]].index(topo.opposite(p))
+                for v in range(V):
+                    across[(r * P + PORTS.index(p)) * V + v] = first + v
+                    up[first + v] = (r * P + PORTS.index(p)) * V + v
+        self.bits: list[tuple[int, ...]] | _Bits = (  # a mask's channels, in order
+            [tuple(i for i in range(S) if m >> i & 1) for m in range(1 << S)] if S <= 12 else _Bits()
+        )
+        self.buf: list[deque[Run]] = [deque() for _ in range(len(nodes) * S)]
+        self.state = [IDLE] * (len(nodes) * S)  # input channel -> its VcState
+        self.node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
+        self.bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
+        self.route_of: dict[int, _Route] = {}  # input channel -> the worm bound to it
+        self.owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
+        self.ej_owner = [-1] * (len(nodes) * E)
+        self.last = [-1] * (len(nodes) * P)  # round-robin pointer per link (VC allocation) ...
+        self.last_ej = [-1] * len(nodes)  # ... and per node's ejection channels
+        self.last_sw = [-1] * len(
+            nodes
+        )  # switch allocation (V > 1): the first winner of the last cycle with one
+        self.credit = [buffer_flits] * (len(nodes) * P * V)
+        self.waiting: dict[int, deque[Msg]] = {ch: deque() for chs in self.inj_chs for ch in chs}
+        self.queued: set[int] = set()  # injection channels with waiting messages
+        self.startup_end: dict[int, tuple[int, Msg]] = {}
+        self.counter = [0] * len(nodes)
+        self.buffered = 0  # flits in all input buffers
+        self.sent = [0] * (len(nodes) * P)  # flits per link (RawRun.link_sends, in order of first use)
+        self.first_used: list[int] = []
+        self.arriving: list[tuple[int, Fl]] = []
+        self.credits_back: list[int] = []
+        # the work ahead, kept by the events that can make a stage act
+        self.wake: dict[int, set[int]] = {}  # cycle -> nodes whose start-ups may act then
+        self.to_route = [0] * len(nodes)  # per node, a mask of its ROUTING inputs
+        self.routing: set[int] = set()  # ... the nodes with one
+        self.to_move = [0] * len(nodes)  # per node, a mask of inputs that may move a flit
+        self.to_allocate: set[int] = set()  # nodes where a route appeared or a channel was freed
+        self.active_next: set[int] = set()  # nodes with work marked for the next cycle
+        self.t = 0
 
-    def wrap_link(n: Coord, p: str) -> bool:
-        """The link leaving ``n`` on ``p`` closes a torus ring (from the last column or row to the first)."""
-        if not topo.is_torus:
-            return False
-        return {"+x": n[0] == topo.cols - 1, "-x": n[0] == 0, "+y": n[1] == topo.rows - 1, "-y": n[1] == 0}[p]
+    # -- helpers -----------------------------------------------------------------------
+    def err(self, node: Coord, kind: str, cause: str, mc: int) -> None:
+        self.raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc})
 
-    def may_take(r: int, i: int, alg: str, p: str) -> list[int]:
+    def at(self, step: int, r: int) -> None:
+        self.wake.setdefault(max(step, self.t), set()).add(r)
+
+    def queue_msg(
+        self, r: int, mc: int, alg: str, port: str, header: Any, hops: int, st: int, ready: int
+    ) -> None:
+        if port not in self.links[r]:
+            self.err(self.nodes[r], "bad-send", port, mc)
+            return
+        ch = r * self.S + self.order[r].index("inj" if self.one else "inj" + port)
+        self.waiting[ch].append([mc, alg, port, _wire(header), hops, st, ready])
+        self.queued.add(ch)
+        self.at(ready, r)
+
+    def may_take(self, r: int, i: int, alg: str, p: str) -> list[int]:
         """The output VCs on ``p`` a head of ``alg`` in input ``i`` of node ``r`` may take, lowest first."""
-        base = (r * P + PORTS.index(p)) * V
-        if V == 1:
-            return [base]
+        V, topo = self.V, self.topo
+        base = (r * self.P + PORTS.index(p)) * V
         a, b = 0, V
-        if vc_classes == "split":
+        if self.split:
             a, b = (0, V // 2) if alg == "unicast" else (V // 2, V)
         if topo.is_torus:
             half = a + (b - a) // 2
-            after = wrap_link(nodes[r], p)
-            if i < len(links[r]) * V:  # came over a link: past the dateline if it goes straight on
-                came_on, v_in = in_port[r][i], i % V
+            n = self.nodes[r]
+            # the link leaving n on p closes a torus ring (from the last column or row to the first)
+            after = {
+                "+x": n[0] == topo.cols - 1,
+                "-x": n[0] == 0,
+                "+y": n[1] == topo.rows - 1,
+                "-y": n[1] == 0,
+            }[p]
+            if i < len(self.links[r]) * V:  # came over a link: past the dateline if it goes straight on
+                came_on, v_in = self.in_port[r][i], i % V
                 after = after or (topo.opposite(came_on) == p and v_in >= half)
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
 
-    buf: list[deque[Run]] = [deque() for _ in range(len(nodes) * S)]
-    node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
-    bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
-    route: dict[int, _Route] = {}  # input channel -> the worm bound to it
-    owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
-    ej_owner = [-1] * (len(nodes) * E)
-    last = [-1] * (len(nodes) * P)  # round-robin pointer per link (VC allocation) ...
-    last_ej = [-1] * len(nodes)  # ... and per node's ejection channels
-    last_sw = [-1] * len(nodes)  # switch allocation (VCs > 1): the first winner of the last cycle with one
-    credit = [buffer_flits] * (len(nodes) * P * V)
-    waiting: dict[int, deque[Msg]] = {ch: deque() for chs in inj_chs for ch in chs}
-    queued: set[int] = set()  # injection channels with waiting messages
-    startup_end: dict[int, tuple[int, Msg]] = {}
-    counter = [0] * len(nodes)
-    buffered = 0  # flits in all input buffers
-    sent = [0] * (len(nodes) * P)  # flits per link (RawRun.link_sends, in order of first use)
-    first_used: list[int] = []
-    arriving: list[tuple[int, Fl]] = []
-    credits_back: list[int] = []
-    # the work ahead, kept by the events that can make a rule act
-    wake: dict[int, set[int]] = {}  # cycle -> nodes whose start-ups may act then
-    to_route = [0] * len(nodes)  # per node, a mask of inputs whose front may be an unbound head
-    to_move = [0] * len(nodes)  # per node, a mask of inputs that may move a flit
-    to_arbitrate = [False] * len(nodes)  # a route appeared or a channel was freed
-    active_next: set[int] = set()  # nodes with work marked for the next cycle
-    by_step: dict[int, list[Any]] = {}
-    for m in plan.multicasts:
-        by_step.setdefault(m.step, []).append(m)
-    last_inj = max(by_step, default=0)
-    t = 0
+    def bind(self, ch: int, rt: _Route) -> None:
+        """Bind ``rt`` to input ``ch`` (VC_ALLOC) with the VCs it may take per output; ACTIVE at once
+        when it needs none (a failed route drains)."""
+        r, i = divmod(ch, self.S)
+        if self.V > 1:
+            rt.may = {p: self.may_take(r, i, rt.alg, p) for p in rt.outs}
+        rt.granted = not rt.outs
+        self.route_of[ch] = rt
+        self.state[ch] = ACTIVE if rt.granted and not rt.absorb else VC_ALLOC
+        self.to_allocate.add(r)
+        self.to_move[r] |= 1 << i
 
-    def err(node: Coord, kind: str, cause: str, mc: int) -> None:
-        raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc})
-
-    def at(step: int, r: int) -> None:
-        wake.setdefault(max(step, t), set()).add(r)
-
-    def queue_msg(r: int, mc: int, alg: str, port: str, header: Any, hops: int, st: int, ready: int) -> None:
-        if port not in links[r]:
-            err(nodes[r], "bad-send", port, mc)
-            return
-        ch = r * S + order[r].index("inj" if one else "inj" + port)
-        waiting[ch].append([mc, alg, port, _wire(header), hops, st, ready])
-        queued.add(ch)
-        at(ready, r)
-
-    def bind(ch: int, rt: _Route) -> None:
-        """Bind ``rt`` to input ``ch`` with the VCs it may take per output; it may move once it holds them."""
-        r, i = divmod(ch, S)
-        if V > 1:
-            rt.may = {p: may_take(r, i, rt.alg, p) for p in rt.outs}
-        rt.granted = not rt.outs  # a worm with nowhere to go (a failed route) drains at once
-        route[ch] = rt
-        to_arbitrate[r] = True
-        to_move[r] |= 1 << i
-
-    def switch(r: int, mask: int) -> int:
-        """Switch allocation at node ``r``: of the inputs in ``mask``, those that move (one flit per link).
-
-        Inputs that could move but lose a link stay marked for the next cycle.
-        """
-        ins_n = len(order[r])
-        taken: set[str] = set()
-        won = 0
-        first = -1
-        for j in range(1, ins_n + 1):
-            i = (last_sw[r] + j) % ins_n
-            if not mask >> i & 1:
-                continue
-            rt = route.get(r * S + i)
-            b = buf[r * S + i]
-            if rt is None or not b or (rt.absorb and rt.ej < 0) or b[0][0][3] != rt.worm:
-                continue
-            if not rt.granted or not all(credit[o] > 0 for o, _, _, _ in rt.sends):
-                continue
-            if taken.intersection(rt.outs):
-                to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
-                continue
-            taken.update(rt.outs)
-            won |= 1 << i
-            if first < 0:
-                first = i
-        if first >= 0:
-            last_sw[r] = first
-        return won
-
-    stalled = 0
-    while True:
-        active, active_next = active_next, set()
-        for o in credits_back:
+    # -- a cycle -----------------------------------------------------------------------
+    def deliver(self) -> set[int]:
+        """The credits and flits sent the cycle before arrive; the nodes they reached."""
+        active, self.active_next = self.active_next, set()
+        credit, owner, to_move, buffer_flits, PV = (
+            self.credit,
+            self.owner,
+            self.to_move,
+            self.buffer_flits,
+            self.PV,
+        )
+        for o in self.credits_back:
             if credit[o] < buffer_flits:
                 credit[o] += 1
             if owner[o] >= 0:
                 r = o // PV
                 to_move[r] |= 1 << owner[o]
                 active.add(r)
-        for ch, fl in arriving:
+        buf, state, node_of, bit_of = self.buf, self.state, self.node_of, self.bit_of
+        for ch, fl in self.arriving:
             b = buf[ch]
             if b and b[-1][0] is fl:  # the next body flit of the worm the run holds
                 b[-1][1] += 1
             else:
                 b.append([fl, 1])
             r = node_of[ch]
-            if ch in route:
+            if state[ch] >= VC_ALLOC:  # a worm is bound: its flit may move
                 to_move[r] |= bit_of[ch]
             else:
-                to_route[r] |= bit_of[ch]
+                state[ch] = ROUTING
+                self.to_route[r] |= bit_of[ch]
+                self.routing.add(r)
             active.add(r)
-        buffered += len(arriving)
-        arriving, credits_back = [], []
-        for m in by_step.get(t, ()):
+        self.buffered += len(self.arriving)
+        self.arriving, self.credits_back = [], []
+        return active
+
+    def inject(self, multicasts: list[Multicast]) -> None:
+        """Each multicast's messages, ready at the source after its preparation time."""
+        t = self.t
+        for m in multicasts:
             try:
-                sends = registry.get(m.algorithm).prepare(topo, m.source, list(m.destinations), m.params)
+                sends = registry.get(m.algorithm).prepare(self.topo, m.source, list(m.destinations), m.params)
             except (UnknownAlgorithm, ValueError, TypeError, KeyError, IndexError) as exc:
-                err(m.source, "bad-injection", str(exc), m.id)
+                self.err(m.source, "bad-injection", str(exc), m.id)
                 continue
+            r, ready = self.rank[m.source], t + self.prep.get(m.algorithm, 0)
             for port, header in sends:
-                queue_msg(rank[m.source], m.id, m.algorithm, port, header, 1, 1, t + prep.get(m.algorithm, 0))
-        starting = wake.pop(t, set())
-        moved = 0
-        for r in sorted(active | starting):
-            n, ins = nodes[r], order[r]
-            # start-ups: a free injection channel takes its next ready message; Ts later it is in
-            for ch in inj_chs[r] if r in starting else ():
+                self.queue_msg(r, m.id, m.algorithm, port, header, 1, 1, ready)
+
+    def startup(self, starting: list[int]) -> None:
+        """Start-ups: an IDLE injection channel takes its next ready message; Ts later its worm is in."""
+        t, ts, flits = self.t, self.ts, self.flits
+        buf, state, waiting, startup_end = self.buf, self.state, self.waiting, self.startup_end
+        for r in starting:
+            n = self.nodes[r]
+            for ch in self.inj_chs[r]:
                 w = waiting[ch]
-                if ch not in startup_end and not buf[ch] and ch not in route and w and w[0][6] <= t:
+                if ch not in startup_end and state[ch] == IDLE and w and w[0][6] <= t:
                     startup_end[ch] = (t + ts, w.popleft())
                     if not w:
-                        queued.discard(ch)
+                        self.queued.discard(ch)
                     if ts > 0:
-                        at(t + ts, r)
+                        self.at(t + ts, r)
                 if ch in startup_end and startup_end[ch][0] <= t:
                     mc, alg, port, header, hops, st, _ = startup_end.pop(ch)[1]
-                    worm = (n[0], n[1], counter[r])
-                    counter[r] += 1
+                    worm = (n[0], n[1], self.counter[r])
+                    self.counter[r] += 1
                     buf[ch].append([(True, flits == 1, mc, worm, alg, header, hops, st), 1])
                     if flits > 2:
                         buf[ch].append([(False, False, mc, worm, alg, header, hops, st), flits - 2])
                     if flits > 1:
                         buf[ch].append([(False, True, mc, worm, alg, header, hops, st), 1])
-                    buffered += flits
-                    bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
-            # routing: once per head at the front of an unbound input
-            mask, to_route[r] = to_route[r], 0
-            for i in bits[mask]:
+                    self.buffered += flits
+                    self.bind(ch, _Route(worm, mc, alg, hops, st, {port: (header, hops, st)}))
+
+    def route(self) -> None:
+        """Route computation: once per head at the front of a ROUTING input (then VC_ALLOC)."""
+        S, buf, limit, topo = self.S, self.buf, self.limit, self.topo
+        for r in sorted(self.routing):
+            n, links = self.nodes[r], self.links[r]
+            mask, self.to_route[r] = self.to_route[r], 0
+            for i in self.bits[mask]:
                 ch = r * S + i
-                if ch in route or not buf[ch] or not buf[ch][0][0][0]:
-                    continue
+                assert buf[ch] and buf[ch][0][0][0]  # a ROUTING input's front is a head
                 _, _, mc, worm, alg, header, hops, st = buf[ch][0][0]
                 rt = _Route(worm, mc, alg, hops, st)
                 if hops > limit:
-                    err(n, "hop-limit", "", mc)
-                    bind(ch, rt)
+                    self.err(n, "hop-limit", "", mc)
+                    self.bind(ch, rt)
                     continue
                 try:
                     fwd = registry.get(alg).forward(topo, n, header)
@@ -337,79 +349,156 @@ def run_wormhole_model(
                     IndexError,
                     AttributeError,
                 ) as exc:
-                    err(n, "bad-header", str(exc), mc)
-                    bind(ch, rt)
+                    self.err(n, "bad-header", str(exc), mc)
+                    self.bind(ch, rt)
                     continue
                 n_cont = fwd.carried if fwd.startup else len(fwd.sends)
                 for k, (port, h) in enumerate(fwd.sends):
                     st_k = st + (1 if fwd.startup and k >= fwd.carried else 0)
-                    if port not in links[r]:
-                        err(n, "bad-send", port, mc)
+                    if port not in links:
+                        self.err(n, "bad-send", port, mc)
                     elif k >= n_cont:
                         rt.later.append((port, h, st_k))
                     elif port in rt.outs:
-                        err(n, "bad-send", port, mc)
+                        self.err(n, "bad-send", port, mc)
                     else:
                         rt.outs[port] = (_wire(h), hops + 1, st_k)
                 rt.deliver = fwd.deliver
                 rt.absorb = fwd.deliver or bool(rt.later)
-                bind(ch, rt)
-            # arbitration: each free output to the next requester after its last winner (where
-            # no route appeared and no channel was freed since the last time, nothing changes)
-            if to_arbitrate[r]:
-                to_arbitrate[r] = False
-                for p in links[r]:
-                    link = r * P + PORTS.index(p)
-                    if V == 1:
-                        free = 1 if owner[link] < 0 else 0
-                    else:
-                        free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
-                    after = last[link]
-                    for j in range(1, len(ins) + 1):
-                        if not free:
-                            break
-                        i = (after + j) % len(ins)
-                        cand = route.get(r * S + i)
-                        if cand is None or p not in cand.outs or p in cand.held:
-                            continue
-                        o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] < 0), -1)
-                        if o < 0:
-                            continue
-                        owner[o] = i
-                        last[link] = i
-                        free -= 1
-                        cand.held[p] = o
-                        if len(cand.held) == len(cand.outs):  # its flits' copies, once per worm
-                            for q, (h, hops_o, st_o) in cand.outs.items():
-                                oq = cand.held[q]
-                                body = (False, False, cand.mc, cand.worm, cand.alg, h, hops_o, st_o)
-                                cand.sends.append((oq, across[oq], body, oq // V))
-                            cand.granted = True
-                        to_move[r] |= 1 << i
-                for e in range(r * E, r * E + E):
-                    if ej_owner[e] >= 0:
+                self.bind(ch, rt)
+        self.routing.clear()
+
+    def vc_alloc(self) -> None:
+        """VC allocation: each free output VC to the next requester after its port's last winner (a
+        VC_ALLOC input without a VC there), then the ejection channels; ACTIVE once it holds all."""
+        S, P, V, E = self.S, self.P, self.V, self.E
+        owner, ej_owner, last, route_of, state, to_move = (
+            self.owner, self.ej_owner, self.last, self.route_of, self.state, self.to_move,
+        )  # fmt: skip
+        for r in sorted(self.to_allocate):
+            ins = len(self.order[r])
+            for p in self.links[r]:
+                link = r * P + PORTS.index(p)
+                free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
+                after = last[link]
+                for j in range(1, ins + 1):
+                    if not free:
+                        break
+                    i = (after + j) % ins
+                    ch = r * S + i
+                    if state[ch] != VC_ALLOC:
                         continue
-                    for j in range(1, len(ins) + 1):
-                        i = (last_ej[r] + j) % len(ins)
-                        cand = route.get(r * S + i)
-                        if cand is not None and cand.absorb and cand.ej < 0:
-                            ej_owner[e] = last_ej[r] = i
-                            cand.ej = e - r * E
-                            to_move[r] |= 1 << i
-                            break
-            # flit movement: an input moves its front flit iff it holds every output it needs,
-            # each with a credit, and its ejection channel if it needs one
-            mask, to_move[r] = to_move[r], 0
-            if V > 1 and mask:
-                mask = switch(r, mask)
+                    cand = route_of[ch]
+                    if p not in cand.outs or p in cand.held:
+                        continue
+                    o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] < 0), -1)
+                    if o < 0:
+                        continue
+                    owner[o] = i
+                    last[link] = i
+                    free -= 1
+                    cand.held[p] = o
+                    if len(cand.held) == len(cand.outs):  # its flits' copies, once per worm
+                        for q, (h, hops_o, st_o) in cand.outs.items():
+                            oq = cand.held[q]
+                            body = (False, False, cand.mc, cand.worm, cand.alg, h, hops_o, st_o)
+                            cand.sends.append((oq, self.across[oq], body, oq // V))
+                        cand.granted = True
+                        if not cand.absorb or cand.ej >= 0:
+                            state[ch] = ACTIVE
+                    to_move[r] |= 1 << i
+            for e in range(r * E, r * E + E):
+                if ej_owner[e] >= 0:
+                    continue
+                for j in range(1, ins + 1):
+                    i = (self.last_ej[r] + j) % ins
+                    waits = route_of.get(r * S + i)
+                    if waits is not None and waits.absorb and waits.ej < 0:
+                        ej_owner[e] = self.last_ej[r] = i
+                        waits.ej = e - r * E
+                        if waits.granted:
+                            state[r * S + i] = ACTIVE
+                        to_move[r] |= 1 << i
+                        break
+        self.to_allocate.clear()
+
+    def sw_alloc(self, nodes: list[int]) -> list[tuple[int, int]]:
+        """Switch allocation: per node, the mask of inputs granted the switch this cycle.
+
+        With one VC every input that may move is granted (the trivial allocator: its outputs are
+        its own, no two inputs compete for a link). With more, a link carries one flit: the
+        ready inputs are visited round-robin after the first winner of the last cycle with one,
+        and each wins when none of its links is taken (all its links or none); the losers stay
+        marked for the next cycle.
+        """
+        V, to_move = self.V, self.to_move
+        won: list[tuple[int, int]] = []
+        for r in nodes:
+            mask = to_move[r]
+            if not mask:
+                continue
+            to_move[r] = 0
+            if V > 1:
+                mask = self.separable(r, mask)
+            if mask:
+                won.append((r, mask))
+        return won
+
+    def separable(self, r: int, mask: int) -> int:
+        """Of node ``r``'s inputs in ``mask``, the ready ones (ACTIVE, a flit, a credit on every output
+        VC held) that win a link (V > 1); ready losers are marked again."""
+        S, buf, state, credit, route_of = self.S, self.buf, self.state, self.credit, self.route_of
+        ins_n = len(self.order[r])
+        taken: set[str] = set()
+        won = 0
+        first = -1
+        for j in range(1, ins_n + 1):
+            i = (self.last_sw[r] + j) % ins_n
+            if not mask >> i & 1:
+                continue
+            ch = r * S + i
+            if state[ch] != ACTIVE or not buf[ch]:
+                continue
+            rt = route_of[ch]
+            if not all(credit[o] > 0 for o, _, _, _ in rt.sends):
+                continue
+            if taken.intersection(rt.outs):
+                self.to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
+                continue
+            taken.update(rt.outs)
+            won |= 1 << i
+            if first < 0:
+                first = i
+        if first >= 0:
+            self.last_sw[r] = first
+        return won
+
+    def traverse(self, won: list[tuple[int, int]]) -> int:
+        """Switch traversal: each granted input that is ready (ACTIVE, a flit, a credit on every
+        output VC it holds) moves its front flit (a credit back upstream) onto its links and
+        ejection channel; a tail frees its channels (IDLE, or ROUTING with flits behind). The
+        number of flits moved."""
+        t, S, P, E = self.t, self.S, self.P, self.E
+        buf, state, credit, route_of, up, bits = (
+            self.buf,
+            self.state,
+            self.credit,
+            self.route_of,
+            self.up,
+            self.bits,
+        )
+        arriving, credits_back, sent, to_move, raw = (
+            self.arriving, self.credits_back, self.sent, self.to_move, self.raw,
+        )  # fmt: skip
+        moved = 0
+        for r, mask in won:
+            was = moved
             for i in bits[mask]:
                 ch = r * S + i
                 b = buf[ch]
-                bound = route.get(ch)
-                if bound is None or not b or (bound.absorb and bound.ej < 0):
+                if state[ch] != ACTIVE or not b:
                     continue
-                if not bound.granted:
-                    continue
+                bound = route_of[ch]
                 ready = True
                 for o, _, _, _ in bound.sends:
                     if credit[o] <= 0:
@@ -423,9 +512,7 @@ def run_wormhole_model(
                 front[1] -= 1
                 if not front[1]:
                     b.popleft()
-                buffered -= 1
                 moved += 1
-                active_next.add(r)
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
                 if not (head or tail):
@@ -437,12 +524,13 @@ def run_wormhole_model(
                     if b:  # more to move (an empty buffer waits for an arrival, which marks it)
                         to_move[r] |= 1 << i
                     continue
+                n = self.nodes[r]
                 mc, alg = fl[2], fl[4]
                 for o, into, body, link in bound.sends:
                     credit[o] -= 1
                     arriving.append((into, (head, tail, *body[2:])))
                     if not sent[link]:
-                        first_used.append(link)
+                        self.first_used.append(link)
                     sent[link] += 1
                     if head:
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
@@ -452,45 +540,102 @@ def run_wormhole_model(
                         to_move[r] |= 1 << i
                     continue
                 for o, _, _, _ in bound.sends:
-                    owner[o] = -1
+                    self.owner[o] = -1
                 if bound.ej >= 0:
-                    ej_owner[r * E + bound.ej] = -1
+                    self.ej_owner[r * E + bound.ej] = -1
                 if bound.deliver:
                     raw.arrivals.append(Arrival(mc, n, t + 1, bound.hops, bound.st))
                 for port, h, st_k in bound.later:
-                    queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + 1)
-                del route[ch]
-                to_route[r] |= 1 << i  # the next worm's head may be right behind the tail
-                to_arbitrate[r] = True
+                    self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + 1)
+                del route_of[ch]
+                if b:  # the next worm's head is right behind the tail
+                    state[ch] = ROUTING
+                    self.to_route[r] |= 1 << i
+                    self.routing.add(r)
+                else:
+                    state[ch] = IDLE
+                self.to_allocate.add(r)
                 if up[ch] < 0:
-                    at(t + 1, r)  # an injection channel is free for its next start-up
-        if moved or startup_end or any(not buf[ch] and ch not in route for ch in queued):
+                    self.at(t + 1, r)  # an injection channel is free for its next start-up
+            if moved > was:
+                self.active_next.add(r)
+        self.buffered -= moved
+        return moved
+
+    def deadlock(self) -> None:
+        """Name every worm still holding channels (the run stalled)."""
+        raw, nodes, order, S, V = self.raw, self.nodes, self.order, self.S, self.V
+        raw.incomplete.append(
+            f"deadlock at cycle {self.t}: {len(self.route_of)} worms hold channels and none moves"
+        )
+        for ch in sorted(self.route_of, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
+            r, i = divmod(ch, S)
+            rt = self.route_of[ch]
+            held = [_vc_name(p, o % V) for p, o in rt.held.items()]
+            held += [self.ejs[rt.ej]] if rt.ej >= 0 else []
+            raw.errors.append(
+                {
+                    "node": list(nodes[r]),
+                    "kind": "deadlock",
+                    "cause": f"worm {list(rt.worm)} in {order[r][i]} holds {sorted(held)}",
+                    "mc": rt.mc,
+                }
+            )
+
+
+def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
+    """Run ``plan`` flit by flit on the whole network at once; arrivals as the lockstep nodes record them.
+
+    ``vcs`` virtual channels per link (each with ``buffer_flits`` slots and its own credits):
+    an output VC is granted round-robin per port (after the input granted last there), the
+    lowest free one of the worm's class (``vc_classes="split"``: unicast the lower half) and,
+    on a torus, of its dateline half (upper from a ring's wrap link on, while going straight);
+    a link carries one flit per cycle, to the first ready input in the node's round-robin order
+    after the first one that won in the last cycle with a winner (all its links or none).
+    """
+    topo = plan.topology
+    flits, ts, buffer_flits = settings.flits, settings.ts, settings.buffer_flits
+    hop_limit, max_steps = settings.hop_limit, settings.max_steps
+    limit = hop_limit if hop_limit is not None else defaults.hop_limit(topo.size)
+    prep = SEED004_PREP if settings.prep is None else dict.fromkeys(registry.names(), settings.prep)
+    net = _Model(
+        plan, settings.port_model, flits, ts, buffer_flits, prep, limit, settings.vcs, settings.vc_classes
+    )
+    raw = net.raw
+    by_step: dict[int, list[Multicast]] = {}
+    for m in plan.multicasts:
+        by_step.setdefault(m.step, []).append(m)
+    last_inj = max(by_step, default=0)
+    stalled = 0
+    while True:
+        t = net.t
+        active = net.deliver()
+        net.inject(by_step.get(t, []))
+        starting = net.wake.pop(t, set())
+        # the stages (node.switching.wormhole.STAGES), each over the nodes with work for it
+        if starting:
+            net.startup(sorted(starting))
+        if net.routing:
+            net.route()
+        if net.to_allocate:
+            net.vc_alloc()
+        moved = net.traverse(net.sw_alloc(sorted(active | starting)))
+        state = net.state
+        if moved or net.startup_end or any(state[ch] == IDLE for ch in net.queued):
             stalled = 0
         else:
             stalled += 1
-        busy = bool(route or arriving or buffered or queued or startup_end)
+        busy = bool(net.route_of or net.arriving or net.buffered or net.queued or net.startup_end)
         if t >= last_inj and not busy:
             break
         if busy and stalled > 2:
-            raw.incomplete.append(f"deadlock at cycle {t}: {len(route)} worms hold channels and none moves")
-            for ch in sorted(route, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
-                r, i = divmod(ch, S)
-                rt = route[ch]
-                held = [_vc_name(p, o % V) for p, o in rt.held.items()]
-                held += [ejs[rt.ej]] if rt.ej >= 0 else []
-                raw.errors.append(
-                    {
-                        "node": list(nodes[r]),
-                        "kind": "deadlock",
-                        "cause": f"worm {list(rt.worm)} in {order[r][i]} holds {sorted(held)}",
-                        "mc": rt.mc,
-                    }
-                )
+            net.deadlock()
             break
         if t >= max_steps:
             raw.incomplete.append(f"step budget of {max_steps} cycles ran out")
             break
-        t += 1
-    raw.link_sends = {(nodes[o // P], PORTS[o % P]): sent[o] for o in first_used}
-    raw.last_step = t
+        net.t += 1
+    P, nodes = net.P, net.nodes
+    raw.link_sends = {(nodes[o // P], PORTS[o % P]): net.sent[o] for o in net.first_used}
+    raw.last_step = net.t
     return raw

@@ -1,0 +1,81 @@
+"""Before and after: the bench's wormhole and store-and-forward rows of two checkouts, alternated.
+
+Each round runs every point once in each checkout (A then B, then B then A in the next round, so
+drift falls on both alike), each point in a fresh interpreter with that checkout first on its path;
+it prints each point's best of the rounds in A and in B and their ratio, as one JSON object with
+the date, the load averages and the command. Figures, not assertions.
+
+    .venv/bin/python benchmarks/ab_rows.py A_DIR B_DIR [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+POINTS = [
+    ("emulator_point", ["torus:20x20", "lockstep", 100, 50]),
+    ("emulator_point", ["torus:20x20", "lockstep", 100, 50, 1, "engines"]),
+    ("wormhole_point", ["mesh:16x16", "in-process", 50, 10]),
+    ("wormhole_point", ["mesh:16x16", "engines", 50, 10]),
+    ("wormhole_point", ["mesh:16x16", "model", 50, 10]),
+    ("flit_load_point", ["engines"]),
+    ("flit_load_point", ["model"]),
+]
+"""(bench function, its arguments): (b)'s dense lockstep point and (e) its engines twin (store and
+forward), (c) the three wormhole points and (f) flit-level load, as ``meshcast bench`` runs them."""
+
+CHILD = """
+import json, sys
+from coordinator.experiments import bench
+row = getattr(bench, sys.argv[1])(*json.loads(sys.argv[2]))
+row = row.to_json() if hasattr(row, "to_json") else dict(row)
+rate = row.get("flit_hops_per_s") or row.get("packet_hops_per_s")
+print(json.dumps({"rate": rate, "complete": row.get("complete")}))
+"""
+
+
+def measure(checkout: str, fn: str, args: list[object]) -> float:
+    env = dict(os.environ, PYTHONPATH=checkout)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, fn, json.dumps(args)],
+        cwd=checkout, env=env, capture_output=True, text=True, check=True, timeout=900,
+    )  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not got["complete"]:
+        raise SystemExit(f"{checkout}: {fn}{args} did not complete")
+    return float(got["rate"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    start = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg())
+    best: dict[str, dict[str, float]] = {}
+    for r in range(args.rounds):
+        order = (args.a, args.b) if r % 2 == 0 else (args.b, args.a)
+        for fn, fargs in POINTS:
+            key = f"{fn}{tuple(fargs)}"
+            for which in order:
+                rate = measure(which, fn, fargs)
+                side = "a" if which == args.a else "b"
+                best.setdefault(key, {})[side] = max(best.get(key, {}).get(side, 0.0), rate)
+        print(f"round {r + 1} of {args.rounds} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    rows = [{"point": k, "best_a": v["a"], "best_b": v["b"], "b_over_a": round(v["b"] / v["a"], 4)}
+            for k, v in best.items()]  # fmt: skip
+    print(json.dumps({
+        "command": "benchmarks/ab_rows.py " + " ".join(sys.argv[1:]), "a": args.a, "b": args.b,
+        "rounds": args.rounds, "started": start[0], "loadavg_start": start[1], "loadavg_end": os.getloadavg(),
+        "ended": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows,
+    }, indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The one engine factory: a run's settings in, the node's step engine out (packets or flits).
+
+``--switching store-and-forward`` (the default) gives :class:`node.switching.engine.Engine`;
+``--switching wormhole`` gives :class:`LockstepWormhole`, the flit-level engine of
+:mod:`node.switching.wormhole` as the lockstep driver (:mod:`node.switching.lockstep`) sees it.
+The node actor and
+the coordinator's engines runtime both build their engines here, from settings that carry the
+same names from the CLI down (:class:`node.settings.NodeSettings`: the coordinator's
+``RunSettings`` or a node's ``assign``).
+
+**Deadlock, distributed.** A wormhole network can deadlock: worms hold channels and none
+moves, for ever. The driver ends a run when no node has been busy for longer than the network
+diameter (every node learns so at the same step). :class:`LockstepWormhole` therefore counts
+as busy only while it makes progress — it moved a flit or a start-up or preparation timer is
+running — within the last :data:`STALL_STEPS` + 1 steps; a node whose worms are stuck stops
+counting as busy. While any node progresses the run goes on (its busy steps keep the clock
+alive); once none has for that long — the deadlock condition of the reference model
+(``coordinator/runtimes/wormhole_model.py``) — every node stops at the same step, and a node
+that still holds worms reports each one as a ``deadlock`` error naming the channels it holds
+and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from node import defaults
+from node.choices import Clock, Contention, VcClasses
+from node.routing import Registry
+from node.settings import SWITCHINGS, NodeSettings, field_problem
+from node.switching.engine import Engine, Injection, NodeError
+from node.switching.wormhole import WormholeEngine, prep_table
+from node.topology import Coord, Topology
+from node.transport.wire import Flit
+
+__all__ = [
+    "STALL_STEPS",
+    "SWITCHINGS",
+    "AnyEngine",
+    "LockstepWormhole",
+    "check_switching",
+    "make_engine",
+    "prep_table",
+]
+
+STALL_STEPS: Final = 2
+"""Steps without progress a worm may sit (a returned credit needs one) before it counts as stuck."""
+
+
+def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
+    """Why these settings cannot run (one line), or None when they can: the one check of a node's
+    settings, beyond each field's own range and choices (:func:`node.settings.field_problem`, here
+    too, for settings made in code rather than on the command line or the wire).
+
+    ``torus``: whether the topology is a torus (virtual-channel classes need more VCs there);
+    None when it is not known yet.
+    """
+    why = field_problem(s)
+    if why is not None:
+        return why
+    if not s.wormhole:
+        if s.vcs != defaults.VCS or s.vc_classes != defaults.VC_CLASSES:
+            return "vcs and vc_classes apply to wormhole switching only"
+        return None
+    if s.vc_classes == VcClasses.SPLIT and s.vcs < 2:
+        return (
+            f"vc_classes split puts unicast and multicast on disjoint VCs: needs vcs 2 or more, got {s.vcs}"
+        )
+    if s.vc_classes == VcClasses.SPLIT and torus and s.vcs < 4:
+        return f"vc_classes split on a torus needs vcs 4 or more (a dateline in each class), got {s.vcs}"
+    if s.contention != Contention.SHARED:
+        return "wormhole switching runs shared contention only (all multicasts share the channels)"
+    if s.clock != Clock.LOCKSTEP:
+        return "wormhole switching runs the lockstep clock only (one step is one cycle)"
+    return None
+
+
+class LockstepWormhole(WormholeEngine):
+    """The wormhole engine under the lockstep driver: busy only while progressing; reports deadlock."""
+
+    # Defaults, not an __init__ passing *args on: a compiled (mypyc) subclass cannot forward them.
+    _done: int = -1
+    """The last step done."""
+    _progress: int = 0
+    """The last step with progress (a flit moved, a timer ran, an injection)."""
+
+    def error(self, kind: str, cause: str, mc: int | None = None) -> None:
+        """Record a node error (the actor reports protocol and frame errors through its engine)."""
+        self.errors.append(NodeError(kind, cause, mc))
+
+    def receive(self, flit: Flit, port: str | None = None) -> None:
+        """A flit from the step frame; anything else (a packet) is counted and reported, not taken."""
+        if not isinstance(flit, Flit):
+            self.dropped += 1
+            self.error("bad-item", f"{type(flit).__name__} on {port!r} in a wormhole run", None)
+            return
+        super().receive(flit, port)
+
+    def inject(self, inj: Injection) -> None:
+        super().inject(inj)
+        self._progress = max(self._progress, inj.step)
+
+    def step(self, t: int) -> list[tuple[str, Flit]]:
+        out = super().step(t)
+        self._done = t
+        if self.moved or self.timing():
+            self._progress = t
+        return out
+
+    def stuck(self) -> bool:
+        """Worms or messages here, but no progress for more than :data:`STALL_STEPS` steps."""
+        return super().busy() and self._done - self._progress > STALL_STEPS
+
+    def busy(self) -> bool:
+        """Busy as the driver's quiescence sees it: holding something and still progressing."""
+        return WormholeEngine.busy(self) and self._done - self._progress <= STALL_STEPS  # and not stuck()
+
+    def end(self, t: int) -> None:
+        """The run ended at step ``t``: name every worm still held here (deadlock or budget)."""
+        if not super().busy():
+            return
+        kind = "deadlock" if self.stuck() else "unfinished"
+        for h in self.holdings():
+            self.error(
+                kind,
+                f"worm {list(h.worm)} at ({h.node[0]},{h.node[1]}) in {h.channel} "
+                f"holds {list(h.owns)} and waits for {list(h.wants)} at step {t}",
+                h.mc,
+            )
+        if not self.holdings():
+            self.error(kind, f"messages wait for a start-up at ({self.here[0]},{self.here[1]}) at step {t}")
+
+
+AnyEngine = Engine | LockstepWormhole
+
+
+def make_engine(
+    topology: Topology,
+    here: Coord,
+    registry: Registry,
+    s: NodeSettings,
+    *,
+    clock_ns: Callable[[], int] | None = None,
+) -> AnyEngine:
+    """The engine ``s`` asks for at node ``here``; ValueError (one line) when it cannot run."""
+    why = check_switching(s, topology.is_torus)
+    if why is not None:
+        raise ValueError(why)
+    if s.wormhole:
+        return LockstepWormhole(topology, here, registry, s, clock_ns=clock_ns)
+    return Engine(topology, here, registry, s, clock_ns=clock_ns)

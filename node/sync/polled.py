@@ -1,0 +1,107 @@
+"""One sparse lockstep step of a node in one process: polled frames in, non-empty frames out.
+
+In one process the step barrier calls each due node's step (:meth:`node.transport.links.StepBarrier.drive`);
+nothing a node does within a step awaits (the barrier says when a neighbour's frame is there),
+so it lives here, apart from the actor: this module is compiled in the compiled build
+(``make compiled``), the actor, whose ``except*`` mypyc rejects, is not. Every node-step of an
+in-process lockstep run passes through :func:`polled_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import trio
+
+from node.switching.lockstep import Lockstep
+from node.transport.links import PolledLink, QueueLink
+from node.transport.wire import LinkFrame, StepFrame, WireError, decode_link, encode_link
+
+__all__ = ["LinkDown", "polled_frames", "polled_step", "usable"]
+
+
+class LinkDown(Exception):
+    """A link this node sends on is closed or broken (the message names it)."""
+
+
+def usable(frame: LinkFrame | WireError, due: int, *, ahead: bool = False) -> StepFrame | str:
+    """``frame`` if it is a step frame of step ``due`` (or, ``ahead``, of the next), else why not."""
+    if isinstance(frame, StepFrame):
+        if frame.step == due or (ahead and frame.step == due + 1):
+            return frame
+        return f"frame for step {frame.step} where step {due} was due"
+    if isinstance(frame, WireError):
+        return frame.cause
+    return f"{type(frame).__name__} in a lockstep run"
+
+
+def _take(link: PolledLink) -> bytes | None:
+    """The link's next frame if one waits; a QueueLink's (in-process) by a direct compiled call."""
+    if isinstance(link, QueueLink):
+        return link.receive_nowait()
+    return link.receive_nowait()
+
+
+def _put(link: PolledLink, data: bytes) -> None:
+    """Send ``data`` without waiting; to a QueueLink (in-process) by a direct compiled call."""
+    if isinstance(link, QueueLink):
+        link.send_nowait(data)
+    else:
+        link.send_nowait(data)
+
+
+def polled_frames(
+    t: int,
+    ports: tuple[str, ...],
+    links: dict[str, PolledLink],
+    early: dict[str, StepFrame],
+    bad: Callable[[str, str], None],
+) -> dict[str, StepFrame]:
+    """The frames of step ``t - 1`` already waiting, by port (a step-``t`` one kept in ``early``).
+
+    A frame that is not a usable step frame is passed to ``bad`` (port, cause) and skipped.
+    """
+    frames: dict[str, StepFrame] = {}
+    for p in ports:
+        frame = early.pop(p, None) if early else None
+        if frame is None:
+            link = links[p]
+            data = _take(link)
+            while data is not None:
+                got = usable(decode_link(data), t - 1, ahead=True)
+                if isinstance(got, StepFrame):
+                    frame = got
+                    break
+                bad(p, got)
+                data = _take(link)
+        if frame is None:
+            continue
+        if frame.step == t:  # sent this step by a neighbour that went first: next step's
+            early[p] = frame
+        else:
+            frames[p] = frame
+    return frames
+
+
+def polled_step(
+    t: int,
+    clock: Lockstep,
+    links: dict[str, PolledLink],
+    early: dict[str, StepFrame],
+    bad: Callable[[str, str], None],
+    neighbours: dict[str, Hashable],
+) -> list[Hashable]:
+    """Do step ``t`` of ``clock`` with the frames waiting on ``links`` and send the non-empty ones;
+    the neighbours sent one (``neighbours``: who is across each port), as the barrier wants them.
+
+    :class:`LinkDown` if a link it sends on is down.
+    """
+    frames = polled_frames(t, clock.ports, links, early, bad) if t > 0 else {}
+    sent: list[Hashable] = []
+    for p, frame in clock.work(t, frames).items():
+        try:
+            _put(links[p], encode_link(frame))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
+            raise LinkDown(f"link {p} is down ({type(exc).__name__})") from None
+        sent.append(neighbours[p])
+    return sent
