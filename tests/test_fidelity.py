@@ -47,6 +47,8 @@ def test_hosts_that_add_little_are_ok_and_hosts_that_swamp_the_links_are_not() -
     bad = judge_groups(_synthetic(host_sd_ns=5e6, host_mean_ns=3e6), model)
     assert bad.ok is False and bad.hosts_share is not None and bad.hosts_share > 0.9
     assert bad.line().startswith("fidelity: NOT ok") and "--time-dilation" in bad.line()
+    assert ok.advised_dilation is None and bad.advised_dilation is not None
+    assert bad.advised_dilation >= 2 and f"try --time-dilation {bad.advised_dilation:g} " in bad.line()
 
 
 def test_the_thresholds_are_settings_and_dilation_divides_the_host_time() -> None:

@@ -180,7 +180,7 @@ def judge_groups(
         return replace(measured, ok=True, reason="")
     k = dilation * _suggest(host, share or 0.0, m, var1, per_hop_max, share_max)
     reason = " and ".join(bad) + f"; try --time-dilation {k:g} or fewer nodes per core"
-    return replace(measured, ok=False, reason=reason)
+    return replace(measured, ok=False, reason=reason, advised_dilation=k)
 
 
 def _suggest(host: float, share: float, m: float, var1: float, per_hop_max: float, share_max: float) -> float:

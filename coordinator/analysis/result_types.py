@@ -638,6 +638,9 @@ class Fidelity:
     dilation: float
     share_max: float
     per_hop_max: float
+    advised_dilation: float | None = None
+    """On a NOT-ok verdict, the --time-dilation that would bring the hosts' figures under the
+    thresholds if their costs stayed as they are (the line's "try --time-dilation K")."""
 
     def line(self) -> str:
         """The one line a run prints."""

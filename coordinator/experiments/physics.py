@@ -38,6 +38,7 @@ class PhysicsOutcome:
     misses: list[str]
     fidelity_line: str
     fidelity_ok: bool
+    advised_k: float | None
     wall_s: float
     loadavg: tuple[float, float, float]
 
@@ -91,6 +92,7 @@ def physics_run(
         misses=physics_misses(deliveries(result.multicasts), model),
         fidelity_line=result.fidelity.line(),
         fidelity_ok=bool(result.fidelity.ok),
+        advised_k=result.fidelity.advised_dilation,
         wall_s=round(wall, 1),
         loadavg=os.getloadavg(),
     )
