@@ -18,7 +18,7 @@ test: $(BIN)/meshcast
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest --cov=node --cov=coordinator --cov-branch --cov-report=term:skip-covered
+	$(BIN)/pytest --durations=30 --cov=node --cov=coordinator --cov-branch --cov-report=term:skip-covered
 
 lint: $(BIN)/meshcast
 	$(BIN)/ruff check .
