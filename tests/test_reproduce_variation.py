@@ -86,6 +86,33 @@ def test_records_time_each_delivery_on_its_host_and_flag_incomplete_multicasts()
     assert mcs[2]["reached"] == 0 and mcs[1]["wall_ok"] == 1
 
 
+def test_rounds_run_in_blocks_each_led_by_a_cold_multicast_left_out() -> None:
+    plan, slots = v.make_plan(MESH4, v.draw_sets(MESH4, 2, 3, 1), ("vh", "dp"), reps=4, warmup=1)
+    blocks = v.interleaved(plan, slots, 2)
+    assert len(blocks) == 2 and len(v.interleaved(plan, slots, 9)) == 5  # at most one a round
+    ran = [m for b in blocks for m in b.multicasts[1:]]
+    assert ran == list(plan.multicasts)  # every multicast once, in order, in whole rounds
+    colds = [b.multicasts[0] for b in blocks]
+    assert all(c.id not in slots for c in colds) and len({c.id for c in colds}) == 2
+    assert [(c.source, c.destinations) for c in colds] == [
+        (b.multicasts[1].source, b.multicasts[1].destinations) for b in blocks
+    ]
+    arrivals, mcs = v.records("bare", plan, slots, RawRun())
+    assert len(mcs) == len(plan.multicasts)  # the cold ones never become rows
+
+
+def test_records_divide_by_the_dilation_and_split_by_the_telemetry() -> None:
+    plan, slots = v.make_plan(MESH4, v.draw_sets(MESH4, 1, 1, 1), ("vh",), reps=1, warmup=0)
+    m = plan.multicasts[0]
+    # injected at 1000 on host a; one hop: the source sends at 1400, the destination receives at
+    # 5400 and delivers at 6000 (link 4000 ns, nodes 1000 ns), all under dilation 4
+    tel = (0, 1000, 1400, 1, 5400)
+    raw = RawRun(injected={m.id: (1000, "a")}, dilation=4.0)
+    raw.arrivals.append(Arrival(m.id, m.destinations[0], 1, 1, 1, 6000, "a", tel))
+    (row,), _ = v.records("link", plan, slots, raw)
+    assert (row["latency_ns"], row["link_ns"], row["node_ns"]) == (1250, 1000, 250)
+
+
 def test_a_failed_run_is_reported_and_what_it_never_started_runs_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -118,6 +145,7 @@ def test_a_failed_run_is_reported_and_what_it_never_started_runs_again(
         (["--topology", "torus:4x4"], "this study runs on a mesh"),
         (["--warmup", "-1"], "--warmup must be at least 0"),
         (["--wall-budget", "nan"], "--wall-budget must be a positive number"),
+        (["--time-dilation", "0.5"], "--time-dilation must be a number at least 1"),
         (["--runtime", "model"], "invalid choice: 'model'"),
     ],
 )
@@ -169,6 +197,11 @@ def test_tidy_csvs_have_their_columns_and_every_delivery(report_dir: Path) -> No
     assert len(arrivals) == 2 * 2 * 2 * 4 * 5
     assert Counter(r["warmup"] for r in arrivals) == {"0": 120, "1": 40}
     assert all(r["ok"] == "1" and int(r["latency_ns"]) > 0 for r in arrivals)
+    # every delivery split by its telemetry, exactly, in the emulated network's time
+    assert all(int(r["link_ns"]) + int(r["node_ns"]) == int(r["latency_ns"]) for r in arrivals)
+    for r in arrivals:  # each link of the model takes at least its delay (normal jitter: less 4 SD)
+        if r["condition"] == "link" and int(r["hops"]) > 0:
+            assert int(r["link_ns"]) >= int(r["hops"]) * (1e6 - 4 * 0.25e6)
     mcs = _rows(report_dir / "multicasts.csv")
     assert len(mcs) == 32 and all(r["complete"] == "1" for r in mcs)
     # the same set (source) for both algorithms
@@ -204,7 +237,15 @@ def test_report_and_plots_are_written(report_dir: Path) -> None:
     assert "--runtime in-process" in text.splitlines()[2]
     assert text.count("**In this condition: ") == 2 and "### Both conditions" in text
     linked = re.findall(r"!\[[^]]*\]\((plots/[^)]+\.png)\)", text)
-    assert linked == ["plots/sd_vs_h.png", "plots/robust_sd_vs_h.png", "plots/mean_vs_h.png", "plots/cv.png"]
+    assert linked == [
+        "plots/sd_vs_h.png",
+        "plots/robust_sd_vs_h.png",
+        "plots/mean_vs_h.png",
+        "plots/cv.png",
+        "plots/split_vs_h.png",
+    ]
+    assert "time dilation K = 4" in text and "**Did the hosts keep up?**" in text
+    assert "| Link model: delay 1ms, jitter normal:0.25ms | 4 |" in text  # the split table's K
     for rel in linked:
         data = (report_dir / rel).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, rel

@@ -169,6 +169,7 @@ def write_plots(out: Path, read: Read, rows: Sequence[tuple[str, str, Stats]]) -
             f"h·d (d = {d:g} ms)",
         ),
         plot_cv(plots / "cv.png", rows, meta),
+        *([p] if (p := plot_split(plots / "split_vs_h.png", read.arrivals, meta)) is not None else []),
     ]
 
 
@@ -267,17 +268,115 @@ def condition_fidelity(arrivals: Iterable[ArrivalRow], condition: str, meta: Map
     deliveries, per destination (set, algorithm, node) over its repetitions; the bare condition has
     no link model, so nothing the hosts could have been faithful to."""
     groups: dict[tuple[str, int, str], list[Delivery]] = defaultdict(list)
-    for r in arrivals:
-        if r["condition"] == condition and r["ok"] and not r["warmup"] and r["latency_ns"] is not None:
-            groups[(r["algorithm"], r["set"], r["node"])].append(
-                (int(r["hops"]), float(r["latency_ns"]), None, None)
-            )
+    for r in _kept(arrivals, condition):
+        link, node = r.get("link_ns"), r.get("node_ns")  # absent from files of before the telemetry
+        parts = (None, None) if link is None or node is None else (float(node), float(link))
+        groups[(r["algorithm"], r["set"], r["node"])].append(
+            (int(r["hops"]), float(r["latency_ns"] or 0), *parts)
+        )
     model = None
     if condition == "link":
         model = LinkModel(
             LinkSpec(delay=float(meta["delay_ms"]) / 1e3, jitter=Jitter.parse(str(meta["link_jitter"])))
         )
-    return judge_groups(list(groups.values()), model, dilation=float(meta.get("time_dilation", 1.0)))
+    dilation = float(meta.get("time_dilation", 1.0)) if condition == "link" else 1.0
+    load = (meta.get("loadavg_blocks") or {}).get(condition) or [meta.get("loadavg_after")]
+    loads = [tuple(x) for x in load if x]
+    worst = max(loads, key=lambda x: x[0]) if loads else None
+    return judge_groups(list(groups.values()), model, dilation=dilation, loadavg=worst)
+
+
+def _kept(arrivals: Iterable[ArrivalRow], condition: str) -> Iterable[ArrivalRow]:
+    """One condition's timed deliveries of kept repetitions, at least one link away."""
+    for r in arrivals:
+        if (
+            r["condition"] == condition
+            and r["ok"]
+            and not r["warmup"]
+            and r["latency_ns"] is not None
+            and int(r["hops"]) > 0
+        ):
+            yield r
+
+
+def split_rows(arrivals: Sequence[ArrivalRow], condition: str) -> dict[int, tuple[float, float, int]]:
+    """Per h: the mean link time and node time (ms) of the condition's kept deliveries h links away
+    that carried telemetry, and how many there were."""
+    parts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for r in _kept(arrivals, condition):
+        link, node = r.get("link_ns"), r.get("node_ns")
+        if link is not None and node is not None:
+            parts[int(r["hops"])].append((int(link), int(node)))
+    return {
+        h: (sum(x for x, _ in v) / len(v) / 1e6, sum(y for _, y in v) / len(v) / 1e6, len(v))
+        for h, v in sorted(parts.items())
+    }
+
+
+def split_table(
+    arrivals: Sequence[ArrivalRow], meta: Mapping[str, Any], verdicts: Mapping[str, Fidelity]
+) -> str:
+    """Per condition the hosts' part of a hop: latency, link and node time per hop (ms), the link
+    time beyond the model's delay, the hosts' share of the per-node variance, the verdict."""
+    d = float(meta["delay_ms"])
+    rows = []
+    for cond in CONDITIONS:
+        data = split_rows(arrivals, cond)
+        n = sum(c for _, _, c in data.values())
+        hops = sum(h * c for h, (_, _, c) in data.items())
+        if not hops:
+            continue
+        link = sum(lk * c for lk, _, c in data.values()) / hops
+        node = sum(nd * c for _, nd, c in data.values()) / hops
+        model = d if cond == "link" else 0.0
+        v = verdicts.get(cond)
+        share = v.hosts_share if v is not None and v.hosts_share is not None else None
+        k = float(meta.get("time_dilation", 1.0)) if cond == "link" else 1.0
+        verdict = "—" if v is None or v.ok is None else ("ok" if v.ok else "NOT ok")
+        rows.append([
+            title(cond, meta), f"{k:g}", n, fmt(link + node, 3), fmt(link, 3), fmt(model, 3),
+            fmt(link - model, 3), fmt(node, 3), "—" if share is None else f"{share:.0%}", verdict,
+        ])  # fmt: skip
+    if not rows:
+        return "No delivery carried telemetry (files of a run before it).\n"
+    return markdown_table(
+        ["condition", "K", "deliveries", "ms a hop", "on links", "model's d", "links beyond d",
+         "in nodes", "hosts' share of the variance", "verdict"],
+        rows,
+        ["l", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+    )  # fmt: skip
+
+
+def plot_split(path: Path, arrivals: Sequence[ArrivalRow], meta: Mapping[str, Any]) -> Path | None:
+    """Per condition, mean latency against h stacked: on links below, in nodes above (ms), with h·d
+    under the link model; None when no delivery carried telemetry."""
+    from matplotlib.figure import Figure
+
+    data = {c: split_rows(arrivals, c) for c in CONDITIONS}
+    if not any(data.values()):
+        return None
+    d = float(meta["delay_ms"])
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(CONDITIONS))
+    for ax, cond in zip(axes, CONDITIONS, strict=True):
+        hs = list(data[cond])
+        link = [data[cond][h][0] for h in hs]
+        node = [data[cond][h][1] for h in hs]
+        ax.bar(hs, link, color="#1f77b4", label="on links (send to the next receive)")
+        ax.bar(hs, node, bottom=link, color="#ff7f0e", label="in nodes (receive to send, or delivery)")
+        if cond == "link" and hs:
+            ax.plot(hs, [h * d for h in hs], color="black", linestyle=":", marker="x",
+                    label=f"h·d (d = {d:g} ms)")  # fmt: skip
+        k = float(meta.get("time_dilation", 1.0)) if cond == "link" else 1.0
+        ax.set_title(title(cond, meta) + (f", K = {k:g}" if k != 1 else ""), fontsize="medium")
+        ax.set_xlabel("h: links crossed to the destination")
+        ax.set_ylabel("mean latency (ms)")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize="x-small", loc="upper left")
+    fig.suptitle("where each latency went: links and nodes (per-hop telemetry)", fontsize="medium")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
 
 
 def findings(
@@ -445,6 +544,11 @@ def build_report(out: Path, read: Read, rows: Sequence[tuple[str, str, Stats]], 
     parts = [_text("head", f) + "\n"]
     fams = {c: fam for c in CONDITIONS if (fam := families(read.nodes, read.cvs, c, algorithms)) is not None}
     verdicts = {c: condition_fidelity(read.arrivals, c, meta) for c in fams}
+    parts += [
+        _text("fidelity", f, bare=verdicts["bare"].line() if "bare" in verdicts else "—",
+              link=verdicts["link"].line() if "link" in verdicts else "—") + "\n",
+        split_table(read.arrivals, meta, verdicts),
+    ]  # fmt: skip
     for cond, fam in fams.items():
         parts += [f"### {title(cond, meta)}\n", findings(fam, rows, meta, verdicts[cond])]
     if len(fams) == len(CONDITIONS):

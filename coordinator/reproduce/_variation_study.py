@@ -64,7 +64,7 @@ def _columns(names: str) -> tuple[str, ...]:
     return tuple(names.split())
 
 
-ARRIVAL_COLUMNS = _columns("condition algorithm set rep warmup node hops step latency_ns ok")
+ARRIVAL_COLUMNS = _columns("condition algorithm set rep warmup node hops step latency_ns link_ns node_ns ok")
 MULTICAST_COLUMNS = _columns(
     "condition algorithm set rep warmup id source destinations reached duplicates stray wall_ok complete"
 )
@@ -93,6 +93,12 @@ class ArrivalRow(TypedDict):
     hops: int
     step: int
     latency_ns: int | None
+    """In the emulated network's time: wall-clock ns divided by the condition's time dilation."""
+    link_ns: int | None
+    """Of the latency, the time on links (send at one node to receive at the next), from the
+    per-hop telemetry; None without it (an earlier run's files)."""
+    node_ns: int | None
+    """Of the latency, the time in nodes (receive to send, or to delivery): latency − link_ns."""
     ok: int
 
 

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import trio
 
+from coordinator.analysis.telemetry import split
 from coordinator.errors import UsageError
 from coordinator.experiments.run import emulate_apart, merge_runs, runtime_problem
 from coordinator.output.report import fmt
@@ -81,6 +82,12 @@ TOPOLOGY = "mesh:8x8"
 SETS, DESTS, WARMUP, WALL_BUDGET = 4, 10, 1, 120.0
 LINK_DELAY, LINK_JITTER = "1ms", "normal:0.25ms"
 RUNTIME = "processes"
+DILATION = 4.0
+"""--time-dilation of the link condition: the hosts of the 2-core machine add about 0.5 ms a hop
+against 1 ms links (docs/measurements/telemetry.md), so K = 2 is at the verdict's edge; 4 leaves room."""
+BLOCKS = 4
+"""The rounds run in this many blocks, the two conditions alternating block by block (ABBA), so a
+drift of the machine's speed or load touches both conditions alike."""
 RETRIES = 2  # times the multicasts a failed processes run never started are run again, on fresh nodes
 PORT_MODEL = "all-port"  # the free clock sends on every port at once; the logical steps follow all-port
 
@@ -134,6 +141,24 @@ def make_plan(
     return Plan(topology, tuple(mcs)), slots
 
 
+def interleaved(plan: Plan, slots: Mapping[int, Slot], blocks: int) -> list[Plan]:
+    """The plan's rounds in ``blocks`` runs of whole rounds (fewer if there are fewer rounds), each
+    led by one cold multicast (a copy of its first, under a new id and in no slot) that starts the
+    block's fresh nodes and is left out of every record."""
+    rounds: dict[int, list[Multicast]] = defaultdict(list)
+    for m in plan.multicasts:
+        rounds[slots[m.id].rep].append(m)
+    reps = sorted(rounds)
+    n = max(1, min(blocks, len(reps)))
+    cold_id = max((m.id for m in plan.multicasts), default=-1) + 1
+    out = []
+    for b in range(n):
+        mcs = [m for r in reps[b * len(reps) // n : (b + 1) * len(reps) // n] for m in rounds[r]]
+        cold = replace(mcs[0], id=cold_id + b)
+        out.append(Plan(plan.topology, (cold, *mcs)))
+    return out
+
+
 def run_condition(
     plan: Plan, settings: RunSettings, progress: ProgressFn | None, retries: int = RETRIES
 ) -> tuple[RawRun, list[str]]:
@@ -172,7 +197,10 @@ def records(
 
     A delivery is timed (``ok``) when it was read on the host that injected its multicast; a
     multicast is complete when every destination got it once, timed, and no other node got it.
+    Latencies are in the emulated network's time (divided by the run's dilation), split into link
+    and node time where the delivery carried telemetry from this injection.
     """
+    k = raw.dilation
     by_mc: dict[int, list[Arrival]] = defaultdict(list)
     for a in raw.arrivals:
         by_mc[a.mc].append(a)
@@ -188,7 +216,11 @@ def records(
                 stray += 1
                 continue
             seen[a.node] += 1
-            lat = a.wall_ns - t0 if t0 is not None and a.wall_ns is not None and a.host == host else None
+            lat = link = None
+            if t0 is not None and a.wall_ns is not None and a.host == host:
+                lat = round((a.wall_ns - t0) / k)
+                if a.tel is not None and a.tel[1] == t0:  # the path starts at this injection
+                    link = round(split(a.tel, a.wall_ns).link / k)
             timed += lat is not None
             arrivals.append(
                 ArrivalRow(
@@ -201,6 +233,8 @@ def records(
                     hops=a.hops,
                     step=a.step,
                     latency_ns=lat,
+                    link_ns=link,
+                    node_ns=None if lat is None or link is None else lat - link,
                     ok=int(lat is not None),
                 )
             )
@@ -249,6 +283,13 @@ OPTIONS = (
         "OS process per node, warm across repetitions; in-process for a quick look)",
     ),
     Option(
+        "--time-dilation",
+        f"K: the link condition's links act K times slower and its latencies are divided by K, so "
+        f"that a host's cost per hop weighs K times less (default {DILATION:g}; 1: none)",
+        float,
+        DILATION,
+    ),
+    Option(
         "--wall-budget",
         f"wall-clock budget of each multicast's run, s (default {WALL_BUDGET:g})",
         float,
@@ -280,6 +321,8 @@ def check(args: Any) -> Settings:
     if not 1 <= args.dests <= topo.size - 1:
         raise UsageError(f"--dests must be between 1 and {topo.size - 1} on {topo.spec}, got {args.dests}")
     framework.positive(args.warmup, "--warmup", strict=False)
+    if not (math.isfinite(args.time_dilation) and args.time_dilation >= 1):
+        raise UsageError(f"--time-dilation must be a number at least 1, got {args.time_dilation}")
     if not (math.isfinite(args.wall_budget) and args.wall_budget > 0):
         raise UsageError(f"--wall-budget must be a positive number of seconds, got {args.wall_budget}")
     try:
@@ -301,6 +344,7 @@ def check(args: Any) -> Settings:
         ("link_delay", LINK_DELAY),
         ("link_jitter", LINK_JITTER),
         ("runtime", RUNTIME),
+        ("time_dilation", DILATION),
         ("wall_budget", WALL_BUDGET),
     )
     extra = tuple(
@@ -345,24 +389,35 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         runtime=args.runtime,
         wall_budget=args.wall_budget,
     )
-    per = sum(len(m.destinations) for m in plan.multicasts)
-    total = per * len(CONDITIONS)
+    conditions = {
+        "bare": base,
+        "link": replace(base, link_model=s.model, time_dilation=args.time_dilation),
+    }
+    blocks = interleaved(plan, slots, BLOCKS)
+    total = 2 * sum(len(m.destinations) for m in plan.multicasts)
+    done_before = 0
+    raws: dict[str, list[RawRun]] = {c: [] for c in CONDITIONS}
+    notes: list[str] = []
+    walls: dict[str, float] = dict.fromkeys(CONDITIONS, 0.0)
+    loads: dict[str, list[list[float] | None]] = {c: [] for c in CONDITIONS}
+    for b, block in enumerate(blocks):
+        for cond in CONDITIONS if b % 2 == 0 else CONDITIONS[::-1]:  # ABBA
+
+            def progress(done: int, _total: int, offset: int = done_before) -> None:
+                if ctx.progress is not None:
+                    ctx.progress(min(offset + done, total), total)
+
+            t = framework.Stopwatch()
+            raw, why = run_condition(block, conditions[cond], progress)
+            walls[cond] = round(walls[cond] + t.wall(), 1)
+            loads[cond].append(_loadavg())
+            notes += [f"{cond}, block {b + 1}: {w}" for w in why]
+            raws[cond].append(raw)
+            done_before += sum(len(m.destinations) for m in block.multicasts[1:])
     arrivals: list[ArrivalRow] = []
     mcs: list[MulticastRow] = []
-    notes: list[str] = []
-    walls: dict[str, float] = {}
-    for i, cond in enumerate(CONDITIONS):
-        settings = base if cond == "bare" else replace(base, link_model=s.model)
-
-        def progress(done: int, _total: int, offset: int = i * per) -> None:
-            if ctx.progress is not None:
-                ctx.progress(min(offset + done, total), total)
-
-        t = framework.Stopwatch()
-        raw, why = run_condition(plan, settings, progress)
-        walls[cond] = round(t.wall(), 1)
-        notes += [f"{cond}: {w}" for w in why]
-        a, m = records(cond, plan, slots, raw)
+    for cond in CONDITIONS:
+        a, m = records(cond, plan, slots, merge_runs(raws[cond]))
         arrivals += a
         mcs += m
     framework.write_tidy(out / "arrivals.csv", ARRIVAL_COLUMNS, arrivals)
@@ -392,6 +447,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
         "delay_ms": spec.delay * 1e3,
         "jitter_sd_ms": spec.jitter.sd * 1e3,
         "condition_wall_s": walls,
+        "time_dilation": args.time_dilation,
+        "blocks": len(blocks),
+        "loadavg_blocks": loads,
         "notes": notes,
         "loadavg_before": load_before,
         "loadavg_after": _loadavg(),
