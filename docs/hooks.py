@@ -41,9 +41,10 @@ SEED_PAPERS = {
 def _cell(text: object) -> str:
     """``text`` safe inside a Markdown table cell: one line, pipes, asterisks and angles escaped."""
     s = " ".join(str(text).split())
-    for ch in ("\\", "|", "*", "_", "<", ">", "[", "]"):
+    for ch in ("\\", "|", "*", "_", "[", "]"):
         s = s.replace(ch, "\\" + ch)
-    return s
+    # angles as entities: Python-Markdown keeps the backslash of "\<" ("0 \< T" on the page)
+    return s.replace("<", "&lt;").replace(">", "&gt;")
 
 
 # --- the command line -------------------------------------------------------------------------

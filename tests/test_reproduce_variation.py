@@ -97,7 +97,7 @@ def test_rounds_run_in_blocks_each_led_by_a_cold_multicast_left_out() -> None:
     assert [(c.source, c.destinations) for c in colds] == [
         (b.multicasts[1].source, b.multicasts[1].destinations) for b in blocks
     ]
-    arrivals, mcs = v.records("bare", plan, slots, RawRun())
+    _, mcs = v.records("bare", plan, slots, RawRun())
     assert len(mcs) == len(plan.multicasts)  # the cold ones never become rows
 
 

@@ -9,7 +9,7 @@
 
 A multicast that missed destinations is left out of the run and sweep plots (its time, traffic
 and CV count only the destinations reached: its additional traffic can even be negative); the
-figure's title and :attr:`Plotted.warnings` say how many were.
+figure's title and a warning the command prints say how many were.
 """
 
 from __future__ import annotations

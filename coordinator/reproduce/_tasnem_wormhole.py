@@ -53,7 +53,7 @@ DEFAULT_CONCURRENT: tuple[int, ...] = (1, 2, 4, 8, 16)
 WORMHOLE_SETS = 5  # sets per c for each --repeat (1 with --quick): a run takes ~0.1 s; most deadlock at c ≥ 4
 WORMHOLE = RunSettings(port_model="all-port", contention="shared", runtime="model", switching="wormhole",
                        prep=None, max_steps=50_000)  # fmt: skip
-"""L, Ts and B: the defaults (node/defaults.py, seed 004's)."""
+"""L, Ts and B: the defaults (node/defaults.py, Al-Dubai et al.'s)."""
 WORMHOLE_COLUMNS = ("c", "repetition", "algorithm", "multicast", "source", "status", "end", "latency",
                     "missing", "vcs")  # fmt: skip
 #: The section runs once per number of virtual channels: 1 (none) and 2 (the paper's, §4; ours with the torus

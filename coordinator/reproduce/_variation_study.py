@@ -250,7 +250,7 @@ def node_rows(arrivals: Iterable[ArrivalRow], complete: set[McKey]) -> list[Node
 
 
 def cv_rows(arrivals: Iterable[ArrivalRow], complete: set[McKey]) -> list[CvRow]:
-    """Per kept complete multicast: seed 004's node-level CV of its wall-clock latencies (population SD
+    """Per kept complete multicast: Al-Dubai et al.'s node-level CV of its wall-clock latencies (population SD
     over mean, over its destinations, as the project's ``cv`` in steps), the same of its destinations'
     hop counts, and its mean and largest latency (ms)."""
     groups: dict[McKey, list[tuple[int, float]]] = defaultdict(list)

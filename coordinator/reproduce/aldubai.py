@@ -1,4 +1,4 @@
-"""Seed 004 (Al-Dubai, Ould-Khaoua & Mackenzie): DP, MP, CP and QG on 16×16, 24×24 and 32×32 meshes.
+"""Al-Dubai, Ould-Khaoua & Mackenzie (2009): DP, MP, CP and QG on 16×16, 24×24 and 32×32 meshes.
 
 Contention-free flit-level wormhole latency (each multicast alone in the network), traffic and CV
 beside the paper's Table 3, Figs. 10–14 and Tables 4–5; prose in data/reports/aldubai.md.
@@ -47,7 +47,7 @@ __all__ = ["ALGORITHMS", "COLOURS", "CV_KS", "KS", "MESHES", "PREP", "SCENARIOS"
 
 NAME = "aldubai"
 SUMMARY = (
-    "seed 004 (Al-Dubai et al.): DP, MP, CP, QG on 16×16, 24×24 and 32×32 meshes under flit-level wormhole "
+    "Al-Dubai et al. (2009): DP, MP, CP, QG on 16×16, 24×24 and 32×32 meshes under flit-level wormhole "
     "switching — contention-free latency, traffic, CV (Table 3, Figs. 10–14, Tables 4–5)"
 )
 DEFAULT_REPEAT = 40  # "averaging values obtained from at least 40 experiments in each case"

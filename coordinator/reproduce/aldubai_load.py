@@ -1,4 +1,4 @@
-"""Seed 004 (Al-Dubai et al.) under load, flit-level wormhole: latency and throughput against offered
+"""Al-Dubai et al. (2009) under load, flit-level wormhole: latency and throughput against offered
 load (Figs. 15–20) and the CV of Tables 4–5 with a message every 250 cycles from one source.
 
 Every run is the flit-level wormhole reference model (coordinator/runtimes/wormhole_model.py, whose
@@ -55,7 +55,8 @@ __all__ = ["INTERARRIVAL_CYCLES", "CvCell", "LoadSpec", "cv_claims", "load_claim
 
 NAME = "load"
 SUMMARY = (
-    "seed 004 (Al-Dubai) under load, flit-level wormhole: latency/throughput (Figs. 15–20), CV (Tables 4–5)"
+    "Al-Dubai et al. (2009) under load, flit-level wormhole: latency/throughput (Figs. 15–20), "
+    "CV (Tables 4–5)"
 )
 DEFAULT_REPEAT = 10  # CV streams per cell
 
@@ -238,7 +239,7 @@ def cv_cell(mesh: str, k: int, alg: str, s: Setup, streams: int, seed: int) -> C
 
 
 def paper_cv() -> dict[Key, float]:
-    """seed 004's Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's package data."""
+    """Al-Dubai et al.'s Tables 4–5 (``mesh:16x16``, k, algorithm) → CV, from the project's package data."""
     return {(f"mesh:{m}", k, a): cv for (m, k, a), cv in paper_data().cv.items()}
 
 

@@ -1,4 +1,4 @@
-"""Seed 003 (Chen, Chang & Sheu): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
+"""Chen, Chang & Sheu (1999): Hamiltonian dual-path vs graph- and pattern-based proximity grouping.
 
 Figs. 10–11's setting (16×16 mesh, random or clustered destinations) in one isolated-contention emulation,
 timed by the contention-free wormhole model (t_r per hop and per flit), plus the worked example of §2.2/§3.1
@@ -36,7 +36,9 @@ from node.topology import Coord, Topology
 __all__ = ["ALGORITHMS", "KS", "SCENARIOS", "TIMING", "draw_points", "proximity_destinations", "run_example"]
 
 NAME = "chen"
-SUMMARY = "seed 003 (Chen et al.): dual-path vs graph/pattern proximity grouping on a 16×16 mesh, Figs. 10–11"
+SUMMARY = (
+    "Chen, Chang & Sheu (1999): dual-path vs graph/pattern proximity grouping on a 16×16 mesh, Figs. 10–11"
+)
 DEFAULT_REPEAT = 50
 
 TOPOLOGY = "mesh:16x16"

@@ -1,4 +1,4 @@
-"""Seed 002 (Herley, Pietracaprina, Pucci): mcast(n, d, c) — completion time against √(cn), buffers against c.
+"""Herley, Pietracaprina & Pucci: mcast(n, d, c) — completion time against √(cn), buffers against c.
 
 Sweeps c, n and d on random sets and on Theorem 1's worst-case sets and checks Theorems 1–3 and §1's
 claims on the runs; report.md states the setting, our criteria and where we simplify the paper.
@@ -28,7 +28,7 @@ from coordinator.reproduce.framework import Context
 __all__ = ["ALGORITHMS", "Setup", "check_claims", "exponent", "summarise"]
 
 NAME = "herley"
-SUMMARY = "seed 002 (Herley–Pietracaprina–Pucci): mcast(n,d,c) time/√(cn) and peak buffers vs c, n, d"
+SUMMARY = "Herley, Pietracaprina & Pucci: mcast(n,d,c) time/√(cn) and peak buffers vs c, n, d"
 DEFAULT_REPEAT = 2
 
 ALGORITHMS = ("replicate", "tree", "herley-tiles", "herley-random")

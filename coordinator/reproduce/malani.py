@@ -1,4 +1,4 @@
-"""Seed 000 (Malani): DIAG, PAIR and MIN on a 20×20 mesh and torus — Tables 1–6, Figs. 27–38.
+"""Malani: DIAG, PAIR and MIN on a 20×20 mesh and torus — Tables 1–6, Figs. 27–38.
 
 One sweep per topology (the same destination sets for every algorithm, VH and DIST as extra columns);
 report.md sets the paper's tables beside ours and checks its comparative claims (prose: reports/malani.md).
@@ -37,7 +37,7 @@ from node.topology import Topology
 __all__ = ["FIGURES", "KS", "TABLES", "TableSpec"]
 
 NAME = "malani"
-SUMMARY = "seed 000 (Malani): DIAG/PAIR/MIN on 20×20 mesh and torus — Tables 1–6, Figs. 27–38"
+SUMMARY = "Malani: DIAG/PAIR/MIN on 20×20 mesh and torus — Tables 1–6, Figs. 27–38"
 DEFAULT_REPEAT = 100
 
 TOPOLOGIES: Mapping[str, str] = {"mesh": "mesh:20x20", "torus": "torus:20x20"}
@@ -490,7 +490,7 @@ _MARKERS = {"diag": "o", "pair": "s", "min": "^", "vh": "D", "dist": "v"}
 def write_plots(out: Path, tables: Tables, ours: Ours) -> list[Path]:
     """Figs. 27–38 (two algorithms each) and one overview per topology × metric (all algorithms)."""
     short = {m: name.split(" (")[0] for m, name in METRIC_NAMES.items()}
-    note = f"ours: mean of {ours.repeat} runs per point, 95% CI shaded; paper: seed 000 Tables 1–6"
+    note = f"ours: mean of {ours.repeat} runs per point, 95% CI shaded; paper: Malani, Tables 1–6"
 
     def plot(name: str, kind: str, metric: str, algs: Sequence[str], title: str) -> Path:
         """Ours and the paper's per algorithm; earlier curves wider, so that equal ones stay visible."""

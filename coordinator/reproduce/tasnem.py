@@ -1,6 +1,6 @@
-"""Seed 001 (Abd El-Baky, TASNEM): latency and traffic on tori — Figs. 8–11, plus PAIR and MIN.
+"""Abd El-Baky (2015), TASNEM: latency and traffic on tori — Figs. 8–11, plus PAIR and MIN.
 
-TASNEM, multipath-HCM, T2W and Uniform (reconstructions: ``node/routing/torus_paths.py``) and seed 000's
+TASNEM, multipath-HCM, T2W and Uniform (reconstructions: ``node/routing/torus_paths.py``) and Malani's
 PAIR and MIN, all-port on the same destination sets, over destinations (Figs. 8–9) and torus size (10–11).
 """
 
@@ -79,7 +79,9 @@ __all__ = [
 ]
 
 NAME = "tasnem"
-SUMMARY = "seed 001 (TASNEM): latency/traffic vs destinations and torus size (Figs. 8–11), plus PAIR/MIN"
+SUMMARY = (
+    "Abd El-Baky (2015), TASNEM: latency/traffic vs destinations and torus size (Figs. 8–11), plus PAIR/MIN"
+)
 DEFAULT_REPEAT = 20  # the paper does not say how many runs per point ("various numbers of random networks")
 DEFAULT_SIZES: tuple[int, ...] = (5, 10, 15, 20, 25, 30, 35, 40)
 DEFAULT_DEST_TORUS = 40
@@ -668,7 +670,7 @@ OPTIONS = (
     Option("--sizes", "torus sides of the size sweep: start:stop:step or a comma list (default 5:40:5)"),
     Option("--percent", f"destinations of the size sweep, in %% of the nodes (default {DEFAULT_PERCENT:g})",
            float, DEFAULT_PERCENT),
-    Option("--extras", "also run seed 000's PAIR and MIN on the same sets (default: yes)", None, True,
+    Option("--extras", "also run Malani's PAIR and MIN on the same sets (default: yes)", None, True,
            negatable=True),
     RUNTIME,
     Option("--emulate-up-to", "largest torus side run in the emulation; larger ones go through the "

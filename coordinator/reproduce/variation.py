@@ -1,4 +1,4 @@
-"""Issue 34's study: does a tree's depth or a path's length drive the variation of arrival times?
+"""Does a tree's depth or a path's length drive the variation of arrival times?
 
 The trees VH, DIAG, DIST, PAIR and MIN against the paths DP and MP on an 8×8 mesh: the same
 seeded random destination sets for every algorithm, the free clock, each multicast alone on warm
@@ -6,7 +6,7 @@ node processes (``emulate_apart``), repeated, under two conditions: no link mode
 delay d with normal jitter σ (``--link-delay``, ``--link-jitter``). Per destination, the SD over
 the repetitions of its wall-clock latency against h, the links its copy crossed (its depth in a
 tree, its position along a path), with √h·σ, the link model's own share, beside it; per multicast
-seed 004's node-level CV (SD / mean of its destinations' latencies, §4.2.2). The first repetition
+Al-Dubai et al.'s node-level CV (SD / mean of its destinations' latencies, §4.2.2). The first repetition
 of each set and algorithm is a warm-up, recorded and left out of every number.
 Prose: reports/variation.md.
 """
@@ -75,7 +75,7 @@ __all__ = [
 
 NAME = "variation"
 SUMMARY = (
-    "issue 34: arrival-time variation of trees (VH, DIAG, DIST, PAIR, MIN) and paths (DP, MP) "
+    "arrival-time variation of trees (VH, DIAG, DIST, PAIR, MIN) and paths (DP, MP) "
     "against hop count, with and without a link model, 8×8 mesh"
 )
 TOPOLOGY = "mesh:8x8"
