@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -153,3 +154,50 @@ def test_show_refuses_what_its_picture_does_not_read(
 
     argv = ["show", "--topology", "mesh:4x4", "--algorithm", "vh", "--random-dests", "3", "--out", "x.png"]
     assert option[0] in one_line_exit_2([*argv, *option], capsys)
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        ("run", ["--dests", "3,3"]),
+        ("show", ["--source", "0,0", "--dests", "3,3", "--out", "pic"]),
+        ("load", ["--out", "l", "--rates", "0.01"]),
+        ("sweep", ["--dests", "2", "--out", "s"]),
+        ("compose", []),
+    ],
+)
+@pytest.mark.parametrize("spelling", ["--algorithm", "--algorithms"])
+def test_algorithm_and_algorithms_are_one_option_everywhere(
+    command: str, extra: list[str], spelling: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both spellings parse to the same option in every command that names algorithms (no
+    abbreviation guessing: each is declared)."""
+    from coordinator.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args([command, "--topology", "mesh:4x4", spelling, "vh", *extra])
+    assert "vh" in str(getattr(args, "algorithm", None) or getattr(args, "algorithms", None))
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    declared = {s for a in subparsers.choices[command]._actions for s in a.option_strings}
+    assert {"--algorithm", "--algorithms"} <= declared
+
+
+def test_timing_is_a_deprecated_alias_of_latency_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--timing still works for one release, says once on stderr what replaced it, and an old
+    experiment file's ``timing`` key still loads."""
+    base = ["run", *EX1, "--json"]
+    assert main([*base, "--latency-model", "wormhole"]) == 0
+    new = capsys.readouterr()
+    assert main([*base, "--timing", "wormhole"]) == 0
+    old = capsys.readouterr()
+    assert "deprecated" not in new.err
+    assert old.err.strip() == (
+        "meshcast: --timing is deprecated and goes in the next release: use --latency-model"
+    )
+    assert json.loads(old.out)["run"]["timing"] == json.loads(new.out)["run"]["timing"] is not None
+    cfg = tmp_path / "old.toml"
+    cfg.write_text('command = "run"\n[options]\ntiming = "wormhole"\n')
+    assert main([*base, "--config", str(cfg)]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["timing"]["model"] == "wormhole"

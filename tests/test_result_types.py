@@ -31,7 +31,16 @@ COMMANDS = {
     "jitter (repetitions apart)": ["--algorithm", "vh", *SRC, "--repeat", "3"],
     "free clock": ["--algorithm", "vh", *SRC, "--repeat", "2", "--clock", "free"],
     "trace": ["--algorithm", "pair", *SRC, "--trace"],
-    "timing": ["--algorithm", "vh,pair", "--random-dests", "5", "--repeat", "2", "--timing", "wormhole"],
+    "timing": [
+        "--algorithm",
+        "vh,pair",
+        "--random-dests",
+        "5",
+        "--repeat",
+        "2",
+        "--latency-model",
+        "wormhole",
+    ],
     "wormhole switching": [
         "--algorithm",
         "vh",

@@ -68,8 +68,8 @@ def one_line_exit_2(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> 
         (["--hop-limit", "-1"], "--hop-limit must be at least 1"),
         (["--buffer", "0"], "--buffer must be at least 1"),
         (["--seed", "-1"], "--seed must be at least 0"),
-        (["--timing", "wormhole", "--ts", "nan"], "--ts must be a finite number"),
-        (["--timing", "wormhole", "--flits", "0"], "--flits must be at least 1"),
+        (["--latency-model", "wormhole", "--ts", "nan"], "--ts must be a finite number"),
+        (["--latency-model", "wormhole", "--flits", "0"], "--flits must be at least 1"),
     ],
 )
 def test_bad_numbers_exit_2(extra: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +80,7 @@ LOAD = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", "0.01
 
 
 @pytest.mark.parametrize("command", ["run", "load"])
-@pytest.mark.parametrize("timing", [[], ["--timing", "wormhole"]])
+@pytest.mark.parametrize("timing", [[], ["--latency-model", "wormhole"]])
 @pytest.mark.parametrize(
     ("extra", "words"),
     [

@@ -5,17 +5,17 @@
     RunResult
       run: RunInfo                      topology, models, runtime, seed, completion, steps, wall_s, …
         switching: SwitchingInfo        mode (and wormhole's flit-level settings)
-        timing: TimingInfo | None       --timing's model and its parameters
+        timing: TimingInfo | None       --latency-model's model and its parameters
       multicasts: (MulticastResult, …)  id, algorithm, source, destinations, time, traffic, cv, …
         arrivals: (ArrivalResult, …)    node, step, hops, startups, wall_ns, host (, latency)
         links: (LinkUse, …) | None      with --trace: every link traversal
-        latency: MulticastLatency | None  with --timing
+        latency: MulticastLatency | None  with --latency-model
       summary: Summary                  a CI (mean, 95% interval, n) per metric
       by_algorithm: {name: Summary}
       jitter: (JitterResult, …)         per node, over repetitions of one multicast
       errors: ({…}, …)                  node error records as the nodes report them, and shortfalls
       rejected: (Rejected, …) | None    connections the link ports refused
-      latency: {name: LatencySummary} | None   with --timing
+      latency: {name: LatencySummary} | None   with --latency-model
       prediction: (Prediction, …) | None        with --predict
       mcast: {…} | None                 mcast(n, d, c) statistics (run --mcast-set)
 
@@ -116,7 +116,7 @@ class Summary:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LatencySummary:
-    """``--timing``: the CI over an algorithm's multicasts of their latency max, mean and CV."""
+    """``--latency-model``: the CI over an algorithm's multicasts of their latency max, mean and CV."""
 
     max: CI
     mean: CI
@@ -133,7 +133,7 @@ class LatencySummary:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ArrivalResult:
     """A destination's first arrival: logical step (absolute), hops, start-ups on its path, and its
-    wall-clock latency (ns) and host where the source's host measured it; ``latency`` with --timing."""
+    wall-clock latency (ns) and host where the source's host measured it; ``latency`` with --latency-model."""
 
     node: Coord
     step: int
@@ -235,7 +235,8 @@ class WormRun:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MulticastLatency:
-    """``--timing``: one multicast's latency under the model (max None while a destination is missing)."""
+    """``--latency-model``: one multicast's latency under the model (max None while a destination is
+    missing)."""
 
     model: str
     max: float | None
@@ -507,7 +508,7 @@ class SwitchingInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimingInfo:
-    """``--timing``: the latency model and its parameters."""
+    """``--latency-model``: the latency model and its parameters."""
 
     model: str
     ts: float

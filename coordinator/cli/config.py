@@ -99,9 +99,10 @@ def apply_config(command: str, sub: argparse.ArgumentParser, argv: Sequence[str]
     if not isinstance(options, dict):
         raise UsageError(f"{where}: [options] must be a table")
     actions = _actions(sub)
+    aliases = {s[2:]: k for k, a in actions.items() for s in a.option_strings if s.startswith("--")}
     defaults: dict[str, Any] = {}
     for key, value in options.items():
-        action = actions.get(key)
+        action = actions.get(aliases.get(str(key), str(key)))
         if action is None:
             raise UsageError(f"{where}: 'meshcast {command}' has no option --{key}")
         defaults[action.dest] = _value(where, key, action, value)

@@ -170,7 +170,7 @@ def add_command(sub: Any) -> None:
     """Register ``meshcast load``."""
     p = sub.add_parser("load", help="latency and throughput against offered load (shared contention)")
     p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
-    p.add_argument("--algorithms", required=True, help="comma-separated algorithm names")
+    p.add_argument("--algorithms", "--algorithm", required=True, help="comma-separated algorithm names")
     p.add_argument("--dests", type=int, default=10, help="destinations per multicast")
     p.add_argument("--rates", required=True, help="messages per node per step: FROM:TO:COUNT or a list")
     p.add_argument("--duration", type=int, default=1000, help="steps during which sources inject")

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import socket
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -141,6 +142,26 @@ def _add_setting(g: Any, name: str, default: Any, meta: Setting, annotation: Any
     )
 
 
+class DeprecatedAlias(argparse.Action):
+    """A store action whose later option strings are old names: given one, it warns on stderr
+    (one line naming the new name) and stores as the new name does."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        new = self.option_strings[0]
+        if option_string is not None and option_string != new:
+            print(
+                f"meshcast: {option_string} is deprecated and goes in the next release: use {new}",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, values)
+
+
 def add_run_options(
     p: argparse.ArgumentParser,
     extra_runtimes: dict[str, str] | None = None,
@@ -160,10 +181,15 @@ def add_run_options(
     offered = runtimes.names(command)
     timing = p.add_argument_group(TIMING)
     timing.add_argument(
+        "--latency-model",
         "--timing",
+        dest="timing",
+        action=DeprecatedAlias,
         choices=("store-and-forward", "wormhole"),
         default=None,
-        help="report latency under this timing model too (off when not given)",
+        help="report each multicast's latency by this formula too, from its logical steps (off when "
+        "not given; not the network's switching, which is --switching); --timing: its old name, "
+        "deprecated",
     )
     timing.add_argument(
         "--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)"
@@ -225,7 +251,7 @@ def link_model_from(settings: RunSettings, topology: Topology | None) -> LinkMod
 def check_timing_params(args: argparse.Namespace) -> None:
     """``--ts``, ``--beta``, ``--router-delay`` and ``--flits`` in range, or a UsageError.
 
-    Checked whether or not ``--timing`` or ``--switching wormhole`` uses them: a value no run can
+    Checked whether or not ``--latency-model`` or ``--switching wormhole`` uses them: a value no run can
     use is a mistake to hear of at once, not one a run silently ignores or the wire refuses later.
     """
     for flag in ("--beta", "--router-delay"):
@@ -236,7 +262,7 @@ def check_timing_params(args: argparse.Namespace) -> None:
 
 
 def timing_from(args: argparse.Namespace) -> Timing | None:
-    """The timing model of ``--timing`` and its parameters, or None."""
+    """The timing model of ``--latency-model`` and its parameters, or None."""
     check_timing_params(args)
     if getattr(args, "timing", None) is None:
         return None

@@ -594,10 +594,10 @@ MALANI_EXAMPLE_1: dict[str, tuple[int, int]] = {
 """Example 1 (8×8 mesh, source (0,0), :data:`DEMO_DESTS`) as Malani's thesis gives it: per
 algorithm (traffic in links, one-port time in steps) — §2.2 for VH, DIAG and DIST (Figs. 4–6),
 §3.2 for PAIR (Fig. 8). The thesis shows MIN on Example 2 only. DIST's 17 steps: the thesis does
-not give its send order; ours is the optimal one (ALGORITHMS.md lists it as open)."""
+not give its send order; ours is the optimal one (the Algorithms reference lists it as open)."""
 DEMO_DEFINITIONS = (
     "CV = SD / mean of one multicast's arrival steps at its destinations (population SD; Al-Dubai et "
-    "al.'s node-level coefficient of variation, seed 004 §4.2.2): 0 when every destination receives at "
+    "al.'s node-level coefficient of variation, their §4.2.2): 0 when every destination receives at "
     "the same step",
     "additional traffic = traffic − number of destinations: the link traversals beyond the one per "
     "destination that any multicast needs",
@@ -677,7 +677,10 @@ def add_command(sub: Any) -> None:
     run = sub.add_parser("run", help="run multicasts and report time, traffic and arrival variation")
     run.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
     run.add_argument(
-        "--algorithm", required=True, help="a name from 'meshcast algorithms' (comma-separated for several)"
+        "--algorithm",
+        "--algorithms",
+        required=True,
+        help="a name from 'meshcast algorithms' (comma-separated for several)",
     )
     run.add_argument(
         "--source", default=None, help="x,y (random for each set if omitted with --random-dests)"

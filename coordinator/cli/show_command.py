@@ -39,7 +39,7 @@ def add_command(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--topology", required=True, help="mesh:MxN or torus:MxN (M columns, N rows)")
-    p.add_argument("--algorithm", required=True, help="one name from 'meshcast algorithms'")
+    p.add_argument("--algorithm", "--algorithms", required=True, help="one name from 'meshcast algorithms'")
     p.add_argument("--source", default="0,0", help="x,y of the source (default 0,0)")
     p.add_argument("--dests", default=None, help="destinations, e.g. '3,2 9,3 8,5'")
     p.add_argument(
