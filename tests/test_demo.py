@@ -40,7 +40,7 @@ def test_demo_defines_its_terms_shows_the_thesis_and_leaves_plug_ins_out(
     out = capsys.readouterr().out
     text = " ".join(out.split())
     assert "CV = SD / mean of one multicast's arrival steps at its destinations" in text
-    assert "seed 004" in text
+    assert "Al-Dubai et al.'s node-level coefficient of variation" in text
     assert "additional traffic = traffic − number of destinations" in text
     assert "Example 1, Malani's algorithms: ours beside the thesis's" in text
     for alg, (traffic, time) in MALANI_EXAMPLE_1.items():  # ours beside the thesis's, row by row

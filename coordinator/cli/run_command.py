@@ -174,7 +174,8 @@ def print_summary(result: RunResult) -> None:
     con.print(
         f"[bold]{run.topology}[/] {run.port_model}, {run.contention} contention, "
         f"{run.clock} clock, {run.runtime} runtime — {plural(len(result.multicasts), 'multicast')}, "
-        f"{run.steps} steps, {run.wall_s:.2f} s — {status}"
+        + (f"{plural(run.steps, 'step')} emulated in all, " if run.clock == "lockstep" else "")
+        + f"{run.wall_s:.2f} s — {status}"
     )
     caption = (
         _warmup_note(run) + "time and mean arrival in steps, traffic in link traversals; "
@@ -336,7 +337,7 @@ def telemetry_line(result: RunResult) -> str | None:
     if tel.hosts is not None and tel.links is not None and tel.covariance is not None:
         line += (
             f"; of the per-node variance the hosts own {tel.hosts:.0%}, the links {tel.links:.0%}, "
-            f"the covariance {tel.covariance:+.0%} ({tel.destinations} destinations)"
+            f"the covariance {tel.covariance:+.0%} ({plural(tel.destinations, 'destination')})"
         )
     return line
 
@@ -549,7 +550,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 ),
             )
     if out is not None:
-        written = write_outputs(out, result, plan, predict=_model_line(settings))
+        written = [out / "config.toml", *write_outputs(out, result, plan, predict=_model_line(settings))]
         if args.replay:
             from coordinator.output.replay import write_replay
 
@@ -683,7 +684,9 @@ def add_command(sub: Any) -> None:
         help="a name from 'meshcast algorithms' (comma-separated for several)",
     )
     run.add_argument(
-        "--source", default=None, help="x,y (random for each set if omitted with --random-dests)"
+        "--source",
+        default=None,
+        help="x,y (omitted: 0,0 with --dests, random for each set with --random-dests)",
     )
     run.add_argument("--dests", default=None, help="destinations, e.g. '4,6 6,6 0,2'")
     run.add_argument(
