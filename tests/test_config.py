@@ -80,6 +80,32 @@ def test_every_out_directory_holds_the_config_that_reruns_it(
     assert 'command = "load"' in (load / "config.toml").read_text()
 
 
+def test_a_result_directory_pins_what_the_run_resolved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Options left to the run (port model, contention, warm-up repetitions) are written into the
+    result's config.toml with the values it used, so a changed default cannot change a rerun;
+    --print-config, before any run, leaves them commented."""
+    import tomllib
+
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "herley-tiles", "--mcast-set", "random"]
+    argv += ["--d", "3", "--c", "3"]
+    assert main([*argv, "--print-config"]) == 0
+    assert "port-model" not in tomllib.loads(capsys.readouterr().out)["options"]
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out)]) == 0
+    pinned = tomllib.loads((out / "config.toml").read_text())["options"]
+    # the mcast(n, d, c) model runs all-port though one-port is the option's default
+    assert pinned["port-model"] == "all-port" and pinned["contention"] in ("isolated", "shared")
+    capsys.readouterr()
+    again = run_json(["run", "--config", str(out / "config.toml")], capsys)
+    assert records(again) == records(json.loads((out / "run.json").read_text()))
+    dests = tmp_path / "dests"
+    argv = ["run", "--topology", "mesh:4x4", "--algorithm", "vh", "--dests", "3,3", "--repeat", "3"]
+    assert main([*argv, "--clock", "free", "--out", str(dests)]) == 0
+    assert tomllib.loads((dests / "config.toml").read_text())["options"]["warmup-repeats"] == 1
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from coordinator.cli import (
@@ -171,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--out: the path is empty: give a directory (or a file) to write to")
         if sub is not None and command is not None:
             args.experiment_file = config.config_toml(command, sub, args)
+            args.experiment_file_of = partial(config.config_toml, command, sub, args)
             if args.print_config:
                 sys.stdout.write(args.experiment_file)
                 return 0

@@ -136,13 +136,25 @@ def _value(where: str, key: str, action: argparse.Action, value: Any) -> Any:
     return got
 
 
-def config_toml(command: str, sub: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+def config_toml(
+    command: str,
+    sub: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    resolved: Any = None,
+) -> str:
     """The complete experiment file of ``args``: every option's value, and every option not given
-    as a commented line (TOML has no null) with what it takes and what it does."""
+    as a commented line (TOML has no null) with what it takes and what it does.
+
+    ``resolved``: the settings the command ran with (a :class:`RunSettings`, or a mapping): an
+    option not given whose setting the run resolved to a value (``port-model``, ``contention``,
+    ``sync``, ``warmup-repeats``...) is written with that value, so that running the file again
+    does not depend on a default that may change."""
     options: dict[str, Any] = {}
     unset: list[str] = []
     for key, action in _actions(sub).items():
         value = getattr(args, action.dest, None)
+        if value is None:
+            value = _resolved(resolved, action)
         if value is None:
             unset.append(_commented(key, action))
             continue
@@ -159,6 +171,19 @@ def config_toml(command: str, sub: argparse.ArgumentParser, args: argparse.Names
             + "\n"
         )
     return head + tomli_w.dumps({"command": command, "options": options}) + tail
+
+
+def _resolved(resolved: Any, action: argparse.Action) -> Any:
+    """``action``'s setting as the run resolved it, when it is a plain value its option takes."""
+    if resolved is None:
+        return None
+    value = resolved.get(action.dest) if isinstance(resolved, dict) else getattr(resolved, action.dest, None)
+    if isinstance(value, str):  # str enums too: their value is the option's spelling
+        value = str(value)
+        return value if action.choices is None or value in action.choices else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
 
 
 def _commented(key: str, action: argparse.Action) -> str:

@@ -64,7 +64,7 @@ def cmd_load(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     out = prepare_out_dir(args.out, force=args.force) if args.out else None
     if out is not None:  # what made it: meshcast load --config DIR/config.toml runs it again
-        (out / "config.toml").write_text(args.experiment_file)
+        (out / "config.toml").write_text(args.experiment_file_of(settings))
     con = console()
     points: list[LoadPoint] = []
     bound = _unicast_bound(topo, algorithms, args, settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -524,8 +525,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_from(args, topo)
     apart = repetitions_apart(args, plan)
     out = prepare_out_dir(args.out, force=args.force) if args.out else None
-    if out is not None:  # what made it, to run it again: meshcast run --config DIR/config.toml
-        (out / "config.toml").write_text(args.experiment_file)
+    if out is not None:  # what made it, each setting as it ran: meshcast run --config DIR/config.toml
+        resolved = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+        resolved["warmup_repeats"] = plan.warmup_repeats
+        (out / "config.toml").write_text(args.experiment_file_of(resolved))
     if args.mcast_set:
         mset = message_set(plan.topology, args.mcast_set, args.d, args.c, args.seed)
         with progress("deliveries") as update:

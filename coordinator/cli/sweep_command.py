@@ -147,7 +147,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     out = prepare_out_dir(args.out, force=args.force)
-    (out / "config.toml").write_text(args.experiment_file)  # what made it: sweep --config DIR/config.toml
+    # what made it, each setting as it ran: sweep --config DIR/config.toml
+    (out / "config.toml").write_text(args.experiment_file_of(settings))
     label, _ = progress_label(algorithms, ks, args.repeat)
     run = (topo, algorithms, ks, args.repeat, args.seed, source, settings)
     with progress(label) as update:
