@@ -160,7 +160,8 @@ def _run_points(
             points.append(p)
             shown = "saturated: " + p.saturated if p.saturated else f"latency {p.latency:.1f} steps"
             con.print(
-                f"{alg:>10} rate {rate:.4f}: offered {p.offered:.3f}, throughput {p.throughput:.3f}, {shown}"
+                f"{alg:>10} rate {rate:.4f} messages/node/step: offered {p.offered:.3f} and throughput "
+                f"{p.throughput:.3f} deliveries/node/step, {shown}"
             )
             if update is not None:
                 update(len(points), total)

@@ -184,7 +184,9 @@ def print_summary(result: RunResult) -> None:
         "CV = SD / mean of the destinations' arrival (steps; wall: wall-clock latency); ± = 95% CI"
     )
     table = Table(show_lines=False, caption=caption)
-    walled = any(s.cv_wall.n for s in result.by_algorithm.values())
+    # the CV of wall-clock latency only where it measures something: under the free clock (under
+    # lockstep the wall clock times the host, and the column changed from run to run)
+    walled = run.clock == "free" and any(s.cv_wall.n for s in result.by_algorithm.values())
     cols = ["algorithm", "n", "time", "traffic", "additional traffic", "mean arrival", "CV"]
     for col in cols + ["CV wall"] * walled:  # the CV of wall-clock latency where it was measured
         table.add_column(col, justify="right" if col != "algorithm" else "left")
