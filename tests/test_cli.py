@@ -201,3 +201,11 @@ def test_timing_is_a_deprecated_alias_of_latency_model(
     cfg.write_text('command = "run"\n[options]\ntiming = "wormhole"\n')
     assert main([*base, "--config", str(cfg)]) == 0
     assert json.loads(capsys.readouterr().out)["run"]["timing"]["model"] == "wormhole"
+
+
+def test_an_incomplete_run_says_its_errors_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--source", "0,0", "--dests", "7,7 6,6"]
+    assert main([*argv, "--hop-limit", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "first: hop-limit multicast 0 at (" in out and "packet exceeded the hop limit 3" in out
+    assert "{" not in out and "arrival steps (vh): none" in out

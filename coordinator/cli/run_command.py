@@ -216,10 +216,27 @@ def print_summary(result: RunResult) -> None:
     if len(result.multicasts) == 1 and len(result.multicasts[0].destinations) <= 24:
         m = result.multicasts[0]
         arr = ", ".join(f"({a.node[0]},{a.node[1]})@{a.step}" for a in m.arrivals)
-        con.print(f"arrival steps ({m.algorithm}): {arr}")
+        con.print(f"arrival steps ({m.algorithm}): {arr or 'none'}")
     errs = result.errors
     if errs:
-        con.print(f"[yellow]{plural(len(errs), 'error')}[/], first: {errs[0]}")
+        from rich.markup import escape
+
+        con.print(f"[yellow]{plural(len(errs), 'error')}[/], first: {escape(error_line(errs[0]))}")
+
+
+def error_line(err: Mapping[str, Any]) -> str:
+    """One error record in words: its kind, multicast, node and cause, then anything else."""
+    e = dict(err)
+    words = [str(e.pop("kind", "error"))]
+    if "mc" in e:
+        words.append(f"multicast {e.pop('mc')}")
+    if (node := e.pop("node", None)) is not None:
+        words.append(f"at ({node[0]},{node[1]})")
+    if (missing := e.pop("missing", None)) is not None:
+        words.append("missing " + " ".join(f"({x},{y})" for x, y in missing))
+    cause = e.pop("cause", None)
+    rest = ", ".join(f"{k} {v}" for k, v in e.items())
+    return " ".join(words) + (f": {cause}" if cause else "") + (f" ({rest})" if rest else "")
 
 
 JITTER_ROWS = 40
