@@ -236,3 +236,14 @@ def test_a_run_with_only_incomplete_multicasts_has_nothing_to_plot(tmp_path: Pat
     (tmp_path / "run.json").write_text(json.dumps(doc))
     with pytest.raises(plot_mod.PlotError, match="all 1 incomplete multicast"):
         plot_mod.plot_dir(tmp_path)
+
+
+def test_one_multicast_per_algorithm_is_a_table_not_five_lone_dots(tmp_path: Path) -> None:
+    out = tmp_path / "one"
+    argv = ["run", "--topology", "mesh:8x8", "--algorithm", "vh,dp", "--source", "0,0", "--dests", "4,6 6,6"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "metrics.png").read_bytes().startswith(b"\x89PNG")
+    assert not (out / "differences.png").exists()  # one pair of multicasts: no CI to draw
+    (tmp_path / "again").mkdir()
+    plotted = plot_mod.plot_dir(out, tmp_path / "again")
+    assert [p.name for p in plotted.paths] == ["metrics.png"]

@@ -148,6 +148,37 @@ def _series(label: str, colour: str, points: dict[int, dict[str, Any]]) -> Serie
     )
 
 
+def _plot_table(path: Path, rows: Sequence[Row], title: str) -> Path:
+    """One multicast per algorithm: its metrics as one table (a CI needs two)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    from coordinator.output.results import atomic_write
+
+    head = ["algorithm", *(f"{name}\n({unit})" for name, unit in METRICS.values())]
+    cells = [
+        [str(r["algorithm"]), *("—" if r.get(m) is None else f"{float(r[m]):.4g}" for m in METRICS)]
+        for r in rows
+    ]
+    fig = Figure(figsize=(9, 1.3 + 0.35 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    ax.axis("off")
+    table = ax.table(cellText=cells, colLabels=head, loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(9)
+    table.scale(1, 1.6)
+    for (r, _), cell in table.get_celld().items():
+        if r == 0:
+            cell.set_height(cell.get_height() * 1.8)
+    fig.suptitle(title + "\none multicast per algorithm: its numbers (a confidence interval needs two)",
+                 fontsize="medium")  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write(path, buf.getvalue())
+    return path
+
+
 def plot_dir(directory: Path, out: Path | None = None) -> Plotted:
     """Draw the plots of ``directory`` into ``out`` (default: the same directory).
 
@@ -169,6 +200,8 @@ def plot_dir(directory: Path, out: Path | None = None) -> Plotted:
         warnings = (f"left {gone} out of the plots ({INCOMPLETE})",)
         title += f"; {gone} left out"
     algorithms = list(dict.fromkeys(r["algorithm"] for r in kept))
+    if len(kept) == len(algorithms):  # one multicast an algorithm: its numbers, not five lone dots
+        return Plotted((_plot_table(out / "metrics.png", kept, title),), warnings)
     panels = []
     for metric, (name, unit) in METRICS.items():
         pts = by_point(kept, metric)

@@ -441,7 +441,8 @@ def plot_latency_by_hops(
     algs = list(data)
     ncols = min(3, len(algs))
     nrows = math.ceil(len(algs) / ncols)
-    fig = Figure(figsize=(4.6 * ncols, 3.6 * nrows + 0.5), layout="constrained")
+    # at least 6.4 in wide: one panel's width cut the figure's title off on both sides
+    fig = Figure(figsize=(max(6.4, 4.6 * ncols), 3.6 * nrows + 0.7), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     # one scale for every panel, up to the highest whisker: a cold start or a preemption of
     # milliseconds would otherwise flatten every box; the points above it are counted instead
@@ -479,7 +480,7 @@ def plot_latency_by_hops(
     for ax in axes[len(algs) :]:
         ax.set_visible(False)
     fig.suptitle("wall-clock arrival latency by hop count over the kept repetitions\n"
-                 "box: quartiles and median; whiskers: furthest point within 1.5 IQR; "
+                 "box: quartiles and median; whiskers: furthest point within 1.5 IQR;\n"
                  "▲k: k points above the scale", fontsize="small")  # fmt: skip
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
