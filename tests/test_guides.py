@@ -50,7 +50,8 @@ NOT_HERE = {
     "docs/deploy.md|ls results/compose/": "follows the v2 lines (the v1 page runs it)",
     "meshcast run ... --runtime processes --broker mqtt://127.0.0.1:1883": "a pattern (...), not a command",
     "python -m node --broker mqtt://broker:1883 --run-id r1 --node 2,3 --listen 0.0.0.0:7000": (
-        "a node waits for its coordinator at a broker named broker: tests/test_processes.py runs `python -m node` nodes"
+        "a node waits for its coordinator at a broker named broker: "
+        "tests/test_processes.py runs `python -m node` nodes"
     ),
     "meshcast node ...": "a pattern (...), not a command",
     "docs/guide/load.md|meshcast load --deployment lab --topology torus:3x3 --algorithms vh --dests 3 "
