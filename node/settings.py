@@ -163,7 +163,7 @@ class NodeSettings:
     hop_limit: int | None = setting(
         None,
         "--hop-limit",
-        "drop packets beyond this many hops",
+        "drop packets beyond this many hops (default: no limit)",
         low=1,
         high=MAX_COUNT,
         unit="hops",

@@ -194,7 +194,12 @@ def add_run_options(
     timing.add_argument(
         "--beta", type=float, default=1.0, help=f"time per flit per link ({ALDUBAI}: 1 cycle)"
     )
-    timing.add_argument("--router-delay", type=float, default=0.0, help="per-hop router delay")
+    timing.add_argument(
+        "--router-delay",
+        type=float,
+        default=0.0,
+        help="per-hop router delay of the latency model, in its time unit (cycles; default 0)",
+    )
     groups: dict[str | None, Any] = {None: p, TIMING: timing}
     for f, meta in settings_of(settings):
         if meta.flag is not None and meta.group not in omit:
