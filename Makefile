@@ -32,8 +32,20 @@ image: $(BIN)/meshcast  # the container image, built offline (deploy/build-offli
 compiled: $(BIN)/meshcast  # opt-in: the node's hot modules compiled with mypyc, in place (needs gcc)
 	$(BIN)/python deploy/compile.py
 
-test-compiled: compiled  # the fast tests again, against the compiled build (CI runs it after `make test`)
-	$(BIN)/pytest -m "not slow" -p no:cacheprovider -q
+# The tests of the node's code (what `make compiled` compiles: switching, sync, transport, topology,
+# routing) and of the runtimes that run it in this checkout; not the CLI, docs, plots, reproductions
+# or containers (the image holds its own plain build).
+COMPILED_TESTS := $(wildcard tests/test_actor.py tests/test_alarm.py tests/test_barrier.py \
+	tests/test_buffers.py tests/test_compile.py tests/test_emulation_vs_model.py tests/test_engine.py \
+	tests/test_engines_flits.py tests/test_inprocess.py tests/test_link_runs.py tests/test_linkmodel.py \
+	tests/test_links.py tests/test_mcast.py tests/test_polled.py tests/test_processes.py \
+	tests/test_protocol.py tests/test_router_stages.py tests/test_routing_*.py tests/test_shaping.py \
+	tests/test_shards.py tests/test_step_barrier.py tests/test_switching.py tests/test_tcp_links.py \
+	tests/test_telemetry.py tests/test_topology.py tests/test_vcs.py tests/test_warmup.py \
+	tests/test_wire.py tests/test_worm_trace.py tests/test_wormhole.py tests/test_wormhole_load.py)
+
+test-compiled: compiled  # the node's fast tests again, against the compiled build (CI runs it after `make test`)
+	$(BIN)/pytest -m "not slow" -p no:cacheprovider -q $(COMPILED_TESTS)
 
 plain:  # back to the sources: remove what `make compiled` built
 	$(BIN)/python deploy/compile.py --remove
