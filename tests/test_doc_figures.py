@@ -39,3 +39,14 @@ def test_a_quoted_figure_equals_its_source(page: str, pattern: str, source: str,
 def test_the_index_counts_the_reproductions() -> None:
     word = _find("reproductions/index.md", r"reproduce --help\s+# the (\w+), one line each")
     assert NUMBERS[word] == len(reproductions())
+
+
+def test_the_replay_guides_commands_make_its_screenshots() -> None:
+    """The replay guide's runs are the ones its screenshots were taken of (tests/replay_screenshots.py):
+    the same topology, algorithm, source, destinations and seed."""
+    from tests.replay_screenshots import SHOTS
+
+    text = " ".join((DOCS / "guide" / "replay.md").read_text().replace("\\\n", " ").split())
+    for name, (args, _) in SHOTS.items():
+        pairs = [f"{args[i]} {args[i + 1]}" for i in range(0, len(args), 2)]
+        assert all(p in text for p in pairs), f"{name}: {[p for p in pairs if p not in text]}"
