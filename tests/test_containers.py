@@ -401,7 +401,7 @@ def test_compose_up_on_the_top_level_file_writes_results(engine: None, tmp_path:
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     said = up.stdout + up.stderr  # the coordinator's summary and how to tear the experiment down
     assert "coordinator: 20 multicasts, 100 of 100 destinations reached" in said, said[-3000:]
-    assert "tear down: docker compose down -v --remove-orphans" in said, said[-3000:]
+    assert "tear down: docker compose -f FILE down -v --remove-orphans" in said, said[-3000:]
     for name in ("run.json", "multicasts.csv", "arrivals.csv", "raw.json"):
         assert (tmp_path / "results" / "compose" / name).stat().st_size > 0  # results/<run-id>/
     raw = raw_from_json((tmp_path / "results" / "compose" / "raw.json").read_text())
