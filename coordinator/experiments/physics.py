@@ -39,6 +39,8 @@ class PhysicsOutcome:
     fidelity_line: str
     fidelity_ok: bool
     advised_k: float | None
+    hosts_share: float | None
+    """The verdict's share of the per-node variance that the hosts added."""
     wall_s: float
     loadavg: tuple[float, float, float]
 
@@ -93,6 +95,7 @@ def physics_run(
         fidelity_line=result.fidelity.line(),
         fidelity_ok=bool(result.fidelity.ok),
         advised_k=result.fidelity.advised_dilation,
+        hosts_share=result.fidelity.hosts_share,
         wall_s=round(wall, 1),
         loadavg=os.getloadavg(),
     )
