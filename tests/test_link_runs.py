@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import trio
 
 from coordinator.cli import main
 from coordinator.experiments.run import emulate, emulate_apart, merge_runs
@@ -385,3 +386,26 @@ async def test_a_link_lost_before_the_run_s_end_is_still_named(tmp_path: Path) -
     assert not [
         e for e in raw.errors if e["kind"] == "link-down" and tuple(e["node"]) not in {(0, 0), (2, 0), (1, 1)}
     ]
+
+
+async def test_quiescence_probes_come_a_hop_of_the_model_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Free clock over 60 ms links: the coordinator's probes for quiescence, each of which wakes
+    every node, come at least a hop of the model apart (they came every 20 ms, and under
+    ``--time-dilation 80`` that doubled the host time a hop), and the run still completes."""
+    from coordinator.runtimes import session as session_mod
+    from node import protocol
+
+    sent: list[float] = []
+    to_all = session_mod.Session._to_all
+
+    async def spy(self: session_mod.Session, event: protocol.Event) -> None:
+        if isinstance(event, protocol.Probe):
+            sent.append(trio.current_time())
+        await to_all(self, event)
+
+    monkeypatch.setattr(session_mod.Session, "_to_all", spy)
+    d = 0.06
+    raw = await emulate_apart(repeated(1), RunSettings(clock="free", link_model=LinkModel(LinkSpec(delay=d))))
+    assert not raw.incomplete and not raw.errors
+    assert len(sent) >= 2, sent
+    assert min(b - a for a, b in itertools.pairwise(sent)) >= d * 0.99, sent

@@ -56,6 +56,9 @@ PROBE_SHARE = 4
 """Free clock: the wait between probes is at least this many times what the start cost the nodes,
 so that probing thousands of nodes that share the CPU with the coordinator takes at most about a
 fifth of the time while packets move."""
+PROBE_MAX = 0.25
+"""Free clock with a link model: probes are at least a hop of the model apart (a probe wakes every
+node, and nothing moves faster than a hop), but at most this many seconds."""
 FREE_SETTLE = 0.05
 FREE_SETTLE_PER_NODE = 0.002
 """Free clock across processes: the sources inject this long after the start (plus this much per
@@ -480,6 +483,12 @@ class Session:
             if settle
             else 0.0
         )
+        if model is not None:
+            # nothing moves faster than a hop of the model: probing more often than that only
+            # wakes every node while packets are on the links (under --time-dilation 80 a probe
+            # every 20 ms doubled the host time on each hop; docs/measurements/telemetry.md), and
+            # at most PROBE_MAX apart, so that a run of slow links ends soon after its last packet
+            interval = max(interval, min(hop, PROBE_MAX))
         wait = settle + min(FREE_QUIET_MAX, (self.plan.topology.size + 1) * hop) + interval
         while True:
             with trio.move_on_after(wait):
