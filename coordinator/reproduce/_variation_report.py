@@ -3,7 +3,6 @@ h, the CVs, the tables and the findings in words the numbers choose."""
 
 from __future__ import annotations
 
-import io
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,7 +15,6 @@ from coordinator.analysis.fits import Fit, mean_ci
 from coordinator.analysis.metrics import ci95
 from coordinator.output import spread_plots
 from coordinator.output.report import fmt, fmt_ci, markdown_table
-from coordinator.output.results import atomic_write
 from coordinator.output.spread_plots import Curve, CvBar, CvPanel, Panel
 from coordinator.reproduce import framework
 from coordinator.reproduce._variation_study import (
@@ -377,10 +375,7 @@ def plot_split(path: Path, arrivals: Sequence[ArrivalRow], meta: Mapping[str, An
         ax.legend(fontsize="x-small", loc="upper left")
     fig.suptitle("where each latency went: links and nodes (per-hop telemetry)", fontsize="medium")
     path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    atomic_write(path, buf.getvalue())  # as every other plot: never a half-written file
-    return path
+    return spread_plots.save_png(fig, path)  # as every other plot: never a half-written file
 
 
 def findings(
