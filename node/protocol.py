@@ -40,6 +40,7 @@ from node.transport.wire import MAX_FRAME, PROTOCOL_VERSION, tel_values
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "REJECTED",
     "TO_COORDINATOR",
     "TO_NODE",
     "TRANSITIONS",
@@ -792,6 +793,9 @@ message of a run that ended cannot move a conversation of the next one. ``beat``
 are outside the table too (the coordinator's presence, said to every node at once)."""
 
 
+REJECTED: Final = "rejected"
+"""The error kind of a link connection refused before it authenticated (:mod:`node.transport.tcp`):
+counted apart from the run's errors, since a stranger cannot fail a run."""
 TO_NODE: Final = frozenset({"assign", "plan", "start", "probe", "stop", "go"})
 """Message types a node accepts; the others only ever go to the coordinator."""
 TO_COORDINATOR: Final = frozenset({"hello", "ready", "report", "error", "counters", "done", "step-done"})

@@ -8,27 +8,13 @@ interrupted one in 128 + the signal number; never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from coordinator.cli import (
-    bench_command,
-    check_command,
-    config,
-    deploy_command,
-    load_command,
-    plot_command,
-    replay_command,
-    reproduce_command,
-    run_command,
-    show_command,
-    sweep_command,
-)
-from coordinator.cli.options import add_run_options, parse_params, settings_from, timing_from
-from coordinator.cli.run_command import execute, plan_from, print_summary
-from coordinator.cli.ui import progress_runner
+from coordinator.cli import config
 from coordinator.errors import Interrupted, RunFailed, UsageError
 from node.routing import PlanError
 from node.topology import TopologyError
@@ -46,7 +32,29 @@ __all__ = [
     "timing_from",
 ]
 
-_params = parse_params  # the old private name, for callers not yet moved
+_LAZY = {
+    "add_run_options": "coordinator.cli.options",
+    "parse_params": "coordinator.cli.options",
+    "_params": "coordinator.cli.options",
+    "settings_from": "coordinator.cli.options",
+    "timing_from": "coordinator.cli.options",
+    "execute": "coordinator.cli.run_command",
+    "plan_from": "coordinator.cli.run_command",
+    "print_summary": "coordinator.cli.run_command",
+    "progress_runner": "coordinator.cli.ui",
+}
+"""Names this package re-exports, imported on first use (a command imports only what it runs)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The re-exported helpers and the command modules, imported when first asked for."""
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        return getattr(module, "parse_params" if name == "_params" else name)
+    if name in _MODULES:
+        return importlib.import_module(f"coordinator.cli.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DESCRIPTION = """\
 meshcast: a networked emulator of multicast routing on 2D mesh and torus networks.
@@ -54,23 +62,38 @@ Every node is a trio actor forwarding msgpack packets; 'meshcast run' injects mu
 and reports time, traffic and arrival variation. 'meshcast algorithms' lists the rules
 and their parameters; 'meshcast COMMAND --help' explains each command."""
 
-_MODULES: tuple[Any, ...] = (
-    run_command,
-    sweep_command,
-    show_command,
-    replay_command,
-    load_command,
-    plot_command,
-    check_command,
-    reproduce_command,
-    bench_command,
-    deploy_command,
-)
-"""Each command module: ``add_command(subparsers)`` and ``COMMANDS`` (name -> handler)."""
+_MODULES: dict[str, tuple[str, ...]] = {
+    "run_command": ("run", "algorithms", "demo"),
+    "sweep_command": ("sweep",),
+    "show_command": ("show",),
+    "replay_command": ("replay",),
+    "load_command": ("load",),
+    "plot_command": ("plot",),
+    "check_command": ("check-algorithm",),
+    "reproduce_command": ("reproduce",),
+    "bench_command": ("bench",),
+    "deploy_command": ("deploy", "deployments", "destroy", "node", "compose", "coordinate"),
+}
+"""Each command module (``add_command(subparsers)`` and ``COMMANDS``: name -> handler) and the
+commands it adds, in the order of ``meshcast --help``. A command line imports only its command's
+module (start-up is most of a short command's CPU time); ``tests/test_cli_lazy.py`` checks this
+table against the modules' own ``COMMANDS``."""
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
-for _m in _MODULES:
-    COMMANDS.update(_m.COMMANDS)
+"""Handlers by command name, filled as their modules are imported (tests may put one in)."""
+
+
+def _module_of(command: str | None) -> str | None:
+    """The command module that adds ``command``, or None for no known command."""
+    return next((m for m, names in _MODULES.items() if command in names), None)
+
+
+def _import_commands(module: str) -> Any:
+    """Import one command module and record its handlers."""
+    mod = importlib.import_module(f"coordinator.cli.{module}")
+    for name, handler in mod.COMMANDS.items():
+        COMMANDS.setdefault(name, handler)
+    return mod
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,14 +123,24 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: one subparser per command of the command modules."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line: one subparser per command of the command modules.
+
+    ``command``: build only that command's module in full (the others' commands are bare
+    parsers, so the names still parse and a wrong one is still named); None builds them all.
+    """
     parser = _Parser(prog="meshcast", description=DESCRIPTION, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for m in _MODULES:
-        m.add_command(sub)
+    only = _module_of(command)
+    for module, names in _MODULES.items():
+        if only is None or module == only:
+            _import_commands(module).add_command(sub)
+        else:
+            for name in names:
+                sub.add_parser(name)
     for name in config.COMMANDS:
-        config.add_config_options(sub.choices[name])
+        if only is None or _module_of(name) == only:
+            config.add_config_options(sub.choices[name])
     for p in _subparsers(parser):
         p.formatter_class = HelpFormatter
     return parser
@@ -162,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, map meshcast's errors to one line and an exit status."""
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
-        parser = build_parser()
         command = next((a for a in argv if not a.startswith("-")), None)
+        parser = build_parser(command)
         sub = _command_parser(parser, command) if command in config.COMMANDS else None
         if sub is not None and command is not None:
             config.apply_config(command, sub, argv)
@@ -176,7 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.print_config:
                 sys.stdout.write(args.experiment_file)
                 return 0
-        return COMMANDS[args.command](args)
+        handler = COMMANDS.get(args.command)
+        if handler is None:
+            handler = _import_commands(_module_of(args.command) or "").COMMANDS[args.command]
+        return handler(args)
     except BaseException as exc:
         known = exit_status(exc)
         if known is None:

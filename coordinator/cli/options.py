@@ -20,7 +20,7 @@ from typing import Any
 from coordinator.analysis.timing import Timing
 from coordinator.errors import UsageError
 from coordinator.runtimes import registry as runtimes
-from coordinator.runtimes.containers import NETWORK_ENV, NETWORK_MODES
+from coordinator.runtimes.network_modes import NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import TIMING, RunSettings
 from node import defaults
 from node.choices import Contention
@@ -29,7 +29,6 @@ from node.settings import MAX_COUNT, RUNNING, Setting, number, settings_of
 from node.switching.factory import check_switching
 from node.topology import Topology, TopologyError
 from node.transport.linkmodel import LinkModel, LinkSpec, link_keys, parse_link_file
-from node.transport.mqtt import parse_broker
 
 __all__ = [
     "BROKER_PROBE_S",
@@ -316,6 +315,8 @@ def check_broker(url: str | None, timeout: float = BROKER_PROBE_S) -> None:
     """Parse ``--broker`` and connect to it once (``timeout`` seconds), or a UsageError saying why."""
     if url is None:
         return
+    from node.transport.mqtt import parse_broker  # aiomqtt and trio-asyncio: only with a broker
+
     try:
         addr = parse_broker(url)
     except ValueError as exc:
@@ -381,6 +382,8 @@ def settings_from(
     if probe_broker and runtimes.get(settings.runtime).needs_broker:
         check_broker(settings.broker)
     elif settings.broker is not None:  # unused by this runtime, but never silently wrong
+        from node.transport.mqtt import parse_broker
+
         try:
             parse_broker(settings.broker)
         except ValueError as exc:

@@ -42,6 +42,7 @@ import trio
 from coordinator.errors import Interrupted
 from coordinator.runtimes.brokerauth import Credentials, write_password_file
 from coordinator.runtimes.codevolumes import CodeVolume, code_volume_setting, ensure_code_volumes
+from coordinator.runtimes.network_modes import DEFAULT_NETWORK, NETWORK_ENV, NETWORK_MODES
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Multicast, Plan
@@ -102,13 +103,6 @@ SIGNALLED: Final = frozenset({137, 143})
 coordinator hears, not failures of the node itself."""
 SETTINGS_ENV: Final = "MESHCAST_SETTINGS"
 """The coordinator container's run settings: their wire form as JSON (:func:`settings_env`)."""
-NETWORK_ENV: Final = "MESHCAST_CONTAINER_NETWORK"
-"""The fallback of ``--network`` (``RunSettings.network``) for plumbing that builds a run without
-the CLI (benchmarks, scripts): read only when the option is not given."""
-NETWORK_MODES: Final = ("bridge", "pod", "host")
-"""``bridge`` (the default: a compose network, a namespace and an address per container), ``pod``
-(one private namespace for the run's containers) or ``host`` (the host's namespace)."""
-DEFAULT_NETWORK: Final = "bridge"
 NETNS_SERVICE: Final = "netns"
 """The service whose container holds a pod's network namespace (and does nothing else)."""
 NETNS_WAIT: Final = (

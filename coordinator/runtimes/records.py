@@ -25,7 +25,6 @@ from node.settings import (
 )
 from node.topology import Coord, port_names
 from node.transport.linkmodel import LinkModel
-from node.transport.tcp import REJECTED as REJECTED_KIND
 from node.transport.wire import Worm
 
 __all__ = ["CLOCKS", "LINKS", "REFUSED", "TIMING", "Arrival", "Collector", "RawRun", "RunSettings"]
@@ -313,7 +312,7 @@ class Collector:
                 if node in self._dest_sets.get(mc, ()):
                     self._reached.add((mc, node))
             for kind, cause, mc_ in msg.errors:
-                if kind == REJECTED_KIND:  # a stranger at the link port: not the run's fault
+                if kind == protocol.REJECTED:  # a stranger at the link port: not the run's fault
                     raw.rejected.setdefault(node, []).append(cause)
                 else:
                     raw.errors.append({"node": list(node), "kind": kind, "cause": cause, "mc": mc_})

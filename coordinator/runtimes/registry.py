@@ -19,11 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import trio
-
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
-from node.actor import SYNCS
+from node.defaults import SYNCS
 from node.settings import CLOCKS, CONTENTIONS, PORT_MODELS, SWITCHINGS
 
 __all__ = ["RUNTIMES", "Nodes", "Runtime", "deployable", "get", "names", "problem", "reference", "run",
@@ -140,6 +138,8 @@ class Runtime:
         """Run ``plan`` here (the runner's module imported now: the others cost nothing)."""
         runner = _attribute(self.module, self.function)
         if not self.is_async:
+            import trio
+
             raw: RawRun = await trio.to_thread.run_sync(runner, plan, settings)
             return raw
         out: Awaitable[RawRun] = runner(plan, settings, progress)

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import trio
 
-from node.protocol import Assignment, NodeAborted
+from node.protocol import REJECTED, Assignment, NodeAborted
 from node.topology import Coord
 from node.transport.links import Link
 from node.transport.wire import (
@@ -65,8 +65,6 @@ HELLO_TIMEOUT: Final = 10.0
 MAX_PENDING: Final = 16
 """Accepted connections that may wait for their hello at once (a node has at most 4 dialling
 neighbours); one more closes the one that has waited longest."""
-REJECTED: Final = "rejected"
-"""The kind under which a connection refused before it authenticated is reported."""
 CLOSE_GRACE: Final = 2.0
 """How long closing a link waits for the peer's end of stream (so no frame is cut off)."""
 CHUNK: Final = 65536
