@@ -57,7 +57,7 @@ class Runtime:
     switchings: tuple[str, ...] = SWITCHINGS
     syncs: tuple[str, ...] = ()
     """Lockstep syncs ``--sync`` may ask for (empty: the runtime has no node actors to synchronize)."""
-    max_nodes: int = 65_536
+    max_nodes: int = 262_144
     needs: str = ""
     """What the machine must have (said in the support table; checked when the runtime starts)."""
     is_async: bool = True
