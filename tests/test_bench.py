@@ -14,6 +14,7 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiments import bench
 from coordinator.experiments.bench import (
+    BOOKSIM_FLIT_HOPS_PER_CPU_S,
     FLIT_LOAD,
     SWITCHING,
     WORM_FLITS,
@@ -73,6 +74,8 @@ def test_a_sharded_point_does_the_same_work() -> None:
     one, two = (emulator_point("torus:6x6", "lockstep", 3, 4, shards=n) for n in (1, 2))
     assert (one.shards, two.shards) == (1, 2) and two.complete
     assert (two.packet_hops, two.steps) == (one.packet_hops, one.steps)
+    # the shard processes' CPU is not this process's: a sharded row does not claim a CPU rate
+    assert one.cpu_s is not None and one.cpu_s > 0 and (two.cpu_s, two.hops_per_cpu_s) == (None, None)
 
 
 @pytest.mark.parametrize("bad", ["0", "x", "65"])
@@ -112,6 +115,12 @@ def test_flit_load_point_runs_the_issue_workload(runtime: str) -> None:
     rate = row["flit_hops_per_s"]  # run_s is rounded to the millisecond
     assert abs(rate * row["run_s"] - row["flit_hops"]) <= rate * 0.0005 + 1e-6
     assert row["steps"] >= FLIT_LOAD.duration / 4
+    # the CPU time is the process's over the run: flit hops per CPU-second, and their ratio to BookSim2's
+    cpu = row["cpu_s"]
+    assert cpu > 0 and abs(row["hops_per_cpu_s"] * cpu - row["flit_hops"]) <= row["hops_per_cpu_s"] * 0.0005
+    assert BenchRow.from_json(row).booksim_ratio == round(
+        row["hops_per_cpu_s"] / BOOKSIM_FLIT_HOPS_PER_CPU_S, 2
+    )
 
 
 def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,6 +141,7 @@ def test_bench_json_prints_one_object(capsys: pytest.CaptureFixture[str]) -> Non
         assert set(row) >= FIELDS, FIELDS - set(row)
         assert BenchRow.from_json(row).to_json() == row  # the typed row is the JSON row, key for key
         assert row["complete"]
+        assert row["cpu_s"] > 0 and row["hops_per_cpu_s"] > 0  # no sharded point in a plain --quick
         if row["switching"] == SWITCHING:
             assert row["runtime"] == "in-process" or (row["runtime"], row["clock"]) == ("engines", "lockstep")
             assert row["ratio"] == pytest.approx(row["packet_hops_per_s"] / row["relay_hops_per_s"], abs=1e-3)
@@ -162,7 +172,7 @@ def _wide_row(i: int) -> dict[str, Any]:
         "steps": 12345, "packet_hops": 12_345_678, "start_s": 123.456, "active_s": 99.5, "run_s": 123.4,
         "peak_rss_mb": 2345.6, "packet_hops_per_s": 12_345_678.9, "flit_hops_per_s": None,
         "steps_per_s": 12345.6, "relay_hops_per_s": 1_234_567.8, "ratio": 0.555,
-        "run_packet_hops_per_s": 1_234_567.8 + i,
+        "run_packet_hops_per_s": 1_234_567.8 + i, "cpu_s": 123.456, "hops_per_cpu_s": 12_345_678.9,
     }  # fmt: skip
 
 

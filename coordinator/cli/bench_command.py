@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from coordinator.cli.ui import console, progress
-from coordinator.experiments.bench import SPARSE_RUNS, BenchRow, run_bench
+from coordinator.experiments.bench import BOOKSIM_FLIT_HOPS_PER_CPU_S, SPARSE_RUNS, BenchRow, run_bench
 from node import build_name
 
 if TYPE_CHECKING:
@@ -25,8 +25,10 @@ TABLES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("their rates", (("packet hops/s", "packet_hops_per_s"), ("flit hops/s", "flit_hops_per_s"),
                      ("steps/s", "steps_per_s"), ("relay hops/s", "relay_hops_per_s"), ("ratio", "ratio"),
                      ("run hops/s", "run_packet_hops_per_s"))),
+    ("their CPU time", (("CPU s", "cpu_s"), ("hops per CPU-second", "hops_per_cpu_s"),
+                        ("× BookSim2", "booksim_ratio"))),
 )  # fmt: skip
-"""The bench's three tables, each narrow enough for an 80-column terminal: a title and its columns
+"""The bench's four tables, each narrow enough for an 80-column terminal: a title and its columns
 (heading, row field; one row per point, numbered in every table). The headings are words, so a
 narrow terminal wraps them between words instead of cutting them to "topo…"."""
 TEXT_FIELDS = frozenset({"topology", "runtime", "clock", "switching"})
@@ -110,6 +112,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     con.print(
         "run s: start to every node done (adds a fan-out to and from every node); start s: before start."
         f" A sparse row (one multicast, an active span of milliseconds) is the median of {SPARSE_RUNS} runs."
+    )
+    con.print(
+        "CPU s: the point's process over its run (every thread; sharded rows: -). hops per CPU-second:"
+        " flit hops under wormhole, else packet hops. × BookSim2: flit hops per CPU-second over"
+        f" BookSim2's {BOOKSIM_FLIT_HOPS_PER_CPU_S:,.0f} (m10b8.cfg on this machine kind, whole process;"
+        " docs/wormhole.md, Speed)."
     )
     return 0
 

@@ -39,7 +39,10 @@ workload ("random plan" for (b)–(e), "uniform load" for (f), which also has
 offered_flits_per_node_cycle), runs (the (b), (d) and (e) rows: the runs it is the median of),
 relay_hops_per_s (the relay chain measured in the point's process
 just before and after it, mean), ratio (flit_hops_per_s under wormhole, else packet_hops_per_s, ÷ that row's
-relay_hops_per_s). The top-level relay_hops_per_s is the median of the rows': this shared
+relay_hops_per_s), cpu_s (the CPU seconds of the point's process over its run, every thread; left out
+for a sharded point) and hops_per_cpu_s (flit-hops under wormhole, else packet-hops, per CPU-second:
+the figure that compares with BookSim2's flit-hops per CPU-second, :data:`BOOKSIM_FLIT_HOPS_PER_CPU_S`).
+The top-level relay_hops_per_s is the median of the rows': this shared
 machine's speed drifts within minutes, so each point is compared with the limit measured beside
 it, not with one measured minutes earlier.
 """
@@ -65,7 +68,8 @@ from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan, random_plan
 from node.topology import Topology
 
-__all__ = ["FLIT_LOAD", "RELAY_PACKET", "SWITCHING", "WORM_FLITS", "BenchPoint", "BenchRow", "EmulatorPoint",
+__all__ = ["BOOKSIM_FLIT_HOPS_PER_CPU_S",
+           "FLIT_LOAD", "RELAY_PACKET", "SWITCHING", "WORM_FLITS", "BenchPoint", "BenchRow", "EmulatorPoint",
            "FlitLoad", "FlitLoadPoint", "Point",
            "WormPoint", "bench_points", "beside_relay", "flit_load_point", "flit_load_points", "relay_chain",
            "run_bench", "wormhole_point", "wormhole_points"]  # fmt: skip
@@ -146,9 +150,15 @@ class BenchRow:
     """Set by :func:`beside_relay`."""
     ratio: float | None = None
     """Set by :func:`run_bench`."""
+    cpu_s: float | None = None
+    """CPU seconds the point's process spent on the run (every thread; None for a sharded point,
+    whose shard processes are not counted)."""
+    hops_per_cpu_s: float | None = None
+    """Flit-hops (wormhole) or packet-hops per CPU-second of :attr:`cpu_s`: what compares with
+    BookSim2's flit-hops per CPU-second (:data:`BOOKSIM_FLIT_HOPS_PER_CPU_S`)."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset(
-        {"runs", "offered_flits_per_node_cycle", "relay_hops_per_s", "ratio"}
+        {"runs", "offered_flits_per_node_cycle", "relay_hops_per_s", "ratio", "cpu_s", "hops_per_cpu_s"}
     )
     """The fields a row of another kind (or not measured beside the relay chain) leaves out of its JSON."""
 
@@ -161,6 +171,13 @@ class BenchRow:
         """A row back from its JSON (fields of other tools, such as ``best_of``, ignored)."""
         values: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
         return cls(**values)
+
+    @property
+    def booksim_ratio(self) -> float | None:
+        """Flit-hops per CPU-second over BookSim2's on this machine kind (wormhole rows only)."""
+        if self.flit_hops is None or self.hops_per_cpu_s is None:
+            return None
+        return round(self.hops_per_cpu_s / BOOKSIM_FLIT_HOPS_PER_CPU_S, 2)
 
     @property
     def rate(self) -> float:
@@ -184,6 +201,21 @@ FLIT_LOAD: Final = FlitLoad("mesh:10x10", flits=64, buffer_flits=8, flits_per_no
 """Issue #36's speed workload (10×10 mesh, XY, 1 VC, B = 8, L = 64, 0.128 flits/node/cycle):
 ``meshcast load --topology mesh:10x10 --algorithms unicast --dests 1 --switching wormhole
 --buffer-flits 8 --flits 64 --rates 0.002 --duration 2000`` runs the same plan."""
+
+
+BOOKSIM_FLIT_HOPS_PER_CPU_S: Final = 830_000.0
+"""BookSim2 (``booksim m10b8.cfg``: 10×10 mesh, XY, 1 VC, B = 8, L = 64, 0.002 packets/node/cycle)
+on this 2-core machine kind, whole process: 60,856 cycles in about 6.2 CPU-seconds, 12,171 packets of
+64 flits over 6.6 links each, ≈ 5.14 M flit-hops — 0.83 M flit-hops per CPU-second (measured by the
+issue that asked for the comparison; the config and README are in the project's shared BookSim2
+folder, docs/wormhole.md "Speed" says how to measure it again: ``benchmarks/booksim_speed.py``)."""
+
+
+def _cpu_rates(hops: int, cpu: float, shards: int = 1) -> dict[str, float | None]:
+    """A row's CPU fields: the seconds and hops per CPU-second (None for a sharded point)."""
+    if shards > 1:
+        return {"cpu_s": None, "hops_per_cpu_s": None}
+    return {"cpu_s": round(cpu, 3), "hops_per_cpu_s": hops / max(cpu, 1e-9)}
 
 
 RELAY_PACKET: Final = [1, "vh", [[3, 4], [5, 6], [7, 8]], 1, 1, 0]
@@ -285,9 +317,12 @@ def emulator_point(
     plan = random_plan(topo, ["vh"], dests, multicasts, seed=1)
     runs = SPARSE_RUNS if multicasts == 1 else 1
     settings = RunSettings(clock=clock, shards=shards, runtime=runtime)
-    timed = [_timed_run(plan, settings) for _ in range(runs)]
+    timed: list[tuple[RawRun, float, float, int, float]] = []
+    for _ in range(runs):
+        cpu0 = time.process_time()
+        timed.append((*_timed_run(plan, settings), time.process_time() - cpu0))
     timed.sort(key=lambda r: r[2])  # by active span: the median run is the row
-    raw, total, active, span_steps = timed[len(timed) // 2]
+    raw, total, active, span_steps, cpu = timed[len(timed) // 2]
     hops = sum(raw.traffic.values())
     steps = raw.last_step if clock == "lockstep" else None
     return BenchRow(
@@ -315,6 +350,7 @@ def emulator_point(
         steps_per_s=span_steps / active if steps is not None else None,
         run_packet_hops_per_s=hops / raw.wall_s if raw.wall_s > 0 else None,
         peak_rss_mb=round(_peak_rss_mb(), 1),
+        **_cpu_rates(hops, cpu, shards),
     )
 
 
@@ -335,7 +371,9 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> Benc
         max_steps=100_000,
         runtime=runtime,
     )
+    cpu0 = time.process_time()
     raw, total, active, steps = _timed_run(plan, settings)
+    cpu = time.process_time() - cpu0
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
     return BenchRow(
@@ -363,6 +401,7 @@ def wormhole_point(spec: str, runtime: str, multicasts: int, dests: int) -> Benc
         steps_per_s=steps / active,
         run_packet_hops_per_s=hops / raw.wall_s if raw.wall_s > 0 else None,
         peak_rss_mb=round(_peak_rss_mb(), 1),
+        **_cpu_rates(flits, cpu),
     )
 
 
@@ -385,7 +424,9 @@ def flit_load_point(runtime: str, quick: bool = False) -> BenchRow:
         max_steps=4 * w.duration,  # load's step budget (--budget-factor 4)
         runtime=runtime,
     )
+    cpu0 = time.process_time()
     raw, total, _, _ = _timed_run(plan, settings)
+    cpu = time.process_time() - cpu0
     hops = sum(raw.traffic.values())
     flits = sum(raw.link_sends.values())
     return BenchRow(
@@ -413,6 +454,7 @@ def flit_load_point(runtime: str, quick: bool = False) -> BenchRow:
         steps_per_s=raw.last_step / total,
         run_packet_hops_per_s=hops / total,
         peak_rss_mb=round(_peak_rss_mb(), 1),
+        **_cpu_rates(flits, cpu),
     )
 
 
