@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-compiled lint bench image compiled plain docs clean
+.PHONY: demo test test-compiled lint bench ab image compiled plain docs clean
 
 $(BIN)/meshcast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -56,6 +56,9 @@ docs: $(BIN)/meshcast  # the documentation site into site/ (mkdocs; pages genera
 
 bench: $(BIN)/meshcast
 	$(BIN)/meshcast bench
+
+ab: $(BIN)/meshcast  # the A/B guard's short form: this tree against benchmarks/baseline (warns, never fails)
+	$(BIN)/python benchmarks/ab.py baseline --short
 
 clean:
 	find node -name '*.so' -delete
