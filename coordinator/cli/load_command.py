@@ -56,7 +56,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     in_range("--dests", args.dests, 1, MAX_COUNT)
     in_range("--unicast-fraction", args.unicast_fraction, 0.0, 1.0)
     in_range("--hotspot-fraction", args.hotspot_fraction, 0.0, 1.0)
-    if not 0 <= args.warmup < args.duration:
+    if args.judge == "batches" and not 0 <= args.warmup < args.duration:
         raise UsageError(f"--warmup must lie in [0, --duration), got {args.warmup} and {args.duration}")
     judge = _judge(args)
     if args.traffic == "hotspot" and hotspot is None:
@@ -169,8 +169,8 @@ def _document(
         "algorithms": algorithms,
         "units": {
             "time": f"{unit}s",
-            "rates": f"per node per {unit} (packets: messages created or packets delivered; flits: × "
-            "flits_per_packet, null under store-and-forward)",
+            "rates": f"per node per {unit}; packets: one per destination of a message (a unicast message is "
+            "one packet), flits: packets × flits_per_packet (null under store-and-forward)",
             "latency": f"{unit}s from a message's creation (its plan step, source queueing included) to "
             + ("the cycle its (last) destination received the tail" if wormhole else "its (last) delivery"),
         },
@@ -269,7 +269,11 @@ def _unicast_bound(
 ) -> float | None:
     """Uniform unicast messages/node/step XY routing can carry here (wormhole, mesh, no hot spot)."""
     bound = xy_bound(topo)
-    uniform = args.hotspot is None or args.hotspot_fraction == 0
+    uniform = (
+        (args.hotspot is None or args.hotspot_fraction == 0)
+        and args.traffic == "uniform"
+        and not args.pick_self
+    )
     only_unicast = (algorithms == ["unicast"] and args.dests == 1) or args.unicast_fraction == 1
     if bound is None or settings.switching != "wormhole" or not uniform or not only_unicast:
         return None

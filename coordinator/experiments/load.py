@@ -384,7 +384,7 @@ def load_point(
                                  latency_of, common)  # fmt: skip
     else:
         point = _batch_point(topology, algorithm, traffic, made, raw, recs, warmup, batches, growth,
-                             latency_of, shortfall, peak, common)  # fmt: skip
+                             latency_of, shortfall, peak, self_latency, common)  # fmt: skip
     fidelity = None
     if settings.clock == "free":
         measured = [r for r in recs if point.window is not None and r.injected >= point.window[0]]
@@ -406,13 +406,16 @@ def _batch_point(
     latency_of: str | None,
     shortfall: float,
     peak: int,
+    self_latency: int,
     common: dict[str, Any],
 ) -> LoadPoint:
     """Today's judging: batch means over [warmup, duration), drained, not growing, delivering 90%."""
     window = traffic.duration - warmup
     measured = [r for r in recs if r.injected >= warmup]
-    offered = sum(len(r.destinations) for r in measured) / (topology.size * window)
+    selves = [step for step, _ in made.selves if step >= warmup]  # none unless the traffic asks for them
+    offered = (sum(len(r.destinations) for r in measured) + len(selves)) / (topology.size * window)
     delivered = sum(1 for a in raw.arrivals if warmup <= a.step < traffic.duration)
+    delivered += sum(1 for step in selves if step + self_latency < traffic.duration)
     throughput = delivered / (topology.size * window)
     saturated = None
     if raw.incomplete or any(r.missing for r in measured):
@@ -429,6 +432,8 @@ def _batch_point(
             and r.time is not None
             and (latency_of is None or r.algorithm == latency_of)
         ]
+        if latency_of is None:
+            lat += [self_latency for step in selves if lo <= step < hi]
         if lat:
             means.append(statistics.fmean(lat))
     if saturated is None and len(means) >= 4:
@@ -441,7 +446,6 @@ def _batch_point(
     stats = ci95(means)
     lat_mean = None if saturated else stats["mean"]
     ci = (None, None) if saturated else (stats["ci95"][0], stats["ci95"][1])
-    selves = sum(1 for step, _ in made.selves if warmup <= step < traffic.duration)
     why = saturated or f"drained, batch means within {growth:g}×, delivered at least {1 - shortfall:.0%}"
     return LoadPoint(
         algorithm,
@@ -455,8 +459,8 @@ def _batch_point(
         len(measured),
         peak,
         None,
-        offered_packets=(sum(len(r.destinations) for r in measured) + selves) / (topology.size * window),
-        accepted_packets=(delivered + selves) / (topology.size * window),
+        offered_packets=offered,
+        accepted_packets=throughput,
         window=(warmup, traffic.duration),
         verdict="saturated" if saturated else "stable",
         why=why,
