@@ -67,6 +67,15 @@ def test_json_fields_of_a_run_counted_by_hand(
     assert "max-steps = 1600" in (tmp_path / "config.toml").read_text()  # the bound the run used
 
 
+def test_store_and_forward_has_no_flits(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--dests", "3", "--rates", "0.01",
+            "--duration", "400"]  # fmt: skip
+    (p,) = _json(argv, capsys)["points"]
+    assert p["flits_per_packet"] is None and p["flit_hops"] is None and p["offered_flits"] is None
+    assert p["link_sends"] > 0 and p["offered_packets"] == pytest.approx(p["offered_deliveries"])
+    assert p["offered_packets"] == pytest.approx(3 * 0.01, rel=0.5)  # three packets (deliveries) a message
+
+
 def test_console_gives_units_and_four_digits(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*HAND, "--rates", "0.0266"]) == 0
     out = capsys.readouterr().out

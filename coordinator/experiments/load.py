@@ -213,14 +213,14 @@ class Judge:
 
     The run is cut into periods of ``sample_period`` steps, ``max_samples`` of them at most; the
     first ``warmup_periods`` warm up (statistics cleared every second period, and once more when
-    they end). After each period the mean latency since the last clearing (warm-up: of the
-    packets delivered since; running: of those created since) and the accepted traffic are
-    compared with the period before: a change above ``threshold`` (relative; BookSim2's
-    warmup_thres, stopping_thres and their acc_ twins) resets the count of converging periods, and
-    ``converge`` of them in a row end the point as converged. The point is unstable as soon as the
-    mean latency of the delivered packets and of every packet still in flight (counted at its
-    age) passes ``latency_bound`` (latency_thres), also while the measured packets drain
-    (checked every 1000 steps), or when the periods run out first.
+    they end; 0: until the first calm period). After each period the mean latency since the last
+    clearing (warm-up: of the packets delivered since; running: of those created since) and the
+    accepted traffic are compared with the period before: a change above ``threshold`` (relative;
+    BookSim2's warmup_thres, stopping_thres and their acc_ twins) resets the count of converging
+    periods, and ``converge`` of them in a row end the point as converged. The point is unstable
+    as soon as the mean latency of the delivered packets and of every flit still in flight
+    (counted at its packet's age) passes ``latency_bound`` (latency_thres), also while the
+    measured packets drain (checked every 1000 steps) or after, or when the periods run out first.
     """
 
     sample_period: int
@@ -594,8 +594,8 @@ def _periods(
             return (f"unstable: latency {with_flying:.4g} > bound {bound:g} in period {phase + 1}",
                     run_from, t, periods)  # fmt: skip
         calm = d_lat <= thr and d_acc <= thr
-        if not running:
-            if phase + 1 >= judge.warmup_periods:
+        if not running:  # warmup_periods 0: warmed up once calm (BookSim2's rule then)
+            if (phase + 1 >= judge.warmup_periods) if judge.warmup_periods > 0 else calm:
                 running = clear = True
         elif calm:
             if converged == 0:
@@ -640,6 +640,9 @@ def _drain(
         if lat > bound:
             return f"unstable: latency {lat:.4g} > bound {bound:g} while draining (step {check})"
         check += 1000
+    lats = [d - c for c, d in ours if d is not None]
+    if lats and statistics.fmean(lats) > bound:  # between two checks, or before the first
+        return f"unstable: latency {statistics.fmean(lats):.4g} > bound {bound:g} after draining"
     span = f"periods {first}–{last}" if last > first else f"period {last}"
     return f"converged: {span} within {thr:.0%}"
 
