@@ -58,6 +58,9 @@ def test_json_fields_of_a_run_counted_by_hand(
     assert p["latency_ci95"][0] <= p["latency"] <= p["latency_ci95"][1]
     assert p["deadlock_cycle"] is None and p["saturated"] is None and p["ran"]
     assert p["verdict"] == ("stable" if judge == "batches" else "converged")
+    if judge == "converge":  # constant latency and deliveries: the first three running periods are calm
+        assert p["why"] == "converged: periods 4–6 within 5%" and p["window"] == [120, 240]
+        assert [q["state"] for q in p["periods"]] == ["warming up"] * 3 + ["running"] * 3
     assert p["wall_s"] > 0 and p["cpu_s"] > 0 and p["peak_queue"] == 0  # no worm ever waits
     rows = (tmp_path / "load.csv").read_text().splitlines()
     head = (
