@@ -509,8 +509,9 @@ def _converged_point(
     offered_deliveries += sum(1 for step, _ in made.selves if start <= step < stop)
     unstable = reason.startswith("unstable")
     mean = statistics.fmean(lat_samples) if lat_samples and not unstable else None
-    stats = ci95(means)
-    ci = (None, None) if mean is None else (stats["ci95"][0], stats["ci95"][1])
+    stats = ci95(means)  # the spread of the periods' means, around the mean over every packet
+    half = None if stats["mean"] is None else (stats["ci95"][1] - stats["ci95"][0]) / 2
+    ci = (None, None) if mean is None or half is None else (mean - half, mean + half)
     return LoadPoint(
         algorithm,
         traffic.rate,
