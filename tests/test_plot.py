@@ -83,7 +83,8 @@ def test_run_out_writes_plots(tmp_path: Path) -> None:
 
 def test_plot_of_a_load_directory(tmp_path: Path) -> None:
     argv = ["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", "0.01,0.02", "--dests", "3",
-            "--duration", "120", "--warmup", "20", "--batches", "4", "--out", str(tmp_path)]  # fmt: skip
+            "--duration", "120", "--warmup", "20", "--batches", "4", "--judge", "batches",
+            "--out", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     assert main(["plot", str(tmp_path)]) == 0
     assert (tmp_path / "load-ci.png").read_bytes()[:8] == PNG

@@ -607,6 +607,10 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         by_step.setdefault(m.step, []).append(m)
     last_inj = max(by_step, default=0)
     stalled = 0
+    # peak_queue as the engines measure it: per node, the most flits in its network input buffers
+    # at the end of a cycle (in: net.arriving, delivered next cycle; out: one credit per flit taken)
+    held, peak, node_of, across = [0] * len(net.nodes), [0] * len(net.nodes), net.node_of, net.across
+    grew: set[int] = set()
     while True:
         t = net.t
         active = net.deliver()
@@ -620,6 +624,14 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         if net.to_allocate:
             net.vc_alloc()
         moved = net.traverse(net.sw_alloc(sorted(active | starting)))
+        for o in net.credits_back:
+            held[node_of[across[o]]] -= 1
+        for r in grew:  # a node's count rises only as flits arrive: its peak is at the end of such a cycle
+            if held[r] > peak[r]:
+                peak[r] = held[r]
+        grew = {node_of[ch] for ch, _ in net.arriving}
+        for ch, _ in net.arriving:
+            held[node_of[ch]] += 1
         state = net.state
         if moved or net.startup_end or any(state[ch] == IDLE for ch in net.queued):
             stalled = 0
@@ -638,4 +650,5 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
     P, nodes = net.P, net.nodes
     raw.link_sends = {(nodes[o // P], PORTS[o % P]): net.sent[o] for o in net.first_used}
     raw.last_step = net.t
+    raw.peak_queue = dict(zip(nodes, peak, strict=True))
     return raw
