@@ -782,7 +782,8 @@
   };
 
   function escape(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+      .replace(/"/g, "&quot;").replace(/'/g, "&#39;");  // also safe inside attributes
   }
 
   // The frame: the grid and what is on it at this step, clipped to the grid's area, then the
@@ -931,7 +932,7 @@
       cv.style.width = W + "px";
       cv.style.height = H + "px";
     }
-    const ctx = cv.getContext("2d"), [lo, hi] = range();
+    const ctx = cv.getContext("2d"), [lo, hi] = timebase === "wall" ? [0, STEPS] : range();  // in steps
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, W, H);
     const X = (t) => 6 + ((t - lo) / Math.max(1, hi - lo)) * (W - 12);

@@ -7,6 +7,8 @@ integer arrays, the style and a hand-written script drawing on a ``<canvas>``
 (``coordinator/data/replay.html`` and ``replay.js``). Nothing is fetched, so it opens offline
 from disk. Steps are the recorded steps (cycles under wormhole switching, the logical steps the
 free clock counted); a free-clock run can also be replayed on its measured wall-clock latencies.
+A malformed result (a link between nodes that are not neighbours, a negative step, a field of the
+wrong kind) or a links.csv that disagrees with run.json is refused in one line (exit 2), not drawn.
 """
 
 from __future__ import annotations
