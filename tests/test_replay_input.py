@@ -132,6 +132,24 @@ def test_a_wrap_around_link_is_a_link_on_a_torus_only(
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [("to", [5, 5], "joins no neighbours"), ("first", -2, "below 0"), ("port", "up", "not in tuple"),
+     ("count", 0, "fewer than 1 flit")],
+)  # fmt: skip
+def test_a_malformed_worm_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: Any, words: str
+) -> None:
+    run = make_run(tmp_path / "worms", [*RUNS["path-mesh-wormhole"], "--trace"], replay=False)
+    doc = json.loads((run / "run.json").read_text())
+    worm = next(w for w in doc["multicasts"][0]["worms"] if w["to"] is not None)
+    worm[field] = value
+    (run / "run.json").write_text(json.dumps(doc))
+    code, err = replay(run, capsys)
+    one_line(code, err)
+    assert words in err
+
+
+@pytest.mark.parametrize(
     ("change", "words"),
     [
         (lambda t: t.replace("mc,algorithm", "mc;algorithm", 1), "malformed links.csv"),

@@ -239,9 +239,13 @@ def _multicast(m: Mapping[str, Any], topo: Topology, colour: str) -> ReplayMulti
             worm_ids.append(wid)
         if run["to"] is None and run["port"] != "ej":  # a send off the grid's edge (a rule error)
             continue
+        if run["to"] is not None and not _adjacent(topo, pair(run["from"]), pair(run["to"])):
+            raise ValueError(
+                f"multicast {m['id']}: worm run {run['from']} -> {run['to']} joins no neighbours"
+            )
         start, count = _steps(run["first"], f"worm run {run!r}"), int(run["count"])
         if count < 1 or count > 1 << 31:
-            raise ValueError(f"worm run {run!r}: first step below 0 or fewer than 1 flit")
+            raise ValueError(f"worm run {run!r}: count {count}, fewer than 1 flit or past 2^31")
         came, port = _IN.index(run["in"]), _OUT.index(run["port"])
         worms += [w, nid(run["from"]), came, port, start, count]
     return ReplayMulticast(
