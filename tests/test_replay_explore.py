@@ -256,6 +256,27 @@ def test_load_page_draws_the_chosen_multicast_over_the_others(
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
 
 
+def test_load_pages_all_view_marks_the_messages_alive_now(browser: Any, experiments: dict[str, Path]) -> None:
+    page = experiments["load"] / "replay.html"
+    (run,) = page_data(page)["runs"]
+    ms = run["multicasts"]
+    assert len(ms) > 12, "a crowd: the load point has more than 12 messages"
+
+    def life(m: dict[str, Any]) -> tuple[int, int]:
+        starts = [m["injected"], *m["links"][2::3], *m["worms"][4::6]]
+        ends = [*(s + 1 for s in m["links"][2::3]), *m["arrive"], m["injected"]]
+        ends += [f + c for f, c in zip(m["worms"][4::6], m["worms"][5::6], strict=True)]
+        return min(starts), max(ends)
+
+    open_page(browser, page)
+    steps = browser.execute_script("return window.replay.state().steps")
+    for t in (steps // 5, steps // 2, steps):
+        browser.execute_script(f"window.replay.seek({t})")
+        side = browser.execute_script("return document.querySelector('.side table').textContent")
+        alive = sum(lo <= t <= hi for lo, hi in map(life, ms))
+        assert f"alive now{alive} (" in side
+
+
 def test_a_sweeps_all_view_does_not_add_up_multicasts_that_ran_alone(
     browser: Any, experiments: dict[str, Path]
 ) -> None:

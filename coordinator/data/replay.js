@@ -686,7 +686,7 @@
     return Array.from(out.values()).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
   };
 
-  Panel.prototype.drawSide = function (shown, many, flying, worms) {
+  Panel.prototype.drawSide = function (shown, many, flying, worms, alive) {
     const run = this.run, unit = this.unit;
     const rows = [];
     const row = (k, v) => rows.push("<tr><td>" + k + "</td><td>" + v + "</td></tr>");
@@ -700,6 +700,7 @@
     }
     if (many) {
       row("multicasts", shown.length + (this.shared ? " (in one network)" : " (each ran alone)"));
+      if (alive >= 0) row("alive now", alive + " (their sources and destinations drawn)");
     } else {
       const m = shown[0], M = m.metrics, [sx, sy] = this.xy(m.source);
       row("multicast", "#" + m.id + " " + m.algorithm + (m.injected ? " (injected at " + m.injected + ")" : ""));
@@ -800,17 +801,22 @@
     const worms = this.hasWorms ? this.drawWorms(shown, others) : { worms: 0, buffered: 0, marks: [] };
     if (others.length) this.drawFlight(others, true);
     const flying = this.drawFlight(shown, false);
-    this.drawNodes(shown, many);
+    // Many at once (a load run's messages): the sources and destinations of those alive now only
+    const crowd = shown.length > 12, alive = crowd ? shown.filter((m) => {
+      const [lo, hi] = m.life || (m.life = lifetime(m));
+      return lo <= step && step <= hi;
+    }) : shown;
+    this.drawNodes(alive, many);
     this.drawWormMarks(worms.marks);
     this.drawPinned();
     ctx.restore();
     this.drawLabels();
-    return { shown: shown, many: many, flying: flying, worms: worms };
+    return { shown: shown, many: many, flying: flying, worms: worms, alive: crowd ? alive.length : -1 };
   };
 
   Panel.prototype.draw = function () {
     const f = this.drawFrame();
-    this.drawSide(f.shown, f.many, f.flying, f.worms);
+    this.drawSide(f.shown, f.many, f.flying, f.worms, f.alive);
     this.drawTimeline(f.shown);
     this.info.innerHTML = this.pinned ? this.describe(this.inspect(this.pinned)) : "<span class='note'>hover or click a node or a link for its details; wheel or +/&minus; to zoom, drag to pan</span>";
   };
