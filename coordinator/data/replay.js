@@ -10,10 +10,12 @@
   const DATA = JSON.parse(document.getElementById("replay-data").textContent);
   const runs = DATA.runs;
   const STEPS = Math.max(0, ...runs.map((r) => r.steps));
-  const HEAT = ["#fdae61", "#f88d52", "#f46d43", "#d73027", "#a50026"];  // link load, light to heavy
+  // Link load, light to heavy, in greys: no hue, so it clashes with no algorithm's colour.
+  const HEAT = ["#c8c8c8", "#a9a9a9", "#8a8a8a", "#6b6b6b", "#4c4c4c"];
   const TRAIL = 12;  // wormhole: cycles a header's crossing stays drawn, fading
-  const DEST = "#ff9f1c", DEST_EDGE = "#8a5300", PACKET = "#1f4fd1", SOURCE = "#c62828";
-  const unit = runs.some((r) => r.switching === "wormhole") ? "cycle" : "step";
+  const OTHER = "#9a9a9a";  // shared network: the other multicasts' traffic under the chosen one
+  const units = new Set(runs.map((r) => (r.switching === "wormhole" ? "cycle" : "step")));
+  const unit = units.size === 1 ? Array.from(units)[0] : "step/cycle";
 
   // The time base: "steps" (the recorded steps; cycles under wormhole) or, for free-clock runs
   // that measured wall-clock latencies, "wall": the slider then runs over WTICKS equal slices of
@@ -25,18 +27,18 @@
   let timebase = "steps";
   let pos = 0;  // the slider's position: a step, or a wall-clock slice
   let step = 0;  // the step a panel draws (pos in steps; in wall time, set per panel by render)
-  const top = () => (timebase === "wall" ? WTICKS : STEPS);
   const wallAt = (t) => (t / WTICKS) * WALLMAX;  // ns since injection
   function isDelivered(m, k) {  // destination k of multicast m delivered by now
     if (timebase === "wall") return m.wall[k] >= 0 && m.wall[k] <= wallAt(pos);
     return m.arrive[k] >= 0 && m.arrive[k] <= step;
   }
-  let selected = runs[0].multicasts.length > 1 ? "all" : String(runs[0].multicasts[0].id);
   let playing = false, phase = 0, lastTime = null;
+  let follow = false;  // the slider spans the chosen multicast's lifetime (panel 0's choice)
 
   const $ = (id) => document.getElementById(id);
-  const slider = $("slider"), label = $("steplabel"), playButton = $("play"), mcSelect = $("mc");
+  const slider = $("slider"), label = $("steplabel"), playButton = $("play");
   slider.max = String(STEPS);
+  const tip = $("tip");
 
   function fmt(v, digits) {
     if (v === null || v === undefined) return "–";
@@ -44,33 +46,163 @@
   }
 
   // --- one panel per run: its canvas, its geometry and its side table ----------------------
-  function Panel(run) {
+  function Panel(run, index) {
     this.run = run;
-    const n = Math.max(run.cols, run.rows);
-    this.cell = Math.max(12, Math.min(56, Math.floor(620 / n)));
+    this.index = index;
+    this.unit = run.switching === "wormhole" ? "cycle" : "step";
+    this.selected = run.multicasts.length > 1 ? "all" : String(run.multicasts[0].id);
+    this.shared = run.contention === "shared";
     this.pad = run.torus ? 0.95 : 0.45;
-    const c = this.cell;
-    this.left = 28;
-    this.top = 6;
-    this.width = Math.round(this.left + (run.cols - 1 + 2 * this.pad) * c + 6);
-    this.height = Math.round(this.top + (run.rows - 1 + 2 * this.pad) * c + 22);
+    this.view = { z: 1, ox: 0, oy: 0 };
+    this.pinned = null;  // a clicked node [x, y] or link [x1, y1, x2, y2]
+    this.left0 = 28;
+    this.top0 = 6;
     const box = document.createElement("div");
     box.className = "panel";
+    const main = document.createElement("div");
+    const head = document.createElement("div");
+    head.className = "phead";
+    head.innerHTML = "<label>multicast <select></select></label> " +
+      "<button data-z='1.5' title='zoom in (or the mouse wheel)'>+</button>" +
+      "<button data-z='0.6667' title='zoom out'>&minus;</button>" +
+      "<button data-z='0' title='the whole network'>fit</button> " +
+      "<button data-x='png' title='this frame as a PNG image'>PNG</button>" +
+      "<button data-x='svg' title='this frame as an SVG drawing'>SVG</button>";
+    this.mcSelect = head.querySelector("select");
+    this.mcSelect.id = index ? "mc-" + index : "mc";
     this.canvas = document.createElement("canvas");
+    this.canvas.id = "grid-" + index;
+    this.ctx = this.canvas.getContext("2d");
+    const sideBox = document.createElement("div");
+    sideBox.className = "side";
+    this.side = document.createElement("div");
+    this.tl = document.createElement("canvas");  // the arrival timeline
+    this.tl.className = "timeline";
+    this.info = document.createElement("div");  // what the clicked node or link shows
+    this.info.className = "info";
+    sideBox.append(this.side, this.tl, this.info);
+    this.hasWorms = run.multicasts.some((m) => m.worms && m.worms.length > 0);
+    main.append(head, this.canvas);
+    box.append(main, sideBox);
+    $("panels").appendChild(box);
+    head.querySelectorAll("button").forEach((b) => b.addEventListener("click", () => {
+      if (b.dataset.x) this.download(b.dataset.x);
+      else if (b.dataset.z === "0") this.fit();
+      else this.zoomAt(Number(b.dataset.z), this.width / 2, this.height / 2);
+    }));
+    this.layout();
+    this.listen();
+  }
+
+  // The canvas's size: the window's width shared by the panels (side by side where it allows),
+  // a cell of 3 to 56 px; zoom and pan then scale and move the grid inside it.
+  Panel.prototype.layout = function () {
+    const run = this.run, n = Math.max(run.cols, run.rows);
+    const avail = Math.max(200, (window.innerWidth - 40) / runs.length - 320);
+    const high = Math.max(200, window.innerHeight - 150);
+    this.base = Math.max(3, Math.min(56, Math.floor(Math.min(620, avail, high) / n)));
+    this.width = Math.round(this.left0 + (run.cols - 1 + 2 * this.pad) * this.base + 6);
+    this.height = Math.round(this.top0 + (run.rows - 1 + 2 * this.pad) * this.base + 22);
     const dpr = window.devicePixelRatio || 1;
     this.canvas.width = Math.round(this.width * dpr);
     this.canvas.height = Math.round(this.height * dpr);
     this.canvas.style.width = this.width + "px";
     this.canvas.style.height = this.height + "px";
-    this.ctx = this.canvas.getContext("2d");
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    this.side = document.createElement("div");
-    this.side.className = "side";
-    this.hasWorms = run.multicasts.some((m) => m.worms && m.worms.length > 0);
-    box.appendChild(this.canvas);
-    box.appendChild(this.side);
-    $("panels").appendChild(box);
-  }
+    this.applyView();
+  };
+
+  Panel.prototype.applyView = function () {
+    this.cell = this.base * this.view.z;
+    this.sz = Math.min(this.cell, 56);  // marks grow with the zoom up to their size at 56 px a cell
+    this.left = this.left0 + this.view.ox;
+    this.top = this.top0 + this.view.oy;
+  };
+
+  // Zoom by f about the canvas point (cx, cy), which stays where it is; 1x (the whole network) to 40x.
+  Panel.prototype.zoomAt = function (f, cx, cy) {
+    const z = Math.max(1, Math.min(40, this.view.z * f));
+    const gx = (cx - this.left) / this.cell, gy = (cy - this.top) / this.cell;
+    this.view.z = z;
+    this.view.ox = cx - gx * this.base * z - this.left0;
+    this.view.oy = cy - gy * this.base * z - this.top0;
+    if (z === 1) this.view.ox = this.view.oy = 0;
+    this.applyView();
+    render();
+  };
+
+  Panel.prototype.pan = function (dx, dy) {
+    if (this.view.z === 1) return;  // the whole network is in view
+    this.view.ox += dx;
+    this.view.oy += dy;
+    this.applyView();
+    render();
+  };
+
+  Panel.prototype.fit = function () {
+    this.view = { z: 1, ox: 0, oy: 0 };
+    this.applyView();
+    render();
+  };
+
+  // The node or link under canvas point (ex, ey): {node: id} or {link: [a, b]}, or null.
+  Panel.prototype.hit = function (ex, ey) {
+    const run = this.run;
+    const gx = (ex - this.left) / this.cell - this.pad, gy = run.rows - 1 - ((ey - this.top) / this.cell - this.pad);
+    const rx = Math.round(gx), ry = Math.round(gy);
+    const inside = (x, y) => x >= 0 && y >= 0 && x < run.cols && y < run.rows;
+    if (inside(rx, ry) && Math.hypot(gx - rx, gy - ry) < 0.3) return { node: rx * run.rows + ry };
+    const wrap = (v, n) => (run.torus ? (v + n) % n : v);
+    if (Math.abs(gy - ry) < 0.2) {  // along a row: the link from floor(gx) to the next column
+      const x0 = Math.floor(gx), a = wrap(x0, run.cols), b = wrap(x0 + 1, run.cols);
+      if (inside(a, ry) && inside(b, ry) && a !== b) return { link: [a * run.rows + ry, b * run.rows + ry] };
+    }
+    if (Math.abs(gx - rx) < 0.2) {
+      const y0 = Math.floor(gy), a = wrap(y0, run.rows), b = wrap(y0 + 1, run.rows);
+      if (inside(rx, a) && inside(rx, b) && a !== b) return { link: [rx * run.rows + a, rx * run.rows + b] };
+    }
+    return null;
+  };
+
+  // Mouse: hover shows a node's or a link's details, a click pins them beside the grid, the
+  // wheel zooms about the pointer and a drag pans.
+  Panel.prototype.listen = function () {
+    const cv = this.canvas;
+    let drag = null;
+    const at = (e) => { const r = cv.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+    cv.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const [x, y] = at(e);
+      this.zoomAt(e.deltaY < 0 ? 1.25 : 0.8, x, y);
+    }, { passive: false });
+    cv.addEventListener("mousedown", (e) => { drag = { x: e.clientX, y: e.clientY, moved: false }; });
+    window.addEventListener("mouseup", () => { setTimeout(() => { drag = null; }, 0); });
+    cv.addEventListener("mousemove", (e) => {
+      if (drag && e.buttons & 1) {
+        const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+        if (drag.moved || Math.abs(dx) + Math.abs(dy) > 3) {
+          drag.moved = true;
+          drag.x = e.clientX;
+          drag.y = e.clientY;
+          this.pan(dx, dy);
+        }
+        return;
+      }
+      const [x, y] = at(e), h = this.hit(x, y);
+      if (!h) { tip.style.display = "none"; return; }
+      tip.innerHTML = this.describe(this.inspect(h.node !== undefined ? this.xy(h.node) : this.xy(h.link[0]).concat(this.xy(h.link[1]))));
+      tip.style.display = "block";
+      tip.style.left = (e.pageX + 14) + "px";
+      tip.style.top = (e.pageY + 10) + "px";
+    });
+    cv.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+    cv.addEventListener("click", (e) => {
+      if (drag && drag.moved) return;
+      const [x, y] = at(e), h = this.hit(x, y);
+      this.pinned = !h ? null : h.node !== undefined ? this.xy(h.node) : this.xy(h.link[0]).concat(this.xy(h.link[1]));
+      render();
+    });
+  };
 
   Panel.prototype.xy = function (id) {
     return [Math.floor(id / this.run.rows), id % this.run.rows];
@@ -85,10 +217,26 @@
   // The shown multicasts: the selected one, or all of them.
   Panel.prototype.shown = function () {
     const all = this.run.multicasts;
-    if (selected === "all") return all;
-    const one = all.filter((m) => String(m.id) === selected);
+    if (this.selected === "all") return all;
+    const one = all.filter((m) => String(m.id) === this.selected);
     return one.length ? one : all;
   };
+
+  // The others: in a shared network (a load run) the multicasts not chosen, whose traffic the
+  // chosen one met; none in "all" or when each multicast ran alone (a sweep).
+  Panel.prototype.others = function () {
+    if (!this.shared || this.selected === "all") return [];
+    return this.run.multicasts.filter((m) => String(m.id) !== this.selected);
+  };
+
+  // A multicast's lifetime: its injection to its last arrival, link crossing or flit.
+  function lifetime(m) {
+    let lo = m.injected || 0, hi = lo;
+    for (let i = 2; i < m.links.length; i += 3) { lo = Math.min(lo, m.links[i]); hi = Math.max(hi, m.links[i] + 1); }
+    for (let i = 0; i < m.worms.length; i += 6) { lo = Math.min(lo, m.worms[i + 4]); hi = Math.max(hi, m.worms[i + 4] + m.worms[i + 5]); }
+    for (const t of m.arrive) if (t >= 0) hi = Math.max(hi, t);
+    return [lo, hi];
+  }
 
   // Pixel segments of link a -> b: one, or two stubs for a torus wrap-around link.
   Panel.prototype.segments = function (a, b) {
@@ -195,19 +343,22 @@
   // Worms: the channels each holds as a thick band in its multicast's colour, each head as an
   // arrowhead outlined in black, and the flits waiting in an input buffer as small dark squares
   // at the buffer's end of the link (a number beside them past four).
-  Panel.prototype.drawWorms = function (shown) {
-    const ctx = this.ctx, c = this.cell;
+  Panel.prototype.drawWorms = function (shown, others) {
+    const ctx = this.ctx, c = this.sz;
     let worms = 0, buffered = 0;
     const marks = [];
     ctx.lineCap = "butt";
-    for (const m of shown) {
+    for (const m of others.concat(shown)) {
       if (!m.worms.length) continue;
+      const mine = others.length === 0 || String(m.id) === this.selected;
       for (const w of this.wormState(m, step)) {
-        worms++;
-        buffered += w.buffered;
-        ctx.strokeStyle = m.colour;
-        ctx.globalAlpha = 0.75;
-        ctx.lineWidth = Math.max(5, c * 0.3);
+        if (mine) {
+          worms++;
+          buffered += w.buffered;
+        }
+        ctx.strokeStyle = mine ? m.colour : OTHER;
+        ctx.globalAlpha = mine ? 0.75 : 0.5;
+        ctx.lineWidth = mine ? Math.max(5, c * 0.3) : Math.max(3, c * 0.18);
         for (const [a, b] of w.links) {
           for (const [x0, y0, x1, y1] of this.segments(a, b)) {
             ctx.beginPath();
@@ -217,14 +368,14 @@
           }
         }
         ctx.globalAlpha = 1;
-        marks.push([m.colour, w]);
+        if (mine) marks.push([m.colour, w]);
       }
     }
     return { worms: worms, buffered: buffered, marks: marks };
   };
 
   Panel.prototype.drawWormMarks = function (marks) {  // over the nodes: heads and buffered flits
-    const ctx = this.ctx, c = this.cell;
+    const ctx = this.ctx, c = this.sz;
     const near = (a, b, f) => {  // a point on link a -> b, a fraction f of a cell before b
       const segs = this.segments(a, b), [x0, y0, x1, y1] = segs[segs.length - 1];
       const len = Math.hypot(x1 - x0, y1 - y0) || 1;
@@ -270,7 +421,6 @@
 
   Panel.prototype.drawGrid = function () {
     const ctx = this.ctx, run = this.run, c = this.cell;
-    ctx.clearRect(0, 0, this.width, this.height);
     ctx.lineWidth = 1;
     ctx.strokeStyle = "#d0d0d0";
     ctx.beginPath();
@@ -302,42 +452,62 @@
       ctx.stroke();
       ctx.setLineDash([]);
     }
-    // coordinates: x along the bottom, y up the left side (row 0 at the bottom)
+  };
+
+  // Coordinates, outside the grid's clip: x along the bottom, y up the left side (row 0 at the
+  // bottom), every label that fits; zoomed in, those of the columns and rows in view.
+  Panel.prototype.drawLabels = function () {
+    const ctx = this.ctx, run = this.run, c = this.cell;
     const every = Math.ceil(16 / c);
     ctx.fillStyle = "#666";
     ctx.font = "11px system-ui, sans-serif";
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
-    for (let x = 0; x < run.cols; x += every) ctx.fillText(String(x), this.px(x), this.height - 16);
+    for (let x = 0; x < run.cols; x += every) {
+      const X = this.px(x);
+      if (X >= this.left0 && X <= this.width) ctx.fillText(String(x), X, this.height - 16);
+    }
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (let y = 0; y < run.rows; y += every) ctx.fillText(String(y), this.left - 6, this.py(y));
+    for (let y = 0; y < run.rows; y += every) {
+      const Y = this.py(y);
+      if (Y >= 0 && Y <= this.height - 18) ctx.fillText(String(y), this.left0 - 6, Y);
+    }
   };
 
   // Link load up to step t (traversals sent in steps <= t), summed over the shown multicasts.
+  // Multicasts that shared the network (a load run) add up; multicasts that each ran alone (a
+  // sweep, isolated contention) never met, so a link's load is the most any one of them put on it.
   Panel.prototype.load = function (shown, t) {
     const counts = new Map();
-    const n = this.run.cols * this.run.rows;
+    const n = this.run.cols * this.run.rows, sum = this.shared || shown.length < 2;
     for (const m of shown) {
+      const mine = sum ? counts : new Map();
       const L = m.links;
       for (let i = 0; i < L.length; i += 3) {
         if (L[i + 2] > t) continue;
         const a = L[i], b = L[i + 1];
         const key = a < b ? a * n + b : b * n + a;
-        counts.set(key, (counts.get(key) || 0) + 1);
+        mine.set(key, (mine.get(key) || 0) + 1);
       }
+      if (!sum) for (const [key, k] of mine) counts.set(key, Math.max(counts.get(key) || 0, k));
     }
     return counts;
   };
 
+  Panel.prototype.traffic = function (shown) {  // whose link load is drawn: the others' too, if shared
+    return this.shared ? shown.concat(this.others()) : shown;
+  };
+
   Panel.prototype.drawLoad = function (shown) {
     const ctx = this.ctx, n = this.run.cols * this.run.rows;
-    const now = this.load(shown, step);
-    if (this.mostFor !== selected) {  // the scale: the busiest link at the end, per choice
+    const traffic = this.traffic(shown);
+    const now = this.load(traffic, step);
+    if (this.mostFor !== this.selected) {  // the scale: the busiest link at the end, per choice
       let top = 1;
-      for (const v of this.load(shown, Infinity).values()) top = Math.max(top, v);
+      for (const v of this.load(traffic, Infinity).values()) top = Math.max(top, v);
       this.most = Math.max(top, 4);  // a link crossed once stays a light colour, whatever the run
-      this.mostFor = selected;
+      this.mostFor = this.selected;
     }
     const most = this.most;
     ctx.lineCap = "round";
@@ -345,7 +515,7 @@
       const a = Math.floor(key / n), b = key % n;
       const f = (k - 1) / (most - 1);
       ctx.strokeStyle = HEAT[Math.min(HEAT.length - 1, Math.round(f * (HEAT.length - 1)))];
-      ctx.lineWidth = 3.5 + f * Math.max(3, this.cell * 0.14);
+      ctx.lineWidth = 3.5 + f * Math.max(3, this.sz * 0.14);
       for (const [x0, y0, x1, y1] of this.segments(a, b)) {
         ctx.beginPath();
         ctx.moveTo(x0, y0);
@@ -369,12 +539,12 @@
   // Packets in flight: the traversals sent in this step, as arrows with a packet moving along.
   // Under wormhole switching the trace holds one crossing per link and worm (its header's), so
   // the crossings of the last TRAIL cycles stay drawn, fading, to show where the worms went.
-  Panel.prototype.drawFlight = function (shown, many) {
-    const ctx = this.ctx, c = this.cell, r = Math.max(2.5, c * 0.13);
+  Panel.prototype.drawFlight = function (shown, grey) {
+    const ctx = this.ctx, c = (grey ? 0.6 : 1) * this.sz, r = Math.max(2.5, c * 0.13);
     const trail = this.run.switching === "wormhole" && !this.hasWorms ? TRAIL : 1;
     let count = 0;
     for (const m of shown) {
-      const colour = many ? m.colour : PACKET;
+      const colour = grey ? OTHER : m.colour;
       const L = m.links;
       for (let i = 0; i < L.length; i += 3) {
         const age = step - L[i + 2];
@@ -422,10 +592,10 @@
   };
 
   Panel.prototype.drawNodes = function (shown, many) {
-    const ctx = this.ctx, run = this.run, c = this.cell;
+    const ctx = this.ctx, run = this.run, c = this.sz;
     const reached = new Set(), dests = new Map(), sources = new Map();
     for (const m of shown) {
-      sources.set(m.source, many ? m.colour : SOURCE);
+      sources.set(m.source, m.colour);
       const L = m.links;
       for (let i = 0; i < L.length; i += 3) if (L[i + 2] + 1 <= step) reached.add(L[i + 1]);
       m.dests.forEach((d, k) => {
@@ -463,17 +633,20 @@
     ctx.font = "bold " + Math.max(8, Math.round(c * 0.3)) + "px system-ui, sans-serif";
     for (const [id, d] of dests) {
       const [x, y] = this.xy(id), X = this.px(x), Y = this.py(y);
-      const colour = many ? d.colour : DEST;
+      const colour = d.colour;
       ctx.beginPath();
       ctx.arc(X, Y, rd, 0, 2 * Math.PI);
       if (d.done) {
         ctx.fillStyle = colour;
         ctx.fill();
         ctx.lineWidth = 1;
-        ctx.strokeStyle = many ? "#222" : DEST_EDGE;
+        ctx.strokeStyle = "#222";
         ctx.stroke();
-        if (c >= 18) {
-          ctx.fillStyle = many ? "#fff" : "#222";
+        if (c >= 18) {  // the arrival step, white with a dark edge: readable on any colour
+          ctx.lineWidth = 2.5;
+          ctx.strokeStyle = "#000";
+          ctx.strokeText(String(d.t), X, Y + 0.5);
+          ctx.fillStyle = "#fff";
           ctx.fillText(String(d.t), X, Y + 0.5);
         }
       } else {  // waiting: a ring
@@ -484,7 +657,8 @@
         ctx.stroke();
       }
     }
-    const rs = Math.max(5, c * 0.34);
+    const crowd = sources.size > 12;  // a load run's many sources: small squares, no letter
+    const rs = crowd ? Math.max(2.5, c * 0.16) : Math.max(5, c * 0.34);
     for (const [id, colour] of sources) {
       const [x, y] = this.xy(id), X = this.px(x), Y = this.py(y);
       ctx.fillStyle = colour;
@@ -492,7 +666,10 @@
       ctx.lineWidth = 1.5;
       ctx.strokeStyle = "#000";
       ctx.strokeRect(X - rs, Y - rs, 2 * rs, 2 * rs);
-      if (c >= 14) {
+      if (c >= 14 && !crowd) {
+        ctx.lineWidth = 2.5;
+        ctx.strokeStyle = "#000";
+        ctx.strokeText("S", X, Y + 0.5);
         ctx.fillStyle = "#fff";
         ctx.fillText("S", X, Y + 0.5);
       }
@@ -509,8 +686,8 @@
     return Array.from(out.values()).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
   };
 
-  Panel.prototype.drawSide = function (shown, many, flying, worms) {
-    const run = this.run;
+  Panel.prototype.drawSide = function (shown, many, flying, worms, alive) {
+    const run = this.run, unit = this.unit;
     const rows = [];
     const row = (k, v) => rows.push("<tr><td>" + k + "</td><td>" + v + "</td></tr>");
     row("network", run.topology + (run.torus ? " (wrap links dashed)" : ""));
@@ -522,7 +699,8 @@
       m.dests.forEach((d, k) => { if (isDelivered(m, k)) got++; });
     }
     if (many) {
-      row("multicasts", shown.length + " (one colour each)");
+      row("multicasts", shown.length + (this.shared ? " (in one network)" : " (each ran alone)"));
+      if (alive >= 0) row("alive now", alive + " (their sources and destinations drawn)");
     } else {
       const m = shown[0], M = m.metrics, [sx, sy] = this.xy(m.source);
       row("multicast", "#" + m.id + " " + m.algorithm + (m.injected ? " (injected at " + m.injected + ")" : ""));
@@ -558,22 +736,33 @@
         }).join(", ") + (recent.length > 6 ? ", …" : "") + "</div>";
       }
     }
-    html += "<div class='legend'>" +
-      "<div><span class='key' style='background:" + (many ? "#888" : SOURCE) + "'></span>source S</div>" +
-      "<div><span class='key' style='border-radius:50%;background:#fff;border:2px solid " + (many ? "#888" : DEST) +
-      "'></span>destination, waiting</div>" +
-      "<div><span class='key' style='border-radius:50%;background:" + (many ? "#888" : DEST) +
-      "'></span>destination, delivered (arrival " + unit + ")</div>" +
+    const algs = new Map();  // the colour key: each algorithm of the run, its colour as in the plots
+    for (const m of run.multicasts) {
+      const a = algs.get(m.algorithm) || { colour: m.colour, count: 0, chosen: false };
+      a.count++;
+      a.chosen = a.chosen || (!many && m === shown[0]);
+      algs.set(m.algorithm, a);
+    }
+    html += "<div class='legend'><div class='algkey'>" + Array.from(algs).map(([name, a]) =>
+      "<div class='alg' data-algorithm='" + escape(name) + "' data-colour='" + a.colour + "'" +
+      (a.chosen ? " style='font-weight:600'" : "") + "><span class='key' style='background:" + a.colour +
+      "'></span>" + escape(name) + (a.count > 1 ? " (" + a.count + ")" : "") + (a.chosen ? " &larr; chosen" : "") +
+      "</div>").join("") + (this.others().length ? "<div class='alg'><span class='key' style='background:" + OTHER +
+      "'></span>the other multicasts' traffic</div>" : "") + "</div>" +
+      "<div><span class='key' style='background:#888'></span>source S</div>" +
+      "<div><span class='key' style='border-radius:50%;background:#fff;border:2px solid #888'></span>destination, waiting</div>" +
+      "<div><span class='key' style='border-radius:50%;background:#888'></span>destination, delivered (arrival " + unit + ")</div>" +
       "<div><span class='key' style='border-radius:50%;background:#fff'></span>relay passed</div>" +
-      "<div><span class='key' style='background:" + (many ? "#888" : PACKET) + "'></span>packet sent this " + unit + (run.switching === "wormhole" ? "" : ", arriving the next") +
+      "<div><span class='key' style='background:#888'></span>packet sent this " + unit + (run.switching === "wormhole" ? "" : ", arriving the next") +
       (run.switching === "wormhole" ? (this.hasWorms ? " (a worm's header)" : " (a worm's header; faded: the last " + TRAIL + " cycles)") : "") + "</div>" +
-      (this.hasWorms ? "<div><span class='key' style='background:" + (many ? "#888" : shown[0].colour) +
-        ";opacity:.75;border:none'></span>channels a worm holds (its head crossed, its tail not yet)</div>" +
+      (this.hasWorms ? "<div><span class='key' style='background:#888;opacity:.75;border:none'></span>channels a worm holds (its head crossed, its tail not yet)</div>" +
         "<div><span class='key' style='border:none;background:none;font-size:11px;line-height:12px'>&#9654;</span>" +
         "a worm's head (one per branch)</div>" +
         "<div><span class='key' style='background:#222;border-color:#fff;width:6px;height:6px;vertical-align:0'></span> " +
         "flits waiting in an input buffer (a number past 4)</div>" : "") +
-      "<div style='margin-top:4px'>link load so far (traversals)</div><div class='heatbar'></div>" +
+      "<div style='margin-top:4px'>link load so far (traversals" +
+      (this.shared && !many ? ", every multicast's" : !this.shared && many ? "; the most of any one: they ran alone" : "") +
+      ")</div><div class='heatbar'></div>" +
       "<div style='display:flex;justify-content:space-between'><span>1</span><span>" + (this.most || 1) +
       "</span></div></div>";
     if (run.clock === "free") {
@@ -594,49 +783,329 @@
   };
 
   function escape(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+      .replace(/"/g, "&quot;").replace(/'/g, "&#39;");  // also safe inside attributes
   }
 
-  Panel.prototype.draw = function () {
-    const shown = this.shown(), many = shown.length > 1;
+  // The frame: the grid and what is on it at this step, clipped to the grid's area, then the
+  // coordinates; drawn on the canvas, or on an SVG recorder by exportFrame("svg").
+  Panel.prototype.drawFrame = function () {
+    const ctx = this.ctx, shown = this.shown(), many = shown.length > 1, others = this.others();
+    ctx.clearRect(0, 0, this.width, this.height);
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(this.left0 - 4, 0, this.width - this.left0 + 4, this.height - 18);
+    ctx.clip();
     this.drawGrid();
     this.drawLoad(shown);
-    const worms = this.hasWorms ? this.drawWorms(shown) : { worms: 0, buffered: 0, marks: [] };
-    const flying = this.drawFlight(shown, many);
-    this.drawNodes(shown, many);
+    const worms = this.hasWorms ? this.drawWorms(shown, others) : { worms: 0, buffered: 0, marks: [] };
+    if (others.length) this.drawFlight(others, true);
+    const flying = this.drawFlight(shown, false);
+    // Many at once (a load run's messages): the sources and destinations of those alive now only
+    const crowd = shown.length > 12, alive = crowd ? shown.filter((m) => {
+      const [lo, hi] = m.life || (m.life = lifetime(m));
+      return lo <= step && step <= hi;
+    }) : shown;
+    this.drawNodes(alive, many);
     this.drawWormMarks(worms.marks);
-    this.drawSide(shown, many, flying, worms);
+    this.drawPinned();
+    ctx.restore();
+    this.drawLabels();
+    return { shown: shown, many: many, flying: flying, worms: worms, alive: crowd ? alive.length : -1 };
   };
 
-  const panels = runs.map((r) => new Panel(r));
+  Panel.prototype.draw = function () {
+    const f = this.drawFrame();
+    this.drawSide(f.shown, f.many, f.flying, f.worms, f.alive);
+    this.drawTimeline(f.shown);
+    this.info.innerHTML = this.pinned ? this.describe(this.inspect(this.pinned)) : "<span class='note'>hover or click a node or a link for its details; wheel or +/&minus; to zoom, drag to pan</span>";
+  };
 
-  // --- the multicast choice: one, or all at once ------------------------------------------
-  const ids = [];
-  for (const r of runs) for (const m of r.multicasts) if (!ids.some((e) => e.id === String(m.id))) {
-    const [sx, sy] = panels[0].xy(m.source);
-    ids.push({ id: String(m.id), text: "#" + m.id + " " + m.algorithm + " from (" + sx + "," + sy + "), " +
-      m.dests.length + " destinations" });
+  Panel.prototype.drawPinned = function () {  // the clicked node or link, ringed in black
+    if (!this.pinned) return;
+    const ctx = this.ctx, p = this.pinned, c = this.sz;
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 2.5;
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath();
+    if (p.length === 2) ctx.arc(this.px(p[0]), this.py(p[1]), Math.max(7, c * 0.45), 0, 2 * Math.PI);
+    else {
+      for (const [x0, y0, x1, y1] of this.segments(p[0] * this.run.rows + p[1], p[2] * this.run.rows + p[3])) {
+        ctx.moveTo(x0, y0);
+        ctx.lineTo(x1, y1);
+      }
+    }
+    ctx.stroke();
+    ctx.setLineDash([]);
+  };
+
+  // What a hover or a click shows, as data. A node [x, y]: its step now, the multicasts it is a
+  // source or a destination of (arrival step, hops, delivered by now) and the multicasts that passed
+  // it (the steps they came in and went out). A link [x1, y1, x2, y2]: the multicasts that crossed
+  // it, each with its steps and direction, and how many crossings by now. Over every multicast of
+  // the run, the chosen one first.
+  Panel.prototype.inspect = function (what) {
+    const run = this.run, rows = run.rows;
+    const id = (x, y) => {
+      if (!(Number.isInteger(x) && Number.isInteger(y) && x >= 0 && y >= 0 && x < run.cols && y < rows)) {
+        throw new Error("no node (" + x + "," + y + ") in " + run.topology);
+      }
+      return x * rows + y;
+    };
+    const chosen = this.shown(), list = chosen.concat(run.multicasts.filter((m) => !chosen.includes(m)));
+    const tag = (m) => ({ id: m.id, algorithm: m.algorithm, colour: m.colour, shown: chosen.includes(m) });
+    if (what.length === 4) {
+      const a = id(what[0], what[1]), b = id(what[2], what[3]);
+      const near = [0, 1, 2, 3].some((port) => this.neighbour(a, port) === b);
+      if (!near) throw new Error("no link between (" + what[0] + "," + what[1] + ") and (" + what[2] + "," + what[3] + ")");
+      const crossings = [];
+      let byNow = 0;
+      for (const m of list) {
+        const ab = [], ba = [];
+        for (let i = 0; i < m.links.length; i += 3) {
+          if (m.links[i] === a && m.links[i + 1] === b) ab.push(m.links[i + 2]);
+          else if (m.links[i] === b && m.links[i + 1] === a) ba.push(m.links[i + 2]);
+        }
+        byNow += ab.concat(ba).filter((t) => t <= step).length;
+        if (ab.length) crossings.push(Object.assign(tag(m), { from: this.xy(a), to: this.xy(b), steps: ab }));
+        if (ba.length) crossings.push(Object.assign(tag(m), { from: this.xy(b), to: this.xy(a), steps: ba }));
+      }
+      return { link: what.slice(), step: step, unit: this.unit, crossings: crossings, crossed: byNow };
+    }
+    const v = id(what[0], what[1]);
+    const source = [], destination = [], passed = [];
+    for (const m of list) {
+      if (m.source === v) source.push(Object.assign(tag(m), { injected: m.injected }));
+      const k = m.dests.indexOf(v);
+      if (k >= 0) {
+        destination.push(Object.assign(tag(m), { arrival: m.arrive[k] >= 0 ? m.arrive[k] : null,
+          hops: m.hops[k] >= 0 ? m.hops[k] : null, delivered: isDelivered(m, k) }));
+      }
+      const into = [], out = [];
+      for (let i = 0; i < m.links.length; i += 3) {
+        if (m.links[i + 1] === v) into.push(m.links[i + 2]);
+        if (m.links[i] === v) out.push(m.links[i + 2]);
+      }
+      if (into.length || out.length) passed.push(Object.assign(tag(m), { in: into, out: out }));
+    }
+    const mine = destination.filter((d) => d.shown && d.arrival !== null);
+    const first = mine.length ? mine.reduce((p, q) => (q.arrival < p.arrival ? q : p)) : null;
+    return { node: [what[0], what[1]], step: step, unit: this.unit, arrival: first ? first.arrival : null,
+      hops: first ? first.hops : null, source: source, destination: destination, passed: passed };
+  };
+
+  Panel.prototype.describe = function (d) {  // inspect()'s data as the hover box and the side show it
+    const u = d.unit, few = (a) => a.slice(0, 8).join(", ") + (a.length > 8 ? ", … (" + a.length + ")" : "");
+    const who = (m) => "<span class='key' style='background:" + m.colour + "'></span>#" + m.id + " " + escape(m.algorithm);
+    if (d.link) {
+      const lines = d.crossings.slice(0, 10).map((c) => who(c) + ": (" + c.from + ")&rarr;(" + c.to + ") in " + u + "s " + few(c.steps));
+      if (d.crossings.length > 10) lines.push("… " + (d.crossings.length - 10) + " more");
+      return "<b>link (" + d.link[0] + "," + d.link[1] + ")&ndash;(" + d.link[2] + "," + d.link[3] + ")</b>, crossed " +
+        d.crossed + " times by " + u + " " + d.step + "<br>" + (lines.length ? lines.join("<br>") : "never crossed");
+    }
+    const lines = [];
+    for (const m of d.source.slice(0, 6)) lines.push(who(m) + ": source" + (m.injected ? ", injected at " + m.injected : ""));
+    for (const m of d.destination.slice(0, 6)) {
+      lines.push(who(m) + ": destination, " + (m.arrival === null ? "never reached" : "arrives in " + u + " " + m.arrival +
+        (m.hops !== null ? " after " + m.hops + " hops" : "") + (m.delivered ? " (delivered)" : " (waiting)")));
+    }
+    for (const m of d.passed.slice(0, 8)) {
+      lines.push(who(m) + ": passed" + (m.in.length ? ", in at " + few(m.in) : "") + (m.out.length ? ", out at " + few(m.out) : ""));
+    }
+    if (d.passed.length > 8) lines.push("… " + (d.passed.length - 8) + " more multicasts passed");
+    return "<b>node (" + d.node[0] + "," + d.node[1] + ")</b>" +
+      (d.arrival !== null ? ": arrival " + u + " " + d.arrival + (d.hops !== null ? ", " + d.hops + " hops" : "") : "") +
+      "<br>" + (lines.length ? lines.join("<br>") : "no multicast passed it");
+  };
+
+  // The arrival timeline: one row per destination of the shown multicasts, in order of arrival,
+  // a dot at its arrival step (filled once delivered), and the slider's step as a vertical line;
+  // a click on it seeks there.
+  Panel.prototype.timelineRows = function (shown) {
+    const out = [];
+    for (const m of shown) m.dests.forEach((d, k) => out.push({ node: this.xy(d), mc: m.id, arrival: m.arrive[k],
+      delivered: isDelivered(m, k), colour: m.colour }));
+    return out.sort((p, q) => (p.arrival < 0) - (q.arrival < 0) || p.arrival - q.arrival || p.mc - q.mc);
+  };
+
+  Panel.prototype.drawTimeline = function (shown) {
+    const rowsOf = this.timelineRows(shown), cv = this.tl;
+    const W = 260, H = Math.max(40, Math.min(140, 14 + rowsOf.length * 4));
+    const dpr = window.devicePixelRatio || 1;
+    if (cv.width !== Math.round(W * dpr) || cv.height !== Math.round(H * dpr)) {
+      cv.width = Math.round(W * dpr);
+      cv.height = Math.round(H * dpr);
+      cv.style.width = W + "px";
+      cv.style.height = H + "px";
+    }
+    const ctx = cv.getContext("2d"), [lo, hi] = timebase === "wall" ? [0, STEPS] : range();  // in steps
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    const X = (t) => 6 + ((t - lo) / Math.max(1, hi - lo)) * (W - 12);
+    this.tlScale = { lo: lo, hi: hi, W: W };
+    ctx.fillStyle = "#666";
+    ctx.font = "10px system-ui, sans-serif";
+    ctx.textBaseline = "top";
+    ctx.textAlign = "left";
+    ctx.fillText("arrivals by destination (" + rowsOf.length + ")", 6, 1);
+    ctx.textAlign = "right";
+    ctx.fillText(this.unit + " " + lo + "–" + hi, W - 6, 1);
+    const dy = (H - 16) / Math.max(1, rowsOf.length);
+    rowsOf.forEach((r, i) => {
+      if (r.arrival < 0) return;
+      const x = X(r.arrival), y = 14 + (i + 0.5) * dy, rad = Math.max(1.5, Math.min(3, dy / 2));
+      ctx.beginPath();
+      ctx.arc(x, y, rad, 0, 2 * Math.PI);
+      if (r.delivered) { ctx.fillStyle = r.colour; ctx.fill(); } else { ctx.strokeStyle = r.colour; ctx.lineWidth = 1; ctx.stroke(); }
+    });
+    const now = timebase === "wall" ? step : pos;
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(X(now), 12);
+    ctx.lineTo(X(now), H);
+    ctx.stroke();
+    this.timeline = { step: now, rows: rowsOf };
+  };
+
+  // An SVG recorder with the canvas calls the drawing uses: exportFrame("svg") draws the frame on
+  // it and gets the same picture as vector shapes.
+  function SvgContext(width, height) {
+    this.out = [];
+    this.path = "";
+    this.at = null;
+    this.stack = [];
+    this.open = 0;
+    this.clips = 0;
+    this.dash = [];
+    Object.assign(this, { fillStyle: "#000", strokeStyle: "#000", lineWidth: 1, globalAlpha: 1, font: "10px sans-serif",
+      textAlign: "start", textBaseline: "alphabetic", lineCap: "butt" });
+    this.width = width;
+    this.height = height;
   }
-  if (ids.length > 1) {
-    const o = document.createElement("option");
-    o.value = "all";
-    o.textContent = "all " + ids.length + " at once";
-    mcSelect.appendChild(o);
+  const r2 = (v) => Math.round(v * 100) / 100;
+  const attr = (s) => String(s).replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;");
+  SvgContext.prototype = {
+    setTransform() {}, setLineDash(d) { this.dash = d.slice(); },
+    save() { this.stack.push({ fillStyle: this.fillStyle, strokeStyle: this.strokeStyle, lineWidth: this.lineWidth,
+      globalAlpha: this.globalAlpha, open: this.open }); },
+    restore() {
+      const s = this.stack.pop();
+      if (!s) return;
+      while (this.open > s.open) { this.out.push("</g>"); this.open--; }
+      Object.assign(this, { fillStyle: s.fillStyle, strokeStyle: s.strokeStyle, lineWidth: s.lineWidth, globalAlpha: s.globalAlpha });
+    },
+    clearRect(x, y, w, h) { this.out.push(`<rect x="${r2(x)}" y="${r2(y)}" width="${r2(w)}" height="${r2(h)}" fill="#fff"/>`); },
+    beginPath() { this.path = ""; this.at = null; },
+    moveTo(x, y) { this.path += `M${r2(x)} ${r2(y)}`; this.at = [x, y]; },
+    lineTo(x, y) { this.path += (this.at ? "L" : "M") + `${r2(x)} ${r2(y)}`; this.at = [x, y]; },
+    closePath() { this.path += "Z"; },
+    rect(x, y, w, h) { this.path += `M${r2(x)} ${r2(y)}h${r2(w)}v${r2(h)}h${r2(-w)}Z`; this.at = [x, y]; },
+    arc(x, y, r, a0, a1) {
+      const sx = x + r * Math.cos(a0), sy = y + r * Math.sin(a0);
+      this.path += (this.at ? "L" : "M") + `${r2(sx)} ${r2(sy)}`;
+      if (a1 - a0 >= 2 * Math.PI - 1e-6) {
+        const ox = x - r * Math.cos(a0), oy = y - r * Math.sin(a0);
+        this.path += `A${r2(r)} ${r2(r)} 0 1 1 ${r2(ox)} ${r2(oy)}A${r2(r)} ${r2(r)} 0 1 1 ${r2(sx)} ${r2(sy)}`;
+        this.at = [sx, sy];
+      } else {
+        const ex = x + r * Math.cos(a1), ey = y + r * Math.sin(a1);
+        this.path += `A${r2(r)} ${r2(r)} 0 ${a1 - a0 > Math.PI ? 1 : 0} 1 ${r2(ex)} ${r2(ey)}`;
+        this.at = [ex, ey];
+      }
+    },
+    alpha() { return this.globalAlpha < 1 ? ` opacity="${r2(this.globalAlpha)}"` : ""; },
+    fill() { if (this.path) this.out.push(`<path d="${this.path}" fill="${attr(this.fillStyle)}"${this.alpha()}/>`); },
+    stroke() {
+      if (!this.path) return;
+      const dash = this.dash.length ? ` stroke-dasharray="${this.dash.join(" ")}"` : "";
+      this.out.push(`<path d="${this.path}" fill="none" stroke="${attr(this.strokeStyle)}" stroke-width="${r2(this.lineWidth)}"` +
+        ` stroke-linecap="${this.lineCap}"${dash}${this.alpha()}/>`);
+    },
+    clip() {
+      const id = "clip" + ++this.clips;
+      this.out.push(`<clipPath id="${id}"><path d="${this.path}"/></clipPath><g clip-path="url(#${id})">`);
+      this.open++;
+    },
+    fillRect(x, y, w, h) { this.out.push(`<rect x="${r2(x)}" y="${r2(y)}" width="${r2(w)}" height="${r2(h)}" fill="${attr(this.fillStyle)}"${this.alpha()}/>`); },
+    strokeRect(x, y, w, h) {
+      this.out.push(`<rect x="${r2(x)}" y="${r2(y)}" width="${r2(w)}" height="${r2(h)}" fill="none" stroke="${attr(this.strokeStyle)}" stroke-width="${r2(this.lineWidth)}"${this.alpha()}/>`);
+    },
+    text(s, x, y, paint) {
+      const anchor = { center: "middle", right: "end", end: "end" }[this.textAlign] || "start";
+      const base = { middle: "central", top: "hanging" }[this.textBaseline] || "alphabetic";
+      this.out.push(`<text x="${r2(x)}" y="${r2(y)}" style="font:${attr(this.font)}" text-anchor="${anchor}" dominant-baseline="${base}" ${paint}${this.alpha()}>${attr(s)}</text>`);
+    },
+    fillText(s, x, y) { this.text(s, x, y, `fill="${attr(this.fillStyle)}"`); },
+    strokeText(s, x, y) { this.text(s, x, y, `fill="none" stroke="${attr(this.strokeStyle)}" stroke-width="${r2(this.lineWidth)}"`); },
+    svg() {
+      while (this.open > 0) { this.out.push("</g>"); this.open--; }
+      return `<svg xmlns="http://www.w3.org/2000/svg" width="${this.width}" height="${this.height}" viewBox="0 0 ${this.width} ${this.height}">` +
+        this.out.join("") + "</svg>\n";
+    },
+  };
+
+  // The current frame of this panel: "png" a data URL of the canvas, "svg" the SVG text.
+  Panel.prototype.exportFrame = function (kind) {
+    render();
+    if (kind === "png") return this.canvas.toDataURL("image/png");
+    if (kind !== "svg") throw new Error("no export kind " + kind + " (png or svg)");
+    const canvas = this.ctx, rec = new SvgContext(this.width, this.height);
+    this.ctx = rec;
+    step = this.stepAt();
+    try { this.drawFrame(); } finally { this.ctx = canvas; }
+    return rec.svg();
+  };
+
+  Panel.prototype.download = function (kind) {  // the export buttons: the frame as a file
+    const data = this.exportFrame(kind), a = document.createElement("a");
+    const name = (this.run.title + "-" + this.unit + "-" + pos).replace(/[^A-Za-z0-9._-]+/g, "_");
+    a.download = name + "." + kind;
+    a.href = kind === "png" ? data : URL.createObjectURL(new Blob([data], { type: "image/svg+xml" }));
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  };
+
+  const panels = runs.map((r, i) => new Panel(r, i));
+
+  // --- the multicast choice, per panel: one, or all at once --------------------------------
+  panels.forEach((p) => {
+    const ms = p.run.multicasts;
+    if (ms.length > 1) {
+      const o = document.createElement("option");
+      o.value = "all";
+      o.textContent = "all " + ms.length + " at once";
+      p.mcSelect.appendChild(o);
+    }
+    for (const m of ms) {
+      const [sx, sy] = p.xy(m.source), o = document.createElement("option");
+      o.value = String(m.id);
+      o.textContent = "#" + m.id + " " + m.algorithm + " from (" + sx + "," + sy + "), " + m.dests.length +
+        " destinations" + (m.injected ? ", at " + m.injected : "");
+      p.mcSelect.appendChild(o);
+    }
+    p.mcSelect.value = p.selected;
+    p.mcSelect.addEventListener("change", () => select(p.mcSelect.value, p.index));
+  });
+
+  // The slider's range: every step, or with "follow" the lifetime of panel 0's chosen multicast.
+  function range() {
+    if (timebase === "wall") return [0, WTICKS];
+    const p = panels[0];
+    if (follow && p.selected !== "all") return lifetime(p.shown()[0]);
+    return [0, STEPS];
   }
-  for (const e of ids) {
-    const o = document.createElement("option");
-    o.value = e.id;
-    o.textContent = e.text;
-    mcSelect.appendChild(o);
-  }
-  mcSelect.value = selected;
+  const top = () => range()[1];
 
   function render() {
-    slider.max = String(top());
+    const [lo, hi] = range();
+    slider.min = String(lo);
+    slider.max = String(hi);
     slider.value = String(pos);
     label.textContent = timebase === "wall"
       ? (wallAt(pos) / 1e6).toFixed(3) + " ms / " + (WALLMAX / 1e6).toFixed(3) + " ms"
-      : unit + " " + pos + " / " + STEPS;
+      : unit + " " + pos + " / " + hi;
     playButton.textContent = playing ? "pause" : "play";
     for (const p of panels) {
       step = p.stepAt();
@@ -646,8 +1115,8 @@
   }
 
   function seek(t) {
-    const n = Math.round(Number(t));
-    pos = Math.max(0, Math.min(top(), Number.isFinite(n) ? n : 0));
+    const n = Math.round(Number(t)), [lo, hi] = range();
+    pos = Math.max(lo, Math.min(hi, Number.isFinite(n) ? n : lo));
     phase = 0;
     render();
     return pos;
@@ -663,13 +1132,25 @@
     return timebase;
   }
 
-  function select(id) {
+  // Choose multicast id (or "all") in panel run, or in every panel that has it.
+  function select(id, run) {
     const want = String(id);
-    if (want !== "all" && !ids.some((e) => e.id === want)) throw new Error("no multicast " + want);
-    selected = ids.length > 1 || want !== "all" ? want : ids[0].id;
-    mcSelect.value = selected;
-    render();
-    return selected;
+    const has = (p) => (want === "all" ? p.run.multicasts.length > 1 : p.run.multicasts.some((m) => String(m.id) === want));
+    const which = run === undefined ? panels.filter(has) : [panels[run]].filter((p) => p && has(p));
+    if (!which.length) throw new Error("no multicast " + want + (run === undefined ? "" : " in run " + run));
+    for (const p of which) {
+      p.selected = want;
+      p.mcSelect.value = want;
+    }
+    seek(pos);  // inside the chosen one's lifetime when the slider follows it
+    return want;
+  }
+
+  function setFollow(on) {
+    follow = Boolean(on);
+    $("follow").checked = follow;
+    seek(follow && panels[0].selected !== "all" ? range()[0] : pos);
+    return range();
   }
 
   function tick(now) {
@@ -692,7 +1173,7 @@
 
   function play() {
     if (playing) return;
-    if (pos >= top()) pos = 0;
+    if (pos >= top()) pos = range()[0];
     playing = true;
     lastTime = null;
     phase = 0;
@@ -713,30 +1194,85 @@
     $("timebase-box").style.display = "";
     $("timebase").addEventListener("change", () => setTimebase($("timebase").value));
   }
+  $("follow").addEventListener("change", () => setFollow($("follow").checked));
   slider.addEventListener("input", () => { const v = slider.value; playing = false; seek(v); });
-  mcSelect.addEventListener("change", () => select(mcSelect.value));
+  panels.forEach((p) => p.tl.addEventListener("click", (e) => {
+    const r = p.tl.getBoundingClientRect(), sc = p.tlScale;
+    if (timebase === "wall") return;
+    pause();
+    seek(sc.lo + ((e.clientX - r.left - 6) / (sc.W - 12)) * (sc.hi - sc.lo));
+  }));
   document.addEventListener("keydown", (e) => {
     const tag = e.target && e.target.tagName;
     if (tag === "SELECT" || tag === "INPUT" || (tag === "BUTTON" && e.key === " ")) return;  // theirs
     if (e.key === "ArrowLeft") { pause(); seek(pos - 1); e.preventDefault(); }
     else if (e.key === "ArrowRight") { pause(); seek(pos + 1); e.preventDefault(); }
+    else if (e.key === "Home") { pause(); seek(range()[0]); e.preventDefault(); }
+    else if (e.key === "End") { pause(); seek(range()[1]); e.preventDefault(); }
     else if (e.key === " ") { (playing ? pause : play)(); e.preventDefault(); }
   });
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { panels.forEach((p) => p.layout()); render(); }, 100);
+  });
 
-  // The scripting interface (tests, screenshots): seek, state, select, play, pause, timebase.
+  // The scripting interface (tests, screenshots): seek, state, select, play, pause, timebase;
+  // follow (the slider spans the chosen multicast's lifetime), inspect (what a hover or a click on
+  // a node [x, y] or a link [x1, y1, x2, y2] shows, as data), exportFrame ("png": a data URL,
+  // "svg": the SVG text), zoom (by a factor about a canvas point, default its middle; 0: fit),
+  // pan (by pixels), view and linkLoad (each link's load drawn now: [x1, y1, x2, y2, load]).
   // In wall time ``step`` is the slider's slice and ``wall_ns`` the latency it stands for.
+  const panel = (run) => {
+    const p = panels[run === undefined ? 0 : run];
+    if (!p) throw new Error("no run " + run);
+    return p;
+  };
   window.replay = {
     seek: seek,
     select: select,
     play: play,
     pause: pause,
     timebase: setTimebase,
+    follow: setFollow,
+    inspect: function (what, run) {
+      const p = panel(run);
+      step = p.stepAt();
+      if (!Array.isArray(what) || (what.length !== 2 && what.length !== 4)) throw new Error("inspect [x, y] or [x1, y1, x2, y2]");
+      return p.inspect(what);
+    },
+    pin: function (what, run) {  // as a click does: null unpins
+      const p = panel(run);
+      if (what !== null) p.inspect(what);  // refuses a node or link not there
+      p.pinned = what;
+      render();
+      return p.info.textContent;
+    },
+    exportFrame: function (kind, run) { return panel(run).exportFrame(kind); },
+    zoom: function (factor, run, at) {
+      const p = panel(run), [x, y] = at || [p.width / 2, p.height / 2];
+      if (factor === 0) p.fit(); else p.zoomAt(factor, x, y);
+      return Object.assign({}, p.view);
+    },
+    pan: function (dx, dy, run) { const p = panel(run); p.pan(dx, dy); return Object.assign({}, p.view); },
+    view: function (run) {
+      const p = panel(run);
+      return { zoom: p.view.z, cell: p.cell, width: p.width, height: p.height,
+        origin: [p.px(0), p.py(0)] };  // node (0, 0)'s canvas point
+    },
+    linkLoad: function (run) {
+      const p = panel(run), n = p.run.cols * p.run.rows;
+      step = p.stepAt();
+      const out = [];
+      for (const [key, k] of p.load(p.traffic(p.shown()), step)) out.push(p.xy(Math.floor(key / n)).concat(p.xy(key % n), [k]));
+      return out.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2] || a[3] - b[3]);
+    },
     state: function (run) {
-      const p = panels[run === undefined ? 0 : run];
-      const out = { step: pos, steps: top(), selected: selected, playing: playing, delivered: p.delivered(),
-        timebase: timebase };
+      const p = panel(run), [lo, hi] = range();
+      const out = { step: pos, first: lo, steps: hi, selected: p.selected, playing: playing, delivered: p.delivered(),
+        timebase: timebase, follow: follow, timeline: p.timeline };
       if (timebase === "wall") out.wall_ns = wallAt(pos);
-      if (p.hasWorms && timebase === "steps" && selected !== "all") {  // the chosen multicast's worms now
+      if (p.hasWorms && timebase === "steps" && p.selected !== "all") {  // the chosen multicast's worms now
         const m = p.shown()[0];
         out.worms = p.wormState(m, pos).map((w) => ({ worm: w.worm, head: w.head, heads: w.heads,
           holds: w.holds, buffered: w.buffered }));
