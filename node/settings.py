@@ -457,6 +457,12 @@ class RouterTiming:
         return self.sw_alloc_delay + self.st_delay + self.link_latency
 
     @property
+    def eject(self) -> int:
+        """Cycles from a flit's switch allocation to the processor's having it: the ejection channel
+        to the processor takes one cycle whatever the links' latency (BookSim2's ejection channel)."""
+        return self.sw_alloc_delay + self.st_delay + 1
+
+    @property
     def is_paper(self) -> bool:
         """Whether this is the papers' 1-cycle router (every record as before the stage settings)."""
         return self == RouterTiming(**defaults.ROUTERS[Router.PAPER])

@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.runtimes.engines import run_engines
+from coordinator.runtimes.inprocess import run_inprocess
 from coordinator.runtimes.records import RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
@@ -77,24 +79,26 @@ def test_engines_and_model_agree_under_any_router_timing(case: tuple[Plan, dict[
 def test_one_worm_zero_load_latency_under_the_booksim_preset(
     spec: str, dest: tuple[int, int], flits: int, run: str
 ) -> None:
-    """A unicast worm of L flits over h links crosses h + 1 routers, each costing routing + VC
-    allocation + switch allocation + traversal + link cycles to its head; the tail follows L − 1
-    cycles behind: delivered at t0 + Ts + (h + 1)·(per-router cycles) + L − 1."""
+    """A unicast worm of L flits over h links crosses h + 1 routers, each costing its head routing +
+    VC allocation + switch allocation + traversal cycles, then h links and the one-cycle ejection
+    channel; the tail follows L − 1 cycles behind:
+    delivered at t0 + Ts + (h + 1)·(R + VA + SA + ST) + h·link + 1 + L − 1."""
     topo = Topology.parse(spec)
     src, t0, ts = (1, 1), 3, 2
     plan = Plan(topo, (Multicast(0, "unicast", src, (dest,), t0),))
     s = _settings(runtime=run, router="booksim", flits=flits, ts=ts, buffer_flits=8, vcs=2)
     raw = run_wormhole_model(plan, s) if run == "model" else run_engines(plan, s)
     timing = s.router_timing()
-    per_router = (
-        timing.routing_delay + timing.vc_alloc_delay + timing.sw_alloc_delay + timing.st_delay
-    ) + timing.link_latency
+    router = timing.routing_delay + timing.vc_alloc_delay + timing.sw_alloc_delay + timing.st_delay
     h = topo.distance(src, dest)
     ((mc, node, step, hops, _),) = raw.logical_arrivals()
     assert (mc, node, hops) == (0, dest, h)
-    assert step == t0 + ts + (h + 1) * per_router + flits - 1
+    assert step == t0 + ts + (h + 1) * router + h * timing.link_latency + 1 + flits - 1
     paper = run_wormhole_model(plan, _settings(runtime="model", flits=flits, ts=ts, buffer_flits=8, vcs=2))
-    assert step - paper.logical_arrivals()[0][2] == (h + 1) * (per_router - 1)
+    assert paper.logical_arrivals()[0][2] == t0 + ts + flits + h  # the papers' s + Ts + L + h
+    over = _settings(runtime=run, router="booksim", link_latency=2, flits=flits, ts=ts, buffer_flits=8, vcs=2)
+    slow = run_wormhole_model(plan, over) if run == "model" else run_engines(plan, over)
+    assert slow.logical_arrivals()[0][2] == step + h  # each link one cycle longer, not the ejection
 
 
 def test_the_paper_preset_is_the_default_and_stage_settings_override_the_preset() -> None:
@@ -115,3 +119,24 @@ def test_router_timing_needs_wormhole_switching(kw: dict[str, Any]) -> None:
     why = check_switching(NodeSettings(**kw))
     assert why is not None and "wormhole" in why and "\n" not in why
     assert check_switching(NodeSettings(switching="wormhole", contention="shared", **kw)) is None
+
+
+@pytest.mark.parametrize("spec", ["mesh:4x4", "torus:4x4"])
+def test_the_in_process_runtime_carries_the_booksim_router(spec: str) -> None:
+    """The trio actors' lockstep frames (the distributed runtimes' driver) under --router booksim with
+    longer links and delayed credits: the same records as the model."""
+    topo = Topology.parse(spec)
+    nodes = sorted(topo.nodes())
+    mcs = tuple(
+        Multicast(i, "unicast", nodes[(5 * i) % len(nodes)], (nodes[(5 * i + 7) % len(nodes)],), i % 4)
+        for i in range(10)
+    )
+    plan = Plan(topo, mcs)
+    kw: dict[str, Any] = {"router": "booksim", "flits": 6, "ts": 1, "buffer_flits": 3, "vcs": 2}
+    kw |= {"link_latency": 2, "credit_delay": 1}
+    model = run_wormhole_model(plan, _settings(runtime="model", **kw))
+    raw = trio.run(run_inprocess, plan, _settings(runtime="inprocess", **kw))
+    assert len(model.arrivals) == len(mcs)
+    assert raw.logical_arrivals() == model.logical_arrivals()
+    assert raw.traffic == model.traffic
+    assert raw.link_sends == model.link_sends

@@ -134,6 +134,7 @@ class _Model:
         # router timing (docs/wormhole.md "Router timing"); the paper's router: all 0, pipe 1
         self.rd, self.va, self.cd = timing.routing_delay, timing.vc_alloc_delay, timing.credit_delay
         self.pipe = timing.sw_alloc_delay + timing.st_delay + timing.link_latency
+        self.eject = timing.sw_alloc_delay + timing.st_delay + 1  # the ejection channel: one cycle
         self.wtc, self.isp = bool(timing.wait_for_tail_credit), timing.input_speedup
         self.flight: dict[int, list[tuple[int, Fl]]] = {}  # cycle -> flits that reach their buffers after it
         self.cflight: dict[int, list[int]] = {}  # cycle -> credits that reach their output VCs after it
@@ -608,9 +609,9 @@ class _Model:
                 if bound.ej >= 0:
                     self.ej_owner[r * E + bound.ej] = -1
                 if bound.deliver:
-                    raw.arrivals.append(Arrival(mc, n, t + self.pipe, bound.hops, bound.st))
+                    raw.arrivals.append(Arrival(mc, n, t + self.eject, bound.hops, bound.st))
                 for port, h, st_k in bound.later:
-                    self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + self.pipe)
+                    self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + self.eject)
                 del route_of[ch]
                 if b:  # the next worm's head is right behind the tail
                     state[ch] = ROUTING

@@ -67,6 +67,24 @@ visited round-robin from after the first winner of the last cycle with one, and 
 wins if none of its links is taken.
 Flits carry their VC on the wire, credits return per VC; with V = 1 neither appears.
 
+**Router timing** (``--router``, docs/wormhole.md "Router timing"): the stages above may take
+cycles, named as BookSim2's ``IQRouter::_InternalStep`` names them. ``routing_delay`` (its
+``_RouteEvaluate``/``_RouteUpdate``): a head at the front of its input since step e is routed at
+e + routing_delay. ``vc_alloc_delay`` (``_VCAllocEvaluate``/``_VCAllocUpdate``): a worm that holds
+all it needs at t is switch-allocated from t + vc_alloc_delay. ``sw_alloc_delay``
+(``_SWAllocEvaluate``/``_SWAllocUpdate``, where the flit leaves its buffer and its credit goes
+back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) and
+``link_latency`` (the channel after ``_OutputQueuing``): a flit that wins switch allocation at t
+is in the next input buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it
+and hands it to the driver link_latency − 1 steps before that, so every lockstep driver carries
+it unchanged), and one copied to an ejection channel is at the processor at t + sw_alloc_delay +
+st_delay + 1. ``credit_delay``: a credit goes upstream that many steps later. ``wait_for_tail_credit``
+(BookSim2's ``BufferState``): a tail's output VC is granted again only once all its credits are
+back. ``input_speedup`` k > 0: switch allocation grants at most k flits per input port a cycle.
+The defaults (``--router paper``) are the cycle conventions above: every stage in the cycle the
+head arrives, links of one cycle. A worm whose start-up begins at s then delivers its tail h hops
+away at s + Ts + (h + 1)·(routing + VC alloc. + switch alloc. + traversal) + h·link_latency + 1 + L − 1.
+
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
 down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees
@@ -274,6 +292,7 @@ class WormholeEngine:
         self._rd = timing.routing_delay
         self._va = timing.vc_alloc_delay
         self._pipe_at = timing.pipe  # a flit switch-allocated at t is in the next buffer at t + this
+        self._eject_at = timing.eject  # ... and, copied to an ejection channel, at the processor
         self._cd = timing.credit_delay
         self._wtc = bool(timing.wait_for_tail_credit)
         self._isp = timing.input_speedup
@@ -597,10 +616,10 @@ class WormholeEngine:
     def _finish(self, b: _Bind, t: int) -> None:
         """The tail of absorbed worm ``b`` left the buffer at ``t``: the processor has it at t+1."""
         if b.deliver:
-            self.deliveries.append(Delivery(b.mc, t + self._pipe_at, b.hops, b.startups, self._now()))
+            self.deliveries.append(Delivery(b.mc, t + self._eject_at, b.hops, b.startups, self._now()))
             self.delivered += 1
         for port, header, st in b.later:
-            self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + self._pipe_at)
+            self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + self._eject_at)
 
     def _route_head(self, c: int, head: Flit) -> _Bind:
         """Run the rule once for the head at the front of input ``c``; a failure binds a sink."""
