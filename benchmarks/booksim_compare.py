@@ -76,7 +76,7 @@ def bernoulli_plan(topo: Topology, rate: float, cycles: int, seed: int) -> Plan:
     """Each node injects a unicast with probability ``rate`` each cycle, to a uniform other node."""
     rnd = random.Random(seed)
     nodes = sorted(topo.nodes())
-    mcs = []
+    mcs: list[Multicast] = []
     for t in range(cycles):
         for src in nodes:
             if rnd.random() < rate:
@@ -144,6 +144,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workload", choices=sorted(WORKLOADS))
     p.add_argument("--booksim", help="a built BookSim2 binary: run it at the same rates")
+    p.add_argument("--label", default="BookSim2", help="the BookSim2 curve's name in the plot")
     p.add_argument("--cycles", type=int, default=4000, help="cycles of injection per point")
     p.add_argument("--warmup", type=int, default=1000, help="packets created before this are not measured")
     p.add_argument("--seed", type=int, default=1)
