@@ -62,7 +62,7 @@ WORKLOADS = {
     # around", use_noc_latency = 1 by default), their credit channels too
     "torus8": Workload(
         "torus:8x8", "torus8.cfg", (), 16, 8, 2,
-        (0.001, 0.005, 0.01, 0.013, 0.015, 0.016, 0.018, 0.02),
+        (0.001, 0.005, 0.01, 0.013, 0.014, 0.015, 0.016, 0.018, 0.02),
         {"link_latency": 2, "credit_delay": 1},
     ),
     "mesh10": Workload(
@@ -145,8 +145,8 @@ def main() -> int:
     p.add_argument("workload", choices=sorted(WORKLOADS))
     p.add_argument("--booksim", help="a built BookSim2 binary: run it at the same rates")
     p.add_argument("--label", default="BookSim2", help="the BookSim2 curve's name in the plot")
-    p.add_argument("--cycles", type=int, default=4000, help="cycles of injection per point")
-    p.add_argument("--warmup", type=int, default=1000, help="packets created before this are not measured")
+    p.add_argument("--cycles", type=int, default=10000, help="cycles of injection per point")
+    p.add_argument("--warmup", type=int, default=3000, help="packets created before this are not measured")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--runtime", choices=["model", "engines"], default="model")
     p.add_argument("--rates", type=float, nargs="*", help="packets/node/cycle (default: the workload's)")

@@ -829,6 +829,7 @@ class WormholeEngine:
         bind = self._bind
         state = self._state
         credit = self._credit
+        va = self._va
         for c in self._moving:
             if not count[c]:
                 continue
@@ -837,7 +838,7 @@ class WormholeEngine:
             if runs_of[c][0].worm != b.worm:
                 self._mismatch(c, b)
                 continue
-            if state[c] != ACTIVE or b.sa_from > t:
+            if state[c] != ACTIVE or (va and b.sa_from > t):
                 continue
             for o in b.ovcs:
                 if credit[o] <= 0:
@@ -890,6 +891,7 @@ class WormholeEngine:
         bind = self._bind
         state = self._state
         link_sends = self.link_sends
+        va = self._va  # vc_alloc_delay: a worm switch-allocated from its sa_from step on
         moved = 0
         for c in won:
             b = bind[c]
@@ -900,7 +902,7 @@ class WormholeEngine:
             if run.worm != b.worm:
                 self._mismatch(c, b)
                 continue
-            if state[c] != ACTIVE or b.sa_from > t:
+            if state[c] != ACTIVE or (va and b.sa_from > t):
                 continue  # it does not own every output it needs yet, or its VC allocation is not over
             blocked = False
             for o in b.ovcs:
