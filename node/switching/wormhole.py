@@ -76,8 +76,8 @@ all it needs at t is switch-allocated from t + vc_alloc_delay. ``sw_alloc_delay`
 back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) and
 ``link_latency`` (the channel after ``_OutputQueuing``): a flit that wins switch allocation at t
 is in the next input buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it
-and hands it to the driver link_latency − 1 steps before that, so every lockstep driver carries
-it unchanged), and one copied to an ejection channel is at the processor at t + sw_alloc_delay +
+and hands it to the driver one step before that, as a send of step t + SA + ST + link − 1, so
+every lockstep driver carries it unchanged), and one copied to an ejection channel is at the processor at t + sw_alloc_delay +
 st_delay + 1. ``credit_delay``: a credit goes upstream that many steps later. ``wait_for_tail_credit``
 (BookSim2's ``BufferState``): a tail's output VC is granted again only once all its credits are
 back. ``input_speedup`` k > 0: switch allocation grants at most k flits per input port a cycle.
