@@ -77,10 +77,10 @@ back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) 
 ``link_latency`` (the channel after ``_OutputQueuing``): a flit that wins switch allocation at t
 is in the next input buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it
 and hands it to the driver one step before that, as a send of step t + SA + ST + link − 1, so
-every lockstep driver carries it unchanged), and one copied to an ejection channel is at the processor at t + sw_alloc_delay +
-st_delay + 1. ``credit_delay``: a credit goes upstream that many steps later. ``wait_for_tail_credit``
-(BookSim2's ``BufferState``): a tail's output VC is granted again only once all its credits are
-back. ``input_speedup`` k > 0: switch allocation grants at most k flits per input port a cycle.
+every lockstep driver carries it unchanged), and one copied to an ejection channel is at the
+processor at t + sw_alloc_delay + st_delay + 1. ``credit_delay``: a credit goes upstream that many
+steps later. ``wait_for_tail_credit`` (BookSim2's ``BufferState``): a tail's output VC is granted
+again only once all its credits are back. ``input_speedup`` k > 0: switch allocation grants at most k flits per input port a cycle.
 The defaults (``--router paper``) are the cycle conventions above: every stage in the cycle the
 head arrives, links of one cycle. A worm whose start-up begins at s then delivers its tail h hops
 away at s + Ts + (h + 1)·(routing + VC alloc. + switch alloc. + traversal) + h·link_latency + 1 + L − 1.
