@@ -69,21 +69,22 @@ Flits carry their VC on the wire, credits return per VC; with V = 1 neither appe
 
 **Router timing** (``--router``, docs/wormhole.md "Router timing"): the stages above may take
 cycles, named as BookSim2's ``IQRouter::_InternalStep`` names them. ``routing_delay`` (its
-``_RouteEvaluate``/``_RouteUpdate``): a head at the front of its input since step e is routed at
-e + routing_delay. ``vc_alloc_delay`` (``_VCAllocEvaluate``/``_VCAllocUpdate``): a worm that holds
-all it needs at t is switch-allocated from t + vc_alloc_delay. ``sw_alloc_delay``
+``_RouteEvaluate``/``_RouteUpdate``): a head at the front of its input since step e is routed at e +
+routing_delay. ``vc_alloc_delay`` (``_VCAllocEvaluate``/``_VCAllocUpdate``): a worm that holds all
+it needs at t is switch-allocated from t + vc_alloc_delay. ``sw_alloc_delay``
 (``_SWAllocEvaluate``/``_SWAllocUpdate``, where the flit leaves its buffer and its credit goes
-back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) and
-``link_latency`` (the channel after ``_OutputQueuing``): a flit that wins switch allocation at t
-is in the next input buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it
-and hands it to the driver one step before that, as a send of step t + SA + ST + link − 1, so
-every lockstep driver carries it unchanged), and one copied to an ejection channel is at the
-processor at t + sw_alloc_delay + st_delay + 1. ``credit_delay``: a credit goes upstream that many
-steps later. ``wait_for_tail_credit`` (BookSim2's ``BufferState``): a tail's output VC is granted
-again only once all its credits are back. ``input_speedup`` k > 0: switch allocation grants at most k flits per input port a cycle.
-The defaults (``--router paper``) are the cycle conventions above: every stage in the cycle the
-head arrives, links of one cycle. A worm whose start-up begins at s then delivers its tail h hops
-away at s + Ts + (h + 1)·(routing + VC alloc. + switch alloc. + traversal) + h·link_latency + 1 + L − 1.
+back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) and ``link_latency``
+(the channel after ``_OutputQueuing``): a flit that wins switch allocation at t is in the next input
+buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it and hands it to the
+driver one step before that, as a send of step t + SA + ST + link − 1, so every lockstep driver
+carries it unchanged), and one copied to an ejection channel is at the processor at t +
+sw_alloc_delay + st_delay + 1. ``credit_delay``: a credit goes upstream that many steps later.
+``wait_for_tail_credit`` (BookSim2's ``BufferState``): a tail's output VC is granted again only once
+all its credits are back. ``input_speedup`` k > 0: switch allocation grants at most k flits per
+input port a cycle. The defaults (``--router paper``) are the cycle conventions above: every stage
+in the cycle the head arrives, links of one cycle. A worm whose start-up begins at s then delivers
+its tail h hops away at s + Ts + (h + 1)·(routing + VC alloc. + switch alloc. + traversal) +
+h·link_latency + 1 + L − 1.
 
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
