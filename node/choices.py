@@ -16,6 +16,7 @@ __all__ = [
     "JitterKind",
     "Policy",
     "PortModel",
+    "Router",
     "Switching",
     "Sync",
     "VcClasses",
@@ -63,6 +64,13 @@ class VcClasses(enum.StrEnum):
 
     SHARED = "shared"
     SPLIT = "split"
+
+
+class Router(enum.StrEnum):
+    """Wormhole: the router's stage timing preset (docs/wormhole.md "Router timing")."""
+
+    PAPER = "paper"
+    BOOKSIM = "booksim"
 
 
 class Sync(enum.StrEnum):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from node.choices import Sync, VcClasses, values
+from node.choices import Router, Sync, VcClasses, values
 
 __all__ = [
     "BUFFER_FLITS",
@@ -15,6 +15,8 @@ __all__ = [
     "FLIT_BYTES",
     "LEASE",
     "PREP",
+    "ROUTER",
+    "ROUTERS",
     "SHAPER_APPROACH_US",
     "SYNCS",
     "TELEMETRY",
@@ -38,6 +40,33 @@ VC_CLASSES: Final = VcClasses.SHARED
 """Wormhole: unicast and multicast worms share the virtual channels (``split``: disjoint halves)."""
 PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
 """Wormhole: preparation cycles at a multicast's source, seed 004's table (others: 0)."""
+ROUTER: Final = Router.PAPER
+"""Wormhole: the router's stage timing preset (paper: the 1-cycle router of the papers)."""
+ROUTERS: Final[Mapping[str, Mapping[str, int]]] = {
+    Router.PAPER: {
+        "routing_delay": 0,
+        "vc_alloc_delay": 0,
+        "sw_alloc_delay": 0,
+        "st_delay": 0,
+        "link_latency": 1,
+        "credit_delay": 0,
+        "wait_for_tail_credit": 0,
+        "input_speedup": 0,
+    },
+    Router.BOOKSIM: {
+        "routing_delay": 0,
+        "vc_alloc_delay": 1,
+        "sw_alloc_delay": 1,
+        "st_delay": 1,
+        "link_latency": 1,
+        "credit_delay": 0,
+        "wait_for_tail_credit": 1,
+        "input_speedup": 1,
+    },
+}
+"""Wormhole: each router preset's stage settings (cycles; docs/wormhole.md "Router timing").
+``paper``: a head routes, is allocated and crosses in the cycle it arrives, one cycle a hop.
+``booksim``: BookSim2's input-queued router as /work/shared/booksim's configs set it up."""
 SHAPER_APPROACH_US: Final = 150
 """Free clock: microseconds before a frame's release at which a link's pump stops sleeping and
 yields until it is due: a timerfd's wake-up on this machine kind's idle virtual cores is about

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from node import defaults
-from node.choices import Clock, Contention, Policy, PortModel, Switching, VcClasses, values
+from node.choices import Clock, Contention, Policy, PortModel, Router, Switching, VcClasses, values
 from node.transport.wire import MAX_VCS
 
 __all__ = [
@@ -33,12 +33,14 @@ __all__ = [
     "MAX_WALL_S",
     "POLICIES",
     "PORT_MODELS",
+    "ROUTERS",
     "RUNNING",
     "SWITCHING",
     "SWITCHINGS",
     "TIMING",
     "VC_CLASSES",
     "NodeSettings",
+    "RouterTiming",
     "Setting",
     "field_problem",
     "number",
@@ -52,6 +54,7 @@ CLOCKS: Final = values(Clock)
 POLICIES: Final = values(Policy)
 SWITCHINGS: Final = values(Switching)
 VC_CLASSES: Final = values(VcClasses)
+ROUTERS: Final = values(Router)
 TIMING: Final = "timing model (reported on the recorded steps, hops and start-ups)"
 """The option group of the settings the timing report shares with wormhole switching."""
 EMULATION: Final = "the model (the papers' port model, contention and clock)"
@@ -308,6 +311,99 @@ class NodeSettings:
         choices=VC_CLASSES,
         group=SWITCHING,
     )
+    router: str = setting(
+        defaults.ROUTER,
+        "--router",
+        "wormhole: the router's stage timing preset (paper: 1 cycle a hop; booksim: BookSim2's "
+        "input-queued router: VC allocation, switch allocation and traversal 1 cycle each, "
+        "wait_for_tail_credit, one flit per input port a cycle); a stage option overrides it",
+        choices=ROUTERS,
+        group=SWITCHING,
+    )
+    routing_delay: int | None = setting(
+        None,
+        "--routing-delay",
+        "wormhole: cycles from a head reaching the front of its input to its route (BookSim2's "
+        "routing_delay)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    vc_alloc_delay: int | None = setting(
+        None,
+        "--vc-alloc-delay",
+        "wormhole: cycles from a worm getting its last output VC to its first switch allocation "
+        "(vc_alloc_delay)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    sw_alloc_delay: int | None = setting(
+        None,
+        "--sw-alloc-delay",
+        "wormhole: cycles a flit spends in switch allocation once granted, before it crosses "
+        "(sw_alloc_delay)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    st_delay: int | None = setting(
+        None,
+        "--st-delay",
+        "wormhole: cycles a flit spends crossing the switch (st_final_delay)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    link_latency: int | None = setting(
+        None,
+        "--link-latency",
+        "wormhole: cycles a flit spends on a link: sent at t, in the next buffer at t + this, with "
+        "the switch stages before it",
+        low=1,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    credit_delay: int | None = setting(
+        None,
+        "--credit-delay",
+        "wormhole: extra cycles a credit takes back upstream (credit_delay; 0: usable the cycle "
+        "after its flit left)",
+        low=0,
+        high=MAX_COUNT,
+        unit="cycles",
+        unset="from --router",
+        group=SWITCHING,
+    )
+    wait_for_tail_credit: int | None = setting(
+        None,
+        "--wait-for-tail-credit",
+        "wormhole: 1: an output VC is granted again only once the credit of the tail that left on "
+        "it came back (wait_for_tail_credit)",
+        low=0,
+        high=1,
+        unset="from --router",
+        group=SWITCHING,
+    )
+    input_speedup: int | None = setting(
+        None,
+        "--input-speedup",
+        "wormhole: flits an input port may send per cycle over all its VCs (input_speedup; 0: each VC one)",
+        low=0,
+        high=MAX_VCS,
+        unset="from --router",
+        group=SWITCHING,
+    )
     lease: int = setting(
         defaults.LEASE,
         "--lease",
@@ -320,6 +416,16 @@ class NodeSettings:
         group=RUNNING,
     )
 
+    def router_timing(self) -> RouterTiming:
+        """The router's stage timing: the ``router`` preset with each stage setting given overriding it."""
+        preset = defaults.ROUTERS[self.router]
+        return RouterTiming(
+            **{
+                name: preset[name] if getattr(self, name) is None else getattr(self, name)
+                for name in RouterTiming.__dataclass_fields__
+            }
+        )
+
     @property
     def one_port(self) -> bool:
         """Whether a node sends on one port per step (and has one injection and ejection channel)."""
@@ -329,3 +435,34 @@ class NodeSettings:
     def wormhole(self) -> bool:
         """Whether the run switches flits (wormhole) rather than whole packets."""
         return self.switching == Switching.WORMHOLE
+
+
+@dataclass(frozen=True, slots=True)
+class RouterTiming:
+    """A wormhole router's stage timing in cycles (docs/wormhole.md "Router timing"), resolved from
+    the ``router`` preset and the stage settings; the defaults are the papers' 1-cycle router."""
+
+    routing_delay: int
+    vc_alloc_delay: int
+    sw_alloc_delay: int
+    st_delay: int
+    link_latency: int
+    credit_delay: int
+    wait_for_tail_credit: int
+    input_speedup: int
+
+    @property
+    def pipe(self) -> int:
+        """Cycles from a flit's switch allocation to its arrival in the next buffer (or the processor)."""
+        return self.sw_alloc_delay + self.st_delay + self.link_latency
+
+    @property
+    def eject(self) -> int:
+        """Cycles from a flit's switch allocation to the processor's having it: the ejection channel
+        to the processor takes one cycle whatever the links' latency (BookSim2's ejection channel)."""
+        return self.sw_alloc_delay + self.st_delay + 1
+
+    @property
+    def is_paper(self) -> bool:
+        """Whether this is the papers' 1-cycle router (every record as before the stage settings)."""
+        return self == RouterTiming(**defaults.ROUTERS[Router.PAPER])

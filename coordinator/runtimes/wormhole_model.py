@@ -51,7 +51,7 @@ from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
-from node.settings import NodeSettings
+from node.settings import NodeSettings, RouterTiming
 from node.switching.wormhole import VcState
 from node.topology import PORTS, Coord
 
@@ -95,6 +95,7 @@ class _Route:
     may: dict[str, list[int]] | None = None
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
+    sa_from: int = 0  # the first cycle switch allocation takes it: ACTIVE + vc_alloc_delay
 
 
 class _Bits(dict[int, tuple[int, ...]]):
@@ -127,8 +128,18 @@ class _Model:
         limit: int,
         vcs: int,
         vc_classes: str,
+        timing: RouterTiming,
     ) -> None:
         topo = self.topo = plan.topology
+        # router timing (docs/wormhole.md "Router timing"); the paper's router: all 0, pipe 1
+        self.rd, self.va, self.cd = timing.routing_delay, timing.vc_alloc_delay, timing.credit_delay
+        self.pipe = timing.sw_alloc_delay + timing.st_delay + timing.link_latency
+        self.eject = timing.sw_alloc_delay + timing.st_delay + 1  # the ejection channel: one cycle
+        self.wtc, self.isp = bool(timing.wait_for_tail_credit), timing.input_speedup
+        self.flight: dict[int, list[tuple[int, Fl]]] = {}  # cycle -> flits that reach their buffers after it
+        self.cflight: dict[int, list[int]] = {}  # cycle -> credits that reach their output VCs after it
+        self.gate = -1  # the latest cycle at which a delayed route or switch allocation may act
+        self.routed: set[int] = set()  # nodes that routed a head held back by routing_delay this cycle
         self.flits, self.ts, self.buffer_flits, self.prep, self.limit = flits, ts, buffer_flits, prep, limit
         self.split = vc_classes == "split"
         self.raw = RawRun()
@@ -165,6 +176,7 @@ class _Model:
         )
         self.buf: list[deque[Run]] = [deque() for _ in range(len(nodes) * S)]
         self.state = [IDLE] * (len(nodes) * S)  # input channel -> its VcState
+        self.since = [0] * (len(nodes) * S)  # a ROUTING input -> the cycle its head reached the front
         self.node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
         self.bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
         self.route_of: dict[int, _Route] = {}  # input channel -> the worm bound to it
@@ -244,8 +256,28 @@ class _Model:
         rt.granted = not rt.outs
         self.route_of[ch] = rt
         self.state[ch] = ACTIVE if rt.granted and not rt.absorb else VC_ALLOC
+        if self.state[ch] == ACTIVE:
+            self.activated(rt)
         self.to_allocate.add(r)
         self.to_move[r] |= 1 << i
+
+    def activated(self, rt: _Route) -> None:
+        """``rt`` holds all it needs this cycle: switch allocation takes it vc_alloc_delay cycles on."""
+        rt.sa_from = self.t + self.va
+        self.gate = max(self.gate, rt.sa_from)
+
+    def ship(self) -> None:
+        """End of a cycle: what traversal sent enters the pipeline of switch and link (it reaches its
+        buffer ``pipe`` cycles after its switch allocation), credits theirs (``credit_delay`` more)."""
+        t = self.t
+        if self.pipe > 1:
+            if self.arriving:
+                self.flight[t + self.pipe - 1] = self.arriving
+            self.arriving = self.flight.pop(t, [])
+        if self.cd:
+            if self.credits_back:
+                self.cflight[t + self.cd] = self.credits_back
+            self.credits_back = self.cflight.pop(t, [])
 
     # -- a cycle -----------------------------------------------------------------------
     def deliver(self) -> set[int]:
@@ -261,6 +293,10 @@ class _Model:
         for o in self.credits_back:
             if credit[o] < buffer_flits:
                 credit[o] += 1
+            if owner[o] == -2 and credit[o] == buffer_flits:  # wait_for_tail_credit: the tail's came back
+                owner[o] = -1
+                self.to_allocate.add(o // PV)
+                active.add(o // PV)
             if owner[o] >= 0:
                 r = o // PV
                 to_move[r] |= 1 << owner[o]
@@ -276,6 +312,8 @@ class _Model:
             if state[ch] >= VC_ALLOC:  # a worm is bound: its flit may move
                 to_move[r] |= bit_of[ch]
             else:
+                if state[ch] == IDLE:
+                    self.since[ch] = self.t
                 state[ch] = ROUTING
                 self.to_route[r] |= bit_of[ch]
                 self.routing.add(r)
@@ -326,11 +364,19 @@ class _Model:
     def route(self) -> None:
         """Route computation: once per head at the front of a ROUTING input (then VC_ALLOC)."""
         S, buf, limit, topo = self.S, self.buf, self.limit, self.topo
+        later: set[int] = set()  # nodes with a route still being computed (routing_delay)
         for r in sorted(self.routing):
             n, links = self.nodes[r], self.links[r]
             mask, self.to_route[r] = self.to_route[r], 0
             for i in self.bits[mask]:
                 ch = r * S + i
+                if self.rd:
+                    if self.t < self.since[ch] + self.rd:
+                        self.to_route[r] |= 1 << i
+                        later.add(r)
+                        self.gate = max(self.gate, self.since[ch] + self.rd)
+                        continue
+                    self.routed.add(r)  # no flit reached it this cycle: switch allocation must visit it
                 assert buf[ch] and buf[ch][0][0][0]  # a ROUTING input's front is a head
                 _, _, mc, worm, alg, header, hops, st = buf[ch][0][0]
                 rt = _Route(worm, mc, alg, hops, st)
@@ -366,7 +412,7 @@ class _Model:
                 rt.deliver = fwd.deliver
                 rt.absorb = fwd.deliver or bool(rt.later)
                 self.bind(ch, rt)
-        self.routing.clear()
+        self.routing = later
 
     def vc_alloc(self) -> None:
         """VC allocation: each free output VC to the next requester after its port's last winner (a
@@ -379,7 +425,7 @@ class _Model:
             ins = len(self.order[r])
             for p in self.links[r]:
                 link = r * P + PORTS.index(p)
-                free = sum(1 for o in range(link * V, link * V + V) if owner[o] < 0)
+                free = sum(1 for o in range(link * V, link * V + V) if owner[o] == -1)
                 after = last[link]
                 for j in range(1, ins + 1):
                     if not free:
@@ -391,7 +437,7 @@ class _Model:
                     cand = route_of[ch]
                     if p not in cand.outs or p in cand.held:
                         continue
-                    o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] < 0), -1)
+                    o = link if cand.may is None else next((o for o in cand.may[p] if owner[o] == -1), -1)
                     if o < 0:
                         continue
                     owner[o] = i
@@ -406,6 +452,7 @@ class _Model:
                         cand.granted = True
                         if not cand.absorb or cand.ej >= 0:
                             state[ch] = ACTIVE
+                            self.activated(cand)
                     to_move[r] |= 1 << i
             for e in range(r * E, r * E + E):
                 if ej_owner[e] >= 0:
@@ -418,6 +465,7 @@ class _Model:
                         waits.ej = e - r * E
                         if waits.granted:
                             state[r * S + i] = ACTIVE
+                            self.activated(waits)
                         to_move[r] |= 1 << i
                         break
         self.to_allocate.clear()
@@ -452,6 +500,8 @@ class _Model:
         taken: set[str] = set()
         won = 0
         first = -1
+        per_port: dict[str, int] = {}  # input_speedup: flits granted per input port
+        net_ins = len(self.links[r]) * self.V
         for j in range(1, ins_n + 1):
             i = (self.last_sw[r] + j) % ins_n
             if not mask >> i & 1:
@@ -460,11 +510,22 @@ class _Model:
             if state[ch] != ACTIVE or not buf[ch]:
                 continue
             rt = route_of[ch]
+            if rt.sa_from > self.t:  # VC allocation not over: again next cycle
+                self.to_move[r] |= 1 << i
+                self.active_next.add(r)
+                continue
             if not all(credit[o] > 0 for o, _, _, _ in rt.sends):
                 continue
             if taken.intersection(rt.outs):
                 self.to_move[r] |= 1 << i  # ready, but a link is taken this cycle: try again next cycle
                 continue
+            if self.isp and i < net_ins:
+                port = self.in_port[r][i]
+                if per_port.get(port, 0) >= self.isp:
+                    self.to_move[r] |= 1 << i  # its input port sent its share this cycle
+                    self.active_next.add(r)
+                    continue
+                per_port[port] = per_port.get(port, 0) + 1
             taken.update(rt.outs)
             won |= 1 << i
             if first < 0:
@@ -499,6 +560,10 @@ class _Model:
                 if state[ch] != ACTIVE or not b:
                     continue
                 bound = route_of[ch]
+                if bound.sa_from > t:  # VC allocation not over: again next cycle
+                    to_move[r] |= 1 << i
+                    self.active_next.add(r)
+                    continue
                 ready = True
                 for o, _, _, _ in bound.sends:
                     if credit[o] <= 0:
@@ -540,16 +605,17 @@ class _Model:
                         to_move[r] |= 1 << i
                     continue
                 for o, _, _, _ in bound.sends:
-                    self.owner[o] = -1
+                    self.owner[o] = -2 if self.wtc else -1  # -2: until the tail's credit is back
                 if bound.ej >= 0:
                     self.ej_owner[r * E + bound.ej] = -1
                 if bound.deliver:
-                    raw.arrivals.append(Arrival(mc, n, t + 1, bound.hops, bound.st))
+                    raw.arrivals.append(Arrival(mc, n, t + self.eject, bound.hops, bound.st))
                 for port, h, st_k in bound.later:
-                    self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + 1)
+                    self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + self.eject)
                 del route_of[ch]
                 if b:  # the next worm's head is right behind the tail
                     state[ch] = ROUTING
+                    self.since[ch] = t + 1
                     self.to_route[r] |= 1 << i
                     self.routing.add(r)
                 else:
@@ -599,7 +665,16 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
     limit = hop_limit if hop_limit is not None else defaults.hop_limit(topo.size)
     prep = SEED004_PREP if settings.prep is None else dict.fromkeys(registry.names(), settings.prep)
     net = _Model(
-        plan, settings.port_model, flits, ts, buffer_flits, prep, limit, settings.vcs, settings.vc_classes
+        plan,
+        settings.port_model,
+        flits,
+        ts,
+        buffer_flits,
+        prep,
+        limit,
+        settings.vcs,
+        settings.vc_classes,
+        settings.router_timing(),
     )
     raw = net.raw
     by_step: dict[int, list[Multicast]] = {}
@@ -623,21 +698,28 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             net.route()
         if net.to_allocate:
             net.vc_alloc()
+        if net.routed:
+            active |= net.routed
+            net.routed = set()
         moved = net.traverse(net.sw_alloc(sorted(active | starting)))
-        for o in net.credits_back:
+        for o in net.credits_back:  # one credit per flit that left a network input buffer this cycle
             held[node_of[across[o]]] -= 1
+        net.ship()
         for r in grew:  # a node's count rises only as flits arrive: its peak is at the end of such a cycle
             if held[r] > peak[r]:
                 peak[r] = held[r]
-        grew = {node_of[ch] for ch, _ in net.arriving}
+        grew = {node_of[ch] for ch, _ in net.arriving}  # what enters a buffer next cycle (after the pipeline)
         for ch, _ in net.arriving:
             held[node_of[ch]] += 1
         state = net.state
-        if moved or net.startup_end or any(state[ch] == IDLE for ch in net.queued):
+        timers = net.startup_end or net.flight or net.cflight or net.gate > t
+        if moved or timers or any(state[ch] == IDLE for ch in net.queued):
             stalled = 0
         else:
             stalled += 1
-        busy = bool(net.route_of or net.arriving or net.buffered or net.queued or net.startup_end)
+        busy = bool(
+            net.route_of or net.arriving or net.buffered or net.queued or net.startup_end or net.flight
+        )
         if t >= last_inj and not busy:
             break
         if busy and stalled > 2:

@@ -62,6 +62,8 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
     if not s.wormhole:
         if s.vcs != defaults.VCS or s.vc_classes != defaults.VC_CLASSES:
             return "vcs and vc_classes apply to wormhole switching only"
+        if not s.router_timing().is_paper:
+            return "--router and the router stage settings apply to wormhole switching only"
         return None
     if s.vc_classes == VcClasses.SPLIT and s.vcs < 2:
         return (

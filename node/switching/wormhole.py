@@ -67,6 +67,25 @@ visited round-robin from after the first winner of the last cycle with one, and 
 wins if none of its links is taken.
 Flits carry their VC on the wire, credits return per VC; with V = 1 neither appears.
 
+**Router timing** (``--router``, docs/wormhole.md "Router timing"): the stages above may take
+cycles, named as BookSim2's ``IQRouter::_InternalStep`` names them. ``routing_delay`` (its
+``_RouteEvaluate``/``_RouteUpdate``): a head at the front of its input since step e is routed at e +
+routing_delay. ``vc_alloc_delay`` (``_VCAllocEvaluate``/``_VCAllocUpdate``): a worm that holds all
+it needs at t is switch-allocated from t + vc_alloc_delay. ``sw_alloc_delay``
+(``_SWAllocEvaluate``/``_SWAllocUpdate``, where the flit leaves its buffer and its credit goes
+back), ``st_delay`` (``st_final_delay``, ``_SwitchEvaluate``/``_SwitchUpdate``) and ``link_latency``
+(the channel after ``_OutputQueuing``): a flit that wins switch allocation at t is in the next input
+buffer at t + sw_alloc_delay + st_delay + link_latency (the engine holds it and hands it to the
+driver one step before that, as a send of step t + SA + ST + link − 1, so every lockstep driver
+carries it unchanged), and one copied to an ejection channel is at the processor at t +
+sw_alloc_delay + st_delay + 1. ``credit_delay``: a credit goes upstream that many steps later.
+``wait_for_tail_credit`` (BookSim2's ``BufferState``): a tail's output VC is granted again only once
+all its credits are back. ``input_speedup`` k > 0: switch allocation grants at most k flits per
+input port a cycle. The defaults (``--router paper``) are the cycle conventions above: every stage
+in the cycle the head arrives, links of one cycle. A worm whose start-up begins at s then delivers
+its tail h hops away at s + Ts + (h + 1)·(routing + VC alloc. + switch alloc. + traversal) +
+h·link_latency + 1 + L − 1.
+
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
 down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees
@@ -147,6 +166,8 @@ IDLE: Final = int(VcState.IDLE)
 ROUTING: Final = int(VcState.ROUTING)
 VC_ALLOC: Final = int(VcState.VC_ALLOC)
 ACTIVE: Final = int(VcState.ACTIVE)
+DRAINING: Final = -2
+"""An output VC's owner while its tail's credit is still coming back (wait_for_tail_credit); -1: free."""
 
 STAGES: Final = ("startup", "route", "vc_alloc", "sw_alloc", "traverse")
 """The router's stages, the order in which :meth:`WormholeEngine.step` runs them (the model runs the
@@ -189,6 +210,7 @@ class _Bind:
     allowed: dict[int, tuple[int, ...]] = field(default_factory=dict)  # port -> output VCs it may take
     got: dict[int, int] = field(default_factory=dict)  # port -> the output VC it holds there
     missing: int = 0  # outputs (and the ejection channel) still to be granted: ACTIVE at 0
+    sa_from: int = 0  # the first step switch allocation takes it (ACTIVE + vc_alloc_delay)
     # filled once ACTIVE, in ``outs`` order: what switch allocation and traversal read
     ovcs: list[int] = field(default_factory=list)  # the output VCs it holds
     links: int = 0  # the ports it sends on, as a bit mask (switch allocation: one flit per link)
@@ -265,6 +287,16 @@ class WormholeEngine:
         self.hop_limit = hop_limit if hop_limit is not None else defaults.hop_limit(topology.size)
         self._clock = clock_ns
         self.trace = trace
+        timing = settings.router_timing()
+        self.timing_of = timing
+        """The router's stage timing (docs/wormhole.md "Router timing"), resolved from the settings."""
+        self._rd = timing.routing_delay
+        self._va = timing.vc_alloc_delay
+        self._pipe_at = timing.pipe  # a flit switch-allocated at t is in the next buffer at t + this
+        self._eject_at = timing.eject  # ... and, copied to an ejection channel, at the processor
+        self._cd = timing.credit_delay
+        self._wtc = bool(timing.wait_for_tail_credit)
+        self._isp = timing.input_speedup
         self._ports = [p for p in PORTS if p in topology.ports(here)]  # port k's name (edges only)
         self._port_of: dict[str, int] = {p: k for k, p in enumerate(self._ports)}
         self._first_vc: dict[str | None, int] = {
@@ -308,6 +340,12 @@ class WormholeEngine:
         self._routing = 0  # input channels in state ROUTING
         self._moving: list[int] = []  # the bound inputs, in the fixed order
         self._reallocate = False  # a worm was bound or released channels since the last VC allocation
+        # router timing (all idle under the paper's 1-cycle router)
+        self._since = [0] * n  # a ROUTING input: the step its head reached the front (-1: this step)
+        self._pipe: dict[int, list[tuple[str, Flit]]] = {}  # step -> the flits that go on the wire then
+        self._cpipe: dict[int, dict[str, int]] = {}  # step -> the credits that go upstream then
+        self._gate = -1  # the latest step at which a delayed route or switch allocation may act
+        self._t = -1  # the last step done
         self.freed: dict[str, int] = {}
         """Flits moved out of each network input VC since :meth:`take_freed`, by channel name: the
         credits upstream, as they go on the wire."""
@@ -419,6 +457,7 @@ class WormholeEngine:
         if self._state[c] == IDLE:
             self._state[c] = ROUTING
             self._routing += 1
+            self._since[c] = -1  # its head reached the front: routed from the coming step on
 
     def _pop(self, c: int) -> Flit:
         """Take the front flit of input ``c`` (not empty) and return a credit for it upstream."""
@@ -446,9 +485,19 @@ class WormholeEngine:
         credit = self._credit
         if isinstance(n, int):
             credit[base] = min(credit[base] + n, self.buffer_flits)
+            if self._wtc:
+                self._drained(base)
             return
         for v, got in zip(range(self.vcs), n, strict=False):  # extra counts name no VC of ours
             credit[base + v] = min(credit[base + v] + got, self.buffer_flits)
+            if self._wtc:
+                self._drained(base + v)
+
+    def _drained(self, o: int) -> None:
+        """wait_for_tail_credit: output VC ``o``, released by its tail, is free once its credits are back."""
+        if self._owner[o] == DRAINING and self._credit[o] >= self.buffer_flits:
+            self._owner[o] = -1
+            self._reallocate = True
 
     def take_freed(self) -> dict[str, Credits]:
         """Per input port, the flits moved out since the last call (credits upstream; per VC above one)."""
@@ -466,11 +515,19 @@ class WormholeEngine:
     # -- state -------------------------------------------------------------------------
     def busy(self) -> bool:
         """Flits buffered, worms bound, start-ups running or messages waiting here."""
-        return self._flits_in > 0 or self._bound > 0 or self._queued > 0 or self._loads > 0
+        return (
+            self._flits_in > 0
+            or self._bound > 0
+            or self._queued > 0
+            or self._loads > 0
+            or bool(self._pipe)
+            or bool(self._cpipe)
+        )
 
     def timing(self) -> bool:
-        """A start-up or a preparation time is counting down (progress without moving flits)."""
-        if self._loads:
+        """A start-up, a preparation time or a router stage delay is counting down, or flits or credits
+        are in the switch and link pipeline (progress without moving flits)."""
+        if self._loads or self._pipe or self._cpipe or self._gate > self._t:
             return True
         if not self._queued:
             return False
@@ -498,7 +555,7 @@ class WormholeEngine:
         return out
 
     # -- state changes -----------------------------------------------------------------
-    def _bind_to(self, c: int, b: _Bind) -> None:
+    def _bind_to(self, c: int, b: _Bind, t: int) -> None:
         """Bind worm ``b`` to input ``c``: VC_ALLOC, or ACTIVE at once when it needs no output."""
         self._bind[c] = b
         self._bound += 1
@@ -507,13 +564,18 @@ class WormholeEngine:
         if b.missing:
             self._state[c] = VC_ALLOC
         else:
-            self._activate(c, b)
+            self._activate(c, b, t)
         bind = self._bind
         self._moving = [i for i in range(self._n) if bind[i] is not None]
 
-    def _activate(self, c: int, b: _Bind) -> None:
-        """Worm ``b`` in input ``c`` holds every output it needs: ACTIVE, with what its flits' sends read."""
+    def _activate(self, c: int, b: _Bind, t: int) -> None:
+        """Worm ``b`` in input ``c`` holds every output it needs at ``t``: ACTIVE, with what its flits'
+        sends read; switch allocation takes it from t + vc_alloc_delay on."""
         self._state[c] = ACTIVE
+        if self._va:
+            b.sa_from = t + self._va
+            if b.sa_from > self._gate:
+                self._gate = b.sa_from
         V = self.vcs
         names = self._ports
         for k, (header, hops, st) in b.outs.items():
@@ -533,8 +595,9 @@ class WormholeEngine:
         """The tail of ``b`` left input ``c`` at ``t``: free every channel it held; IDLE, or ROUTING if
         the next worm's flits are behind it."""
         owner = self._owner
+        free = DRAINING if self._wtc else -1  # wait_for_tail_credit: free once its credits are back
         for o in b.ovcs:
-            owner[o] = -1
+            owner[o] = free
         if b.ej >= 0:
             self._ej_owner[b.ej] = -1
         if b.eject:
@@ -547,16 +610,17 @@ class WormholeEngine:
         if self._count[c]:
             self._state[c] = ROUTING  # the next worm's head may be right behind the tail
             self._routing += 1
+            self._since[c] = t + 1
         else:
             self._state[c] = IDLE
 
     def _finish(self, b: _Bind, t: int) -> None:
         """The tail of absorbed worm ``b`` left the buffer at ``t``: the processor has it at t+1."""
         if b.deliver:
-            self.deliveries.append(Delivery(b.mc, t + 1, b.hops, b.startups, self._now()))
+            self.deliveries.append(Delivery(b.mc, t + self._eject_at, b.hops, b.startups, self._now()))
             self.delivered += 1
         for port, header, st in b.later:
-            self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + 1)
+            self._enqueue(b.mc, b.alg, port, header, b.hops + 1, st, t + self._eject_at)
 
     def _route_head(self, c: int, head: Flit) -> _Bind:
         """Run the rule once for the head at the front of input ``c``; a failure binds a sink."""
@@ -654,16 +718,26 @@ class WormholeEngine:
                 self._flits_in += L
                 b = _Bind(worm, m.mc, {m.port: (m.header, m.hops, m.startups)}, False, False, [], m.alg)
                 self._allow(b, c)
-                self._bind_to(c, b)
+                self._bind_to(c, b, t)
 
-    def _route(self) -> None:
-        """Route computation: each ROUTING input drops the strays before its front head, then binds
-        the head's worm (VC_ALLOC); one left empty is IDLE."""
+    def _route(self, t: int) -> None:
+        """Route computation: each ROUTING input whose head has been at the front for routing_delay
+        steps drops the strays before it, then binds the head's worm (VC_ALLOC); one left empty is IDLE."""
         self._routing = 0
         state = self._state
+        rd = self._rd
+        since = self._since
         for c in range(self._n):
             if state[c] != ROUTING:
                 continue
+            if rd:
+                if since[c] < 0:
+                    since[c] = t
+                if t < since[c] + rd:  # still computing its route
+                    self._routing += 1
+                    if since[c] + rd > self._gate:
+                        self._gate = since[c] + rd
+                    continue
             runs = self._runs[c]
             while runs and not runs[0].front().head:  # no head before it: a stray
                 self.dropped += 1
@@ -673,11 +747,11 @@ class WormholeEngine:
                     )
                 )
             if runs:
-                self._bind_to(c, self._route_head(c, runs[0].front()))
+                self._bind_to(c, self._route_head(c, runs[0].front()), t)
             else:
                 state[c] = IDLE
 
-    def _vc_alloc(self) -> None:
+    def _vc_alloc(self, t: int) -> None:
         """VC allocation: each output port grants its free VCs round-robin over the inputs in VC_ALLOC
         (after the input granted there last), each taking the lowest free VC it is allowed; then the
         ejection channels, one pool. With one VC this is the port itself to the next requester."""
@@ -690,7 +764,7 @@ class WormholeEngine:
         for k in range(len(self._ports)):
             free = 0
             for o in range(k * V, k * V + V):
-                if owner[o] < 0:
+                if owner[o] == -1:
                     free += 1
             if not free:
                 continue
@@ -705,7 +779,7 @@ class WormholeEngine:
                     continue
                 o = -1
                 for v in b.allowed[k]:
-                    if owner[v] < 0:
+                    if owner[v] == -1:
                         o = v
                         break
                 if o < 0:
@@ -715,7 +789,7 @@ class WormholeEngine:
                 rr[k] = i
                 b.missing -= 1
                 if not b.missing:
-                    self._activate(i, b)
+                    self._activate(i, b, t)
                 free -= 1
                 if not free:
                     break
@@ -735,10 +809,10 @@ class WormholeEngine:
                     self._rr_ej = i
                     b.missing -= 1
                     if not b.missing:
-                        self._activate(i, b)
+                        self._activate(i, b, t)
                     break
 
-    def _sw_alloc(self) -> list[int]:
+    def _sw_alloc(self, t: int) -> list[int]:
         """Switch allocation: the inputs granted the switch this cycle, in the fixed order.
 
         With one VC every bound input is granted (the trivial allocator: its outputs are its
@@ -756,6 +830,7 @@ class WormholeEngine:
         bind = self._bind
         state = self._state
         credit = self._credit
+        va = self._va
         for c in self._moving:
             if not count[c]:
                 continue
@@ -764,7 +839,7 @@ class WormholeEngine:
             if runs_of[c][0].worm != b.worm:
                 self._mismatch(c, b)
                 continue
-            if state[c] != ACTIVE:
+            if state[c] != ACTIVE or (va and b.sa_from > t):
                 continue
             for o in b.ovcs:
                 if credit[o] <= 0:
@@ -779,12 +854,18 @@ class WormholeEngine:
             start += 1
         taken = 0
         won: list[int] = []
+        isp, nv, V = self._isp, self._nv, self.vcs
+        sends = [0] * len(self._ports) if isp else []  # input_speedup: flits granted per input port
         for j in range(n):
             c = ready[(start + j) % n]
             b = bind[c]
             assert b is not None
             if b.links & taken:
                 continue
+            if isp and c < nv:
+                if sends[c // V] >= isp:
+                    continue
+                sends[c // V] += 1
             taken |= b.links
             won.append(c)
         self._sa = won[0]
@@ -811,6 +892,7 @@ class WormholeEngine:
         bind = self._bind
         state = self._state
         link_sends = self.link_sends
+        va = self._va  # vc_alloc_delay: a worm switch-allocated from its sa_from step on
         moved = 0
         for c in won:
             b = bind[c]
@@ -821,8 +903,8 @@ class WormholeEngine:
             if run.worm != b.worm:
                 self._mismatch(c, b)
                 continue
-            if state[c] != ACTIVE:
-                continue  # it does not own every output it needs yet
+            if state[c] != ACTIVE or (va and b.sa_from > t):
+                continue  # it does not own every output it needs yet, or its VC allocation is not over
             blocked = False
             for o in b.ovcs:
                 if credit[o] <= 0:
@@ -894,21 +976,30 @@ class WormholeEngine:
 
         The stages of :data:`STAGES` in order, each skipped when it has nothing to do.
         """
+        self._t = t
         if self._queued or self._loads:
             self._startup(t)
         if self._routing:
-            self._route()
+            self._route(t)
         if self._reallocate:
             self._reallocate = False
-            self._vc_alloc()
+            self._vc_alloc(t)
         out: list[tuple[str, Flit]] = []
         if self._bound:
-            moved = self._traverse(self._sw_alloc(), t, out)
+            moved = self._traverse(self._sw_alloc(t), t, out)
             self._flits_in -= moved
             self.moved = moved
             self.sent += len(out)
         else:
             self.moved = 0
+        if self._pipe_at > 1:  # switch allocation, traversal and the link: on the wire pipe - 1 steps later
+            if out:
+                self._pipe[t + self._pipe_at - 1] = out
+            out = self._pipe.pop(t, [])
+        if self._cd:  # credit_delay: this step's credits go upstream that many steps later
+            if self.freed:
+                self._cpipe[t + self._cd] = self.freed
+            self.freed = self._cpipe.pop(t, {})
         self.steps += 1
         held = self._held
         if held > self.peak_in:
