@@ -93,10 +93,16 @@ def test_json_keeps_stdout_for_the_document(capsys: pytest.CaptureFixture[str]) 
     assert captured.out.count("\n") == 1 and "packets/node/cycle" in captured.err
 
 
-def test_peak_queue_of_the_model_equals_the_engines_on_a_loaded_run() -> None:
+@pytest.mark.parametrize(
+    "timing",
+    [{}, {"router": "booksim"}, {"router": "booksim", "link_latency": 2, "credit_delay": 1}],
+    ids=["paper", "booksim", "booksim-long-links"],
+)
+def test_peak_queue_of_the_model_equals_the_engines_on_a_loaded_run(timing: dict[str, Any]) -> None:
+    """Also under router timing: flits on a longer link or credits on their way are in no buffer."""
     topo = Topology.parse("torus:4x4")
     s = RunSettings(contention="shared", switching="wormhole", flits=8, ts=0, vcs=2, buffer_flits=4,
-                    max_steps=4000)  # fmt: skip
+                    max_steps=4000, **timing)  # fmt: skip
     traffic = Traffic(0.06, 1, 600, seed=2)
     model = load_point(topo, "unicast", traffic, replace(s, runtime="model"), warmup=100)
     engines = load_point(topo, "unicast", traffic, replace(s, runtime="engines"), warmup=100)
