@@ -30,7 +30,7 @@ from node import protocol
 from node.actor import done_report, take_report
 from node.routing import registry
 from node.switching.engine import Injection
-from node.switching.factory import AnyEngine, LockstepWormhole, make_engine
+from node.switching.factory import STALL_STEPS, AnyEngine, LockstepWormhole, Segment, make_engine
 from node.switching.lockstep import Lockstep, Schedule
 from node.switching.wormhole import WormholeEngine
 from node.topology import PORTS, Coord, Topology
@@ -136,6 +136,74 @@ def _run_frames(
 
 _HEADS = frozenset({"H", "W"})
 
+_Key = tuple[Coord, str]  # a worm segment: the node and the input channel it is bound to
+
+
+def _vc(port: str, vc: int) -> str:
+    return port if vc == 0 else f"{port}.{vc}"
+
+
+def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspects: list[Coord]) -> str | None:
+    """The deadlock verdict at the end of step ``t`` (docs/wormhole.md "Deadlock"), from the engines'
+    own tables: None, or the ``incomplete`` line naming the worm segments on its cycles.
+
+    The still segments of the ``suspects`` (nodes with one) and the reasons each cannot move: a
+    set of segments it waits for, every one of which must stay still for the reason to last. The
+    deadlocked segments are the largest set in which each has a reason inside the set.
+    """
+    segs: dict[_Key, Segment] = {}
+    for n in suspects:
+        for sg in eng[n].segments(t):
+            segs[(n, sg.channel)] = sg
+    if not segs:
+        return None
+    why: dict[_Key, list[tuple[_Key, ...]]] = {}
+    for key, sg in segs.items():
+        n = key[0]
+        rs = [tuple((n, h) for h in hs) for hs in sg.held_by]
+        for port, vc in sg.dry:
+            nb = topo.neighbour(n, port)
+            assert nb is not None
+            rs.append(((nb, _vc(topo.opposite(port), vc)),))
+        if sg.empty_on is not None:
+            port, vc = sg.empty_on
+            nb = topo.neighbour(n, port)
+            assert nb is not None
+            h = eng[nb].holder(topo.opposite(port), vc)
+            if h is not None:
+                rs.append(((nb, h),))
+        if rs:
+            why[key] = rs
+    dead = set(why)
+    changed = True
+    while changed:
+        changed = False
+        for key in list(dead):
+            if not any(all(x in dead for x in rs) for rs in why[key]):
+                dead.discard(key)
+                changed = True
+    if not dead:
+        return None
+    nxt = {k: {x for rs in why[k] if all(y in dead for y in rs) for x in rs} for k in dead}
+    ring = []
+    for k in dead:  # on a cycle: reachable from its own successors
+        seen, todo = set(nxt[k]), list(nxt[k])
+        while todo and k not in seen:
+            for x in nxt[todo.pop()]:
+                if x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+        if k in seen:
+            ring.append(k)
+    ring.sort()
+    worms = {segs[k].worm for k in ring}
+    parts = [
+        f"worm {list(segs[k].worm)} at ({k[0][0]},{k[0][1]}) in {k[1]} holds {sorted(segs[k].owns)} "
+        f"and waits for {sorted(segs[k].wants)}"
+        for k in ring
+    ]
+    return f"deadlock at cycle {t}: {len(worms)} worms wait for each other in a cycle: " + "; ".join(parts)
+
 
 def _as_received(flit: Flit) -> Flit:
     """A head as its neighbour decodes it (its header through msgpack)."""
@@ -196,12 +264,35 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     k = 0  # inj_steps[k]: the next step at which some node injects
     t = -1
     delivered = 0
+    busy_at = -1  # the last step a node was busy (last_busy without the plan's last step)
+    old: dict[int, int] = {}  # per node with a worm bound: the earliest step of change of one
+    by_node = {n: eng[i] for i, n in enumerate(nodes)}
+    verdict: str | None = None
+
+    def judge(at: int) -> str | None:
+        """The deadlock verdict at the end of step ``at`` when some worm is still (else None)."""
+        suspects = [nodes[i] for i, o in old.items() if at - o > STALL_STEPS]
+        return _verdict(at, topo, by_node, suspects) if suspects else None
+
     started = time.perf_counter()
     while True:
         horizon = min(last_busy + diameter + 1, max_steps)
         nxt = t + 1 if due else None
         if k < len(inj_steps) and (nxt is None or inj_steps[k] < nxt):
             nxt = inj_steps[k]
+        if verdict is None and old and nxt != t + 1:
+            # the steps no node works at: the tables stand still, only the worms' waits grow
+            last = t + STALL_STEPS + 1 if nxt is None else min(nxt - 1, t + STALL_STEPS + 1)
+            for at in range(t + 1, min(last, max_steps) + 1):
+                verdict = judge(at)
+                if verdict is not None:
+                    k = len(inj_steps)  # the injections still to come are not made
+                    for pq in pending:
+                        pq.clear()
+                    last_busy = max(busy_at, min(plan.last_step, at))
+                    horizon = min(last_busy + diameter + 1, max_steps)
+                    nxt = t + 1 if due else None
+                    break
         if nxt is None or nxt > horizon:
             break
         t = nxt
@@ -228,8 +319,15 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             sends = e.step(t)
             if progress is not None:
                 delivered += len(e.deliveries)
-            if (was_busy or sends) and t > last_busy:
-                last_busy = t
+            if was_busy or sends:
+                busy_at = t
+                if t > last_busy:
+                    last_busy = t
+            o = e.oldest()
+            if o is None:
+                old.pop(i, None)
+            else:
+                old[i] = o
             if e.busy():
                 due.add(i)
             if not (sends or e.freed):
@@ -243,6 +341,13 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 j, ne, q = nbs[p]
                 credits.append((ne, q, c))
                 due.add(j)
+        if verdict is None and old:
+            verdict = judge(t)
+            if verdict is not None:
+                k = len(inj_steps)  # the injections still to come are not made
+                for pq in pending:
+                    pq.clear()
+                last_busy = max(busy_at, min(plan.last_step, t))
         if progress is not None:
             progress(delivered, expected)
     end = horizon
@@ -256,6 +361,8 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         collector.handle(done_report(e, n, host="", status="ok", last_step=end))
     raw = collector.raw
     raw.wall_s = time.perf_counter() - started
+    if verdict is not None:
+        raw.incomplete.insert(0, verdict)
     if raw.last_step >= settings.max_steps:
         raw.incomplete.append(f"step budget of {settings.max_steps} steps ran out")
     return raw

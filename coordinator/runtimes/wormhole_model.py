@@ -59,6 +59,10 @@ __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
 
+_STILL = 2
+"""Cycles a worm may go without moving before it counts as still: a credit or a flit sent at t is
+usable at t + 1, so after two quiet cycles none of its own is still on its way."""
+
 # the VC states as plain ints for the loops
 IDLE = int(VcState.IDLE)
 ROUTING = int(VcState.ROUTING)
@@ -95,6 +99,7 @@ class _Route:
     may: dict[str, list[int]] | None = None
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
+    since: int = -1  # the cycle it was bound or last moved a flit out of its buffer (deadlock verdict)
 
 
 class _Bits(dict[int, tuple[int, ...]]):
@@ -242,6 +247,7 @@ class _Model:
         if self.V > 1:
             rt.may = {p: self.may_take(r, i, rt.alg, p) for p in rt.outs}
         rt.granted = not rt.outs
+        rt.since = self.t
         self.route_of[ch] = rt
         self.state[ch] = ACTIVE if rt.granted and not rt.absorb else VC_ALLOC
         self.to_allocate.add(r)
@@ -513,6 +519,7 @@ class _Model:
                 if not front[1]:
                     b.popleft()
                 moved += 1
+                bound.since = t
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
                 if not (head or tail):
@@ -562,12 +569,92 @@ class _Model:
         self.buffered -= moved
         return moved
 
-    def deadlock(self) -> None:
-        """Name every worm still holding channels (the run stalled)."""
+    def verdict(self) -> str | None:
+        """The deadlock verdict at the end of this cycle (docs/wormhole.md "Deadlock"): None, or the
+        ``incomplete`` line naming the worms bound to the input channels on its cycles.
+
+        A worm bound to an input channel is still when it moved no flit (and was not bound) for
+        more than :data:`_STILL` cycles; it waits for: the channels holding every VC it may take of
+        an output (or every ejection channel) it still needs, the input across an output VC it
+        holds without a credit, the input holding the output that feeds its empty buffer. The
+        deadlocked ones: the largest set of still ones each waiting for some of these inside it.
+        """
+        t, route_of = self.t, self.route_of
+        if min(rt.since for rt in route_of.values()) >= t - _STILL:
+            return None
+        S, P, E, PV = self.S, self.P, self.E, self.PV
+        state, owner, ej_owner, credit, across, up, buf = (
+            self.state, self.owner, self.ej_owner, self.credit, self.across, self.up, self.buf,
+        )  # fmt: skip
+        waits: dict[int, list[tuple[int, ...]]] = {}
+        for ch, rt in route_of.items():
+            if t - rt.since <= _STILL:
+                continue
+            r = ch // S
+            rs: list[tuple[int, ...]] = []
+            if state[ch] == VC_ALLOC:
+                for p in rt.outs:
+                    if p in rt.held:
+                        continue
+                    alts = [r * P + PORTS.index(p)] if rt.may is None else rt.may[p]
+                    if all(owner[o] >= 0 for o in alts):
+                        rs.append(tuple(r * S + owner[o] for o in alts))
+                ejs = ej_owner[r * E : r * E + E]
+                if rt.absorb and rt.ej < 0 and all(w >= 0 for w in ejs):
+                    rs.append(tuple(r * S + w for w in ejs))
+            for o in rt.held.values():
+                if credit[o] <= 0:
+                    rs.append((across[o],))
+            feed = up[ch]
+            if feed >= 0 and not buf[ch] and owner[feed] >= 0:
+                rs.append(((feed // PV) * S + owner[feed],))
+            if rs:
+                waits[ch] = rs
+        stuck = set(waits)
+        while True:
+            drop = [ch for ch in stuck if not any(stuck.issuperset(rs) for rs in waits[ch])]
+            if not drop:
+                break
+            stuck.difference_update(drop)
+        if not stuck:
+            return None
+        after = {ch: {x for rs in waits[ch] if stuck.issuperset(rs) for x in rs} for ch in stuck}
+        cycle = []
+        for ch in stuck:  # on a cycle: it reaches itself
+            reach, todo = set(), [ch]
+            while todo:
+                for x in after[todo.pop()]:
+                    if x not in reach:
+                        reach.add(x)
+                        todo.append(x)
+            if ch in reach:
+                cycle.append(ch)
+        nodes, order, V = self.nodes, self.order, self.V
+        cycle.sort(key=lambda ch: (nodes[ch // S], order[ch // S][ch % S]))
+        parts = []
+        for ch in cycle:
+            r, i = divmod(ch, S)
+            rt = route_of[ch]
+            held = [_vc_name(p, o % V) for p, o in rt.held.items()]
+            held += [self.ejs[rt.ej]] if rt.ej >= 0 else []
+            wants = [p for p in rt.outs if p not in rt.held] + (["ej"] if rt.absorb and rt.ej < 0 else [])
+            n = nodes[r]
+            parts.append(
+                f"worm {list(rt.worm)} at ({n[0]},{n[1]}) in {order[r][i]} holds {sorted(held)} "
+                f"and waits for {sorted(wants)}"
+            )
+        worms = {route_of[ch].worm for ch in cycle}
+        head = f"deadlock at cycle {t}: {len(worms)} worms wait for each other in a cycle: "
+        return head + "; ".join(parts)
+
+    def deadlock(self, named: bool) -> None:
+        """Name every worm still holding channels (the run stalled); ``named``: the verdict already
+        said deadlock, else the stall is the verdict."""
         raw, nodes, order, S, V = self.raw, self.nodes, self.order, self.S, self.V
-        raw.incomplete.append(
-            f"deadlock at cycle {self.t}: {len(self.route_of)} worms hold channels and none moves"
-        )
+        if not named:
+            raw.incomplete.append(
+                f"deadlock at cycle {self.t}: {len(self.route_of)} worms hold channels and none moves"
+            )
         for ch in sorted(self.route_of, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
             r, i = divmod(ch, S)
             rt = self.route_of[ch]
@@ -607,10 +694,12 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         by_step.setdefault(m.step, []).append(m)
     last_inj = max(by_step, default=0)
     stalled = 0
+    verdict: str | None = None
     while True:
         t = net.t
         active = net.deliver()
-        net.inject(by_step.get(t, []))
+        if verdict is None:  # after a deadlock the injections still to come are not made
+            net.inject(by_step.get(t, []))
         starting = net.wake.pop(t, set())
         # the stages (node.switching.wormhole.STAGES), each over the nodes with work for it
         if starting:
@@ -625,11 +714,15 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             stalled = 0
         else:
             stalled += 1
+        if verdict is None and net.route_of:
+            verdict = net.verdict()
+            if verdict is not None:
+                raw.incomplete.append(verdict)
         busy = bool(net.route_of or net.arriving or net.buffered or net.queued or net.startup_end)
-        if t >= last_inj and not busy:
+        if (t >= last_inj or verdict is not None) and not busy:
             break
         if busy and stalled > 2:
-            net.deadlock()
+            net.deadlock(verdict is not None)
             break
         if t >= max_steps:
             raw.incomplete.append(f"step budget of {max_steps} cycles ran out")

@@ -23,14 +23,15 @@ and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from node import defaults
 from node.choices import Clock, Contention, VcClasses
 from node.routing import Registry
 from node.settings import SWITCHINGS, NodeSettings, field_problem
 from node.switching.engine import Engine, Injection, NodeError
-from node.switching.wormhole import WormholeEngine, prep_table
+from node.switching.wormhole import VC_ALLOC, WormholeEngine, prep_table
 from node.topology import Coord, Topology
 from node.transport.wire import Flit
 
@@ -39,6 +40,7 @@ __all__ = [
     "SWITCHINGS",
     "AnyEngine",
     "LockstepWormhole",
+    "Segment",
     "check_switching",
     "make_engine",
     "prep_table",
@@ -76,6 +78,27 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A still worm segment (a worm bound to an input channel that moved no flit for more than
+    :data:`STALL_STEPS` steps) and why it cannot move, in names a neighbour understands.
+
+    ``held_by``: per output it still needs whose every allowed channel is held, the channels
+    (inputs here) holding them; ``dry``: the outputs it holds without a credit (port, VC): it waits
+    for the input across; ``empty_on``: its buffer is empty (port, VC): it waits for the input
+    upstream that holds the output feeding it. ``owns``/``wants``: as :class:`Holding` names them.
+    """
+
+    channel: str
+    worm: tuple[int, int, int]
+    mc: int
+    held_by: tuple[tuple[str, ...], ...]
+    dry: tuple[tuple[str, int], ...]
+    empty_on: tuple[str, int] | None
+    owns: tuple[str, ...]
+    wants: tuple[str, ...]
+
+
 class LockstepWormhole(WormholeEngine):
     """The wormhole engine under the lockstep driver: busy only while progressing; reports deadlock."""
 
@@ -84,6 +107,10 @@ class LockstepWormhole(WormholeEngine):
     """The last step done."""
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
+    _since: list[int] = []  # noqa: RUF012 (replaced per engine at its first step, never changed in place)
+    """Per input channel: the step its worm was bound or last moved a flit out (deadlock verdict)."""
+    _who: list[Any] = []  # noqa: RUF012
+    """Per input channel: the binding ``_since`` belongs to."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""
@@ -102,11 +129,70 @@ class LockstepWormhole(WormholeEngine):
         self._progress = max(self._progress, inj.step)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
+        bound = self._moving
+        if not self._since:
+            self._since = [0] * self._n
+            self._who = [None] * self._n
+        count = self._count
+        before = [count[c] for c in bound]
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
+        # each bound input's last step of change: bound then, or a flit left its buffer then
+        since, who, bind = self._since, self._who, self._bind
+        for c, n in zip(bound, before, strict=True):
+            if count[c] < n:
+                since[c] = t
+        for c in self._moving:
+            b = bind[c]
+            if who[c] is not b:
+                who[c] = b
+                since[c] = t
         return out
+
+    def oldest(self) -> int | None:
+        """The earliest step of change of a worm bound here (None: none is bound)."""
+        if not self._bound or not self._since:
+            return None
+        since = self._since
+        return min(since[c] for c in self._moving)
+
+    def segments(self, t: int) -> list[Segment]:
+        """The worms bound here that moved no flit after step ``t`` − :data:`STALL_STEPS` − 1, and
+        why each cannot move (at the end of step ``t``)."""
+        out: list[Segment] = []
+        if not self._bound or not self._since:
+            return out
+        names, ports, V, nv = self._names, self._ports, self.vcs, self._nv
+        owner, ej_owner, credit, state = self._owner, self._ej_owner, self._credit, self._state
+        for c in self._moving:
+            if t - self._since[c] <= STALL_STEPS:
+                continue
+            b = self._bind[c]
+            assert b is not None
+            held_by: list[tuple[str, ...]] = []
+            if state[c] == VC_ALLOC:
+                for k in b.outs:
+                    if k not in b.got and all(owner[o] >= 0 for o in b.allowed[k]):
+                        held_by.append(tuple(names[owner[o]] for o in b.allowed[k]))
+                if b.eject and b.ej < 0 and all(w >= 0 for w in ej_owner):
+                    held_by.append(tuple(names[w] for w in ej_owner))
+            dry = tuple((ports[k], o - k * V) for k, o in b.got.items() if credit[o] <= 0)
+            empty = (ports[c // V], c % V) if c < nv and not self._count[c] else None
+            owns = [names[o] for o, w in enumerate(owner) if w == c]
+            owns += [self._ejs[e] for e, w in enumerate(ej_owner) if w == c]
+            wants = [ports[k] for k in b.outs if k not in b.got] + (["ej"] if b.eject and b.ej < 0 else [])
+            out.append(Segment(names[c], b.worm, b.mc, tuple(held_by), dry, empty, tuple(owns), tuple(wants)))
+        return out
+
+    def holder(self, port: str, vc: int) -> str | None:
+        """The input channel holding VC ``vc`` of the output on ``port`` (None: free or no such port)."""
+        k = self._port_of.get(port)
+        if k is None:
+            return None
+        w = self._owner[k * self.vcs + vc]
+        return self._names[w] if w >= 0 else None
 
     def stuck(self) -> bool:
         """Worms or messages here, but no progress for more than :data:`STALL_STEPS` steps."""
