@@ -13,12 +13,11 @@ the direct loop makes none, the frame loop goes on).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-
-import re
 
 from coordinator.runtimes.engines import _run_flits, _run_frames
 from coordinator.runtimes.records import RawRun, RunSettings

@@ -14,7 +14,9 @@ runtime's, node statistics included (``tests/test_mcast.py`` checks it).
 Under wormhole switching (:func:`_run_flits`) the same sparse schedule steps the flit engines
 without frames: each flit an engine sends is handed to its neighbour's engine as it is (a head's
 header through msgpack, as the wire would give it; body and tail flits carry nothing to encode),
-with the credits returned beside them — a flit costs a few list operations, not a frame.
+with the credits returned beside them — a flit costs a few list operations, not a frame. Holding
+every engine, it also judges deadlock as the reference model does (:func:`_verdict`,
+docs/wormhole.md "Deadlock"), which the frame loop, like the distributed runtimes, does not.
 """
 
 from __future__ import annotations

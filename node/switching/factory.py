@@ -14,10 +14,18 @@ diameter (every node learns so at the same step). :class:`LockstepWormhole` ther
 as busy only while it makes progress — it moved a flit or a start-up or preparation timer is
 running — within the last :data:`STALL_STEPS` + 1 steps; a node whose worms are stuck stops
 counting as busy. While any node progresses the run goes on (its busy steps keep the clock
-alive); once none has for that long — the deadlock condition of the reference model
-(``coordinator/runtimes/wormhole_model.py``) — every node stops at the same step, and a node
-that still holds worms reports each one as a ``deadlock`` error naming the channels it holds
-and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+alive); once none has for that long — the network-wide stall, where the reference model
+(``coordinator/runtimes/wormhole_model.py``) ends a run too — every node stops at the same step,
+and a node that still holds worms reports each one as a ``deadlock`` error naming the channels it
+holds and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+
+**The deadlock verdict** (docs/wormhole.md "Deadlock": a cycle of still worm segments in the
+wait-for graph) needs the whole network's tables, which only a driver that holds every engine
+has: the engines runtime builds it from :meth:`LockstepWormhole.segments` (each bound worm that
+has not changed for more than :data:`STALL_STEPS` steps, and what it waits for) and
+:meth:`LockstepWormhole.holder`; :meth:`LockstepWormhole.step` keeps the step each bound worm
+last changed (bound, or a flit left its buffer). The distributed runtimes have no verdict: they
+end at the stall, and go on injecting after a cycle has formed.
 """
 
 from __future__ import annotations
