@@ -145,6 +145,36 @@ def _vc(port: str, vc: int) -> str:
     return port if vc == 0 else f"{port}.{vc}"
 
 
+def _closed(why: dict[_Key, list[tuple[_Key, ...]]]) -> set[_Key]:
+    """The largest set of ``why``'s keys in which each has a reason (a tuple of keys) inside the set:
+    drop those with none, then those whose last such reason a drop broke, and so on."""
+    outside: dict[tuple[_Key, int], int] = {}  # (key, its reason's index) -> members outside the set
+    left: dict[_Key, int] = {}  # key -> its reasons with every member inside
+    member_of: dict[_Key, list[tuple[_Key, int]]] = {}
+    for key, rs_all in why.items():
+        left[key] = 0
+        for j, rs in enumerate(rs_all):
+            n = 0
+            for x in rs:
+                member_of.setdefault(x, []).append((key, j))
+                if x not in why:
+                    n += 1
+            outside[(key, j)] = n
+            if not n:
+                left[key] += 1
+    dead = {k for k, n in left.items() if n}
+    drop = [k for k, n in left.items() if not n]
+    while drop:
+        for key, j in member_of.get(drop.pop(), []):
+            outside[(key, j)] += 1
+            if outside[(key, j)] == 1 and key in dead:
+                left[key] -= 1
+                if not left[key]:
+                    dead.discard(key)
+                    drop.append(key)
+    return dead
+
+
 def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspects: list[Coord]) -> str | None:
     """The deadlock verdict at the end of step ``t`` (docs/wormhole.md "Deadlock"), from the engines'
     own tables: None, or the ``incomplete`` line naming the worm segments on its cycles.
@@ -176,14 +206,7 @@ def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspect
                 rs.append(((nb, h),))
         if rs:
             why[key] = rs
-    dead = set(why)
-    changed = True
-    while changed:
-        changed = False
-        for key in list(dead):
-            if not any(all(x in dead for x in rs) for rs in why[key]):
-                dead.discard(key)
-                changed = True
+    dead = _closed(why)
     if not dead:
         return None
     nxt = {k: {x for rs in why[k] if all(y in dead for y in rs) for x in rs} for k in dead}
@@ -237,6 +260,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     for n in nodes:
         e = engines[n]
         assert isinstance(e, LockstepWormhole)
+        e.watch()
         eng.append(e)
     pending: list[dict[int, list[Injection]]] = [{} for _ in nodes]
     injecting: dict[int, set[int]] = {}  # step -> the nodes that inject then
@@ -267,14 +291,18 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     t = -1
     delivered = 0
     busy_at = -1  # the last step a node was busy (last_busy without the plan's last step)
-    old: dict[int, int] = {}  # per node with a worm bound: the earliest step of change of one
+    old: dict[int, set[int]] = {}  # per node with a worm bound: the steps its worms last changed
     by_node = {n: eng[i] for i, n in enumerate(nodes)}
     verdict: str | None = None
 
     def judge(at: int) -> str | None:
-        """The deadlock verdict at the end of step ``at`` when some worm is still (else None)."""
-        suspects = [nodes[i] for i, o in old.items() if at - o > STALL_STEPS]
-        return _verdict(at, topo, by_node, suspects) if suspects else None
+        """The deadlock verdict at the end of step ``at``, when a worm became still then (else the
+        still worms and what they wait for are those of ``at`` − 1, which had no deadlock)."""
+        now = at - STALL_STEPS - 1
+        if not any(now in o for o in old.values()):
+            return None
+        suspects = [nodes[i] for i, o in old.items() if min(o) <= now]
+        return _verdict(at, topo, by_node, suspects)
 
     started = time.perf_counter()
     while True:
@@ -325,11 +353,11 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 busy_at = t
                 if t > last_busy:
                     last_busy = t
-            o = e.oldest()
-            if o is None:
-                old.pop(i, None)
-            else:
+            o = e.changed()
+            if o:
                 old[i] = o
+            else:
+                old.pop(i, None)
             if e.busy():
                 due.add(i)
             if not (sends or e.freed):

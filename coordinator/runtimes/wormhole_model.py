@@ -584,7 +584,9 @@ class _Model:
         deadlocked ones: the largest set of still ones each waiting for some of these inside it.
         """
         t, route_of = self.t, self.route_of
-        if min(rt.since for rt in route_of.values()) >= t - _STILL:
+        # Only when a worm became still now: were none, the still worms and their waits would be
+        # last cycle's (a wait on still worms does not change), and last cycle found no deadlock.
+        if not any(t - rt.since == _STILL + 1 for rt in route_of.values()):
             return None
         S, P, E, PV = self.S, self.P, self.E, self.PV
         state, owner, ej_owner, credit, across, up, buf = (
@@ -614,18 +616,35 @@ class _Model:
                 rs.append(((feed // PV) * S + owner[feed],))
             if rs:
                 waits[ch] = rs
-        stuck = set(waits)
-        while True:
-            drop = [ch for ch in stuck if not any(stuck.issuperset(rs) for rs in waits[ch])]
-            if not drop:
-                break
-            stuck.difference_update(drop)
+        # the largest set in which each has a wait inside it: drop, and drop what then has none
+        missing: dict[tuple[int, int], int] = {}  # (channel, its wait's index) -> members outside
+        alive: dict[int, int] = {}  # channel -> its waits with no member outside
+        users: dict[int, list[tuple[int, int]]] = {}  # channel -> the waits it is a member of
+        for ch, all_w in waits.items():
+            alive[ch] = 0
+            for j, w in enumerate(all_w):
+                out = sum(1 for x in w if x not in waits)
+                missing[(ch, j)] = out
+                alive[ch] += not out
+                for x in w:
+                    users.setdefault(x, []).append((ch, j))
+        gone = [ch for ch, n in alive.items() if not n]
+        stuck = set(waits).difference(gone)
+        while gone:
+            for ch, j in users.get(gone.pop(), ()):
+                missing[(ch, j)] += 1
+                if missing[(ch, j)] == 1 and ch in stuck:
+                    alive[ch] -= 1
+                    if not alive[ch]:
+                        stuck.discard(ch)
+                        gone.append(ch)
         if not stuck:
             return None
-        after = {ch: {x for rs in waits[ch] if stuck.issuperset(rs) for x in rs} for ch in stuck}
+        after = {ch: {x for w in waits[ch] if stuck.issuperset(w) for x in w} for ch in stuck}
         cycle = []
         for ch in stuck:  # on a cycle: it reaches itself
-            reach, todo = set(), [ch]
+            reach: set[int] = set()
+            todo = [ch]
             while todo:
                 for x in after[todo.pop()]:
                     if x not in reach:

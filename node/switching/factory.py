@@ -115,10 +115,12 @@ class LockstepWormhole(WormholeEngine):
     """The last step done."""
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
-    _since: list[int] = []  # noqa: RUF012 (replaced per engine at its first step, never changed in place)
+    _since: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
     """Per input channel: the step its worm was bound or last moved a flit out (deadlock verdict)."""
     _who: list[Any] = []  # noqa: RUF012
     """Per input channel: the binding ``_since`` belongs to."""
+    _changed: set[int] = set()  # noqa: RUF012
+    """The ``_since`` of the bound input channels, as of the last step that changed one."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""
@@ -137,34 +139,44 @@ class LockstepWormhole(WormholeEngine):
         self._progress = max(self._progress, inj.step)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
+        if not self._since:  # not watched (see watch()): the plain step
+            out = super().step(t)
+            self._done = t
+            if self.moved or self.timing():
+                self._progress = t
+            return out
         bound = self._moving
-        if not self._since:
-            self._since = [0] * self._n
-            self._who = [None] * self._n
         count = self._count
-        before = [count[c] for c in bound]
+        before = count[:]
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
+        if not self.moved and self._moving is bound:
+            return out
         # each bound input's last step of change: bound then, or a flit left its buffer then
         since, who, bind = self._since, self._who, self._bind
-        for c, n in zip(bound, before, strict=True):
-            if count[c] < n:
-                since[c] = t
+        if self.moved:
+            for c in bound:
+                if count[c] < before[c]:
+                    since[c] = t
         for c in self._moving:
             b = bind[c]
             if who[c] is not b:
                 who[c] = b
                 since[c] = t
+        self._changed = {since[c] for c in self._moving}
         return out
 
-    def oldest(self) -> int | None:
-        """The earliest step of change of a worm bound here (None: none is bound)."""
-        if not self._bound or not self._since:
-            return None
-        since = self._since
-        return min(since[c] for c in self._moving)
+    def watch(self) -> None:
+        """Keep, per bound worm, the step it last changed (bound, or a flit left its buffer): what
+        :meth:`changed` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
+        self._since = [0] * self._n
+        self._who = [None] * self._n
+
+    def changed(self) -> set[int]:
+        """The steps at which the worms bound here last changed (watched; empty when none is bound)."""
+        return self._changed if self._bound else set()
 
     def segments(self, t: int) -> list[Segment]:
         """The worms bound here that moved no flit after step ``t`` − :data:`STALL_STEPS` − 1, and
