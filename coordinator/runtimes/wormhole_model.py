@@ -103,7 +103,7 @@ class _Route:
     may: dict[str, list[int]] | None = None
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
-    since: int = -1  # the cycle it was bound or last moved a flit out of its buffer (deadlock verdict)
+    since: int = -1  # the cycle it was bound, granted a channel or moved a flit out (deadlock verdict)
 
 
 class _Bits(dict[int, tuple[int, ...]]):
@@ -408,6 +408,7 @@ class _Model:
                     last[link] = i
                     free -= 1
                     cand.held[p] = o
+                    cand.since = self.t  # a change: not still (deadlock verdict)
                     if len(cand.held) == len(cand.outs):  # its flits' copies, once per worm
                         for q, (h, hops_o, st_o) in cand.outs.items():
                             oq = cand.held[q]
@@ -426,6 +427,7 @@ class _Model:
                     if waits is not None and waits.absorb and waits.ej < 0:
                         ej_owner[e] = self.last_ej[r] = i
                         waits.ej = e - r * E
+                        waits.since = self.t
                         if waits.granted:
                             state[r * S + i] = ACTIVE
                         to_move[r] |= 1 << i
@@ -573,17 +575,18 @@ class _Model:
         self.buffered -= moved
         return moved
 
-    def verdict(self) -> str | None:
+    def verdict(self, t: int) -> str | None:
         """The deadlock verdict at the end of this cycle (docs/wormhole.md "Deadlock"): None, or the
-        ``incomplete`` line naming the worms bound to the input channels on its cycles.
+        ``incomplete`` line naming the worms bound to the input channels on its cycles. ``t``: this
+        cycle, or a later one in a network that has stopped (the tables stand still).
 
-        A worm bound to an input channel is still when it moved no flit (and was not bound) for
-        more than :data:`_STILL` cycles; it waits for: the channels holding every VC it may take of
+        A worm bound to an input channel is still when it was not bound, granted a channel or moved
+        a flit for more than :data:`_STILL` cycles; it waits for: the channels holding every VC it may take of
         an output (or every ejection channel) it still needs, the input across an output VC it
         holds without a credit, the input holding the output that feeds its empty buffer. The
         deadlocked ones: the largest set of still ones each waiting for some of these inside it.
         """
-        t, route_of = self.t, self.route_of
+        route_of = self.route_of
         # Only when a worm became still now: were none, the still worms and their waits would be
         # last cycle's (a wait on still worms does not change), and last cycle found no deadlock.
         if not any(t - rt.since == _STILL + 1 for rt in route_of.values()):
@@ -738,13 +741,20 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         else:
             stalled += 1
         if verdict is None and net.route_of:
-            verdict = net.verdict()
+            verdict = net.verdict(t)
             if verdict is not None:
                 raw.incomplete.append(verdict)
         busy = bool(net.route_of or net.arriving or net.buffered or net.queued or net.startup_end)
         if (t >= last_inj or verdict is not None) and not busy:
             break
         if busy and stalled > 2:
+            # the network has stopped; a worm granted a channel in the last cycles becomes still
+            # later, and with it the verdict (the tables stand still: judged at those cycles)
+            for at in range(t + 1, t + _STILL + 2):
+                if verdict is None:
+                    verdict = net.verdict(at)
+                    if verdict is not None:
+                        raw.incomplete.append(verdict)
             net.deadlock(verdict is not None)
             break
         if t >= max_steps:

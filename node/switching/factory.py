@@ -116,7 +116,8 @@ class LockstepWormhole(WormholeEngine):
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
     _since: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
-    """Per input channel: the step its worm was bound or last moved a flit out (deadlock verdict)."""
+    """Per input channel: the step its worm was bound, last granted a channel or last moved a flit out
+    (the deadlock verdict's steps of change)."""
     _who: list[Any] = []  # noqa: RUF012
     """Per input channel: the binding ``_since`` belongs to."""
     _changed: set[int] = set()  # noqa: RUF012
@@ -146,19 +147,26 @@ class LockstepWormhole(WormholeEngine):
                 self._progress = t
             return out
         bound = self._moving
-        count = self._count
+        count, bind = self._count, self._bind
         before = count[:]
+        grants = self._reallocate  # VC allocation runs: a bound worm may get a channel
+        missing = [0 if b is None else b.missing for b in bind] if grants else []
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
-        if not self.moved and self._moving is bound:
+        if not self.moved and not grants and self._moving is bound:
             return out
-        # each bound input's last step of change: bound then, or a flit left its buffer then
-        since, who, bind = self._since, self._who, self._bind
+        # each bound input's last step of change: bound, granted a channel or a flit left its buffer
+        since, who = self._since, self._who
         if self.moved:
             for c in bound:
                 if count[c] < before[c]:
+                    since[c] = t
+        if grants:
+            for c in bound:
+                b = bind[c]
+                if b is not None and b is who[c] and b.missing != missing[c]:
                     since[c] = t
         for c in self._moving:
             b = bind[c]
@@ -169,7 +177,7 @@ class LockstepWormhole(WormholeEngine):
         return out
 
     def watch(self) -> None:
-        """Keep, per bound worm, the step it last changed (bound, or a flit left its buffer): what
+        """Keep, per bound worm, the step it last changed (bound, granted, a flit left its buffer): what
         :meth:`changed` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
         self._since = [0] * self._n
         self._who = [None] * self._n
