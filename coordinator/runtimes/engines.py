@@ -251,6 +251,11 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     step reads only its own state, and a flit on one port and a credit on another change
     different tables, so this equals taking each node's frames, port by port, just before its
     step.
+
+    Deadlock: after each step (and at the steps no node works at, while some worm is bound) the
+    loop judges the verdict of docs/wormhole.md "Deadlock" (:func:`_verdict`); from the step it
+    holds no injection is made, ``last_busy`` forgets the plan's later steps, and the verdict's
+    line heads ``incomplete``. Otherwise the loop, and its records, are the frame loop's.
     """
     topo = plan.topology
     engines = _engines(topo, settings)
