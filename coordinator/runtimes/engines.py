@@ -179,18 +179,32 @@ def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspect
     """The deadlock verdict at the end of step ``t`` (docs/wormhole.md "Deadlock"), from the engines'
     own tables: None, or the ``incomplete`` line naming the worm segments on its cycles.
 
-    The still segments of the ``suspects`` (nodes with one) and the reasons each cannot move: a
-    set of segments it waits for, every one of which must stay still for the reason to last. The
-    deadlocked segments are the largest set in which each has a reason inside the set.
+    From the segments that became still at ``t`` (at the ``suspects``, the nodes with one: every
+    new cycle has one), the still segments their waits reach, and the reasons each cannot move:
+    a set of segments it waits for, every one of which must stay still for the reason to last.
+    The deadlocked segments are the largest set in which each has a reason inside the set.
     """
+    now = t - STALL_STEPS - 1
+    cache: dict[Coord, dict[str, Segment]] = {}
+
+    def at(n: Coord) -> dict[str, Segment]:
+        """Node ``n``'s still segments by channel (asked of its engine once)."""
+        got = cache.get(n)
+        if got is None:
+            got = cache[n] = {sg.channel: sg for sg in eng[n].segments(t)}
+        return got
+
     segs: dict[_Key, Segment] = {}
+    todo: list[_Key] = []
     for n in suspects:
-        for sg in eng[n].segments(t):
-            segs[(n, sg.channel)] = sg
-    if not segs:
-        return None
+        for ch, sg in at(n).items():
+            if sg.since == now:
+                segs[(n, ch)] = sg
+                todo.append((n, ch))
     why: dict[_Key, list[tuple[_Key, ...]]] = {}
-    for key, sg in segs.items():
+    while todo:
+        key = todo.pop()
+        sg = segs[key]
         n = key[0]
         rs = [tuple((n, h) for h in hs) for hs in sg.held_by]
         for port, vc in sg.dry:
@@ -204,8 +218,16 @@ def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspect
             h = eng[nb].holder(topo.opposite(port), vc)
             if h is not None:
                 rs.append(((nb, h),))
-        if rs:
-            why[key] = rs
+        if not rs:
+            continue
+        why[key] = rs
+        for w in rs:
+            for x in w:
+                if x not in segs:
+                    got = at(x[0]).get(x[1])
+                    if got is not None:
+                        segs[x] = got
+                        todo.append(x)
     dead = _closed(why)
     if not dead:
         return None
@@ -296,18 +318,16 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     t = -1
     delivered = 0
     busy_at = -1  # the last step a node was busy (last_busy without the plan's last step)
-    old: dict[int, set[int]] = {}  # per node with a worm bound: the steps its worms last changed
+    touched: dict[int, list[int]] = {}  # step -> the nodes where a worm changed then
     by_node = {n: eng[i] for i, n in enumerate(nodes)}
     verdict: str | None = None
 
     def judge(at: int) -> str | None:
-        """The deadlock verdict at the end of step ``at``, when a worm became still then (else the
-        still worms and what they wait for are those of ``at`` − 1, which had no deadlock)."""
+        """The deadlock verdict at the end of step ``at``, when a worm may have become still then
+        (else the still worms and what they wait for are those of ``at`` − 1: no deadlock)."""
         now = at - STALL_STEPS - 1
-        if not any(now in o for o in old.values()):
-            return None
-        suspects = [nodes[i] for i, o in old.items() if min(o) <= now]
-        return _verdict(at, topo, by_node, suspects)
+        suspects = [nodes[i] for i in touched.pop(now, ()) if eng[i].last_changed_at(now)]
+        return _verdict(at, topo, by_node, suspects) if suspects else None
 
     started = time.perf_counter()
     while True:
@@ -315,7 +335,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         nxt = t + 1 if due else None
         if k < len(inj_steps) and (nxt is None or inj_steps[k] < nxt):
             nxt = inj_steps[k]
-        if verdict is None and old and nxt != t + 1:
+        if verdict is None and touched and nxt != t + 1:
             # the steps no node works at: the tables stand still, only the worms' waits grow
             last = t + STALL_STEPS + 1 if nxt is None else min(nxt - 1, t + STALL_STEPS + 1)
             for at in range(t + 1, min(last, max_steps) + 1):
@@ -358,11 +378,8 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 busy_at = t
                 if t > last_busy:
                     last_busy = t
-            o = e.changed()
-            if o:
-                old[i] = o
-            else:
-                old.pop(i, None)
+            if e.touched() == t:
+                touched.setdefault(t, []).append(i)
             if e.busy():
                 due.add(i)
             if not (sends or e.freed):
@@ -376,7 +393,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 j, ne, q = nbs[p]
                 credits.append((ne, q, c))
                 due.add(j)
-        if verdict is None and old:
+        if verdict is None and touched:
             verdict = judge(t)
             if verdict is not None:
                 k = len(inj_steps)  # the injections still to come are not made

@@ -587,18 +587,21 @@ class _Model:
         deadlocked ones: the largest set of still ones each waiting for some of these inside it.
         """
         route_of = self.route_of
-        # Only when a worm became still now: were none, the still worms and their waits would be
-        # last cycle's (a wait on still worms does not change), and last cycle found no deadlock.
-        if not any(t - rt.since == _STILL + 1 for rt in route_of.values()):
+        # From the worms that became still now (every new cycle has one: without one the still
+        # worms and their waits would be last cycle's, and last cycle found no deadlock), the
+        # still worms their waits reach.
+        todo = [ch for ch, rt in route_of.items() if t - rt.since == _STILL + 1]
+        if not todo:
             return None
         S, P, E, PV = self.S, self.P, self.E, self.PV
         state, owner, ej_owner, credit, across, up, buf = (
             self.state, self.owner, self.ej_owner, self.credit, self.across, self.up, self.buf,
         )  # fmt: skip
+        seen = set(todo)
         waits: dict[int, list[tuple[int, ...]]] = {}
-        for ch, rt in route_of.items():
-            if t - rt.since <= _STILL:
-                continue
+        while todo:
+            ch = todo.pop()
+            rt = route_of[ch]
             r = ch // S
             rs: list[tuple[int, ...]] = []
             if state[ch] == VC_ALLOC:
@@ -617,8 +620,16 @@ class _Model:
             feed = up[ch]
             if feed >= 0 and not buf[ch] and owner[feed] >= 0:
                 rs.append(((feed // PV) * S + owner[feed],))
-            if rs:
-                waits[ch] = rs
+            if not rs:
+                continue
+            waits[ch] = rs
+            for w in rs:
+                for x in w:
+                    if x not in seen:
+                        seen.add(x)
+                        other = route_of.get(x)
+                        if other is not None and t - other.since > _STILL:
+                            todo.append(x)
         # the largest set in which each has a wait inside it: drop, and drop what then has none
         missing: dict[tuple[int, int], int] = {}  # (channel, its wait's index) -> members outside
         alive: dict[int, int] = {}  # channel -> its waits with no member outside

@@ -94,7 +94,8 @@ class Segment:
     ``held_by``: per output it still needs whose every allowed channel is held, the channels
     (inputs here) holding them; ``dry``: the outputs it holds without a credit (port, VC): it waits
     for the input across; ``empty_on``: its buffer is empty (port, VC): it waits for the input
-    upstream that holds the output feeding it. ``owns``/``wants``: as :class:`Holding` names them.
+    upstream that holds the output feeding it. ``owns``/``wants``: as :class:`Holding` names them;
+    ``since``: the step it last changed.
     """
 
     channel: str
@@ -105,6 +106,8 @@ class Segment:
     empty_on: tuple[str, int] | None
     owns: tuple[str, ...]
     wants: tuple[str, ...]
+    since: int
+    """The step it last changed (bound, granted a channel, a flit left its buffer)."""
 
 
 class LockstepWormhole(WormholeEngine):
@@ -120,8 +123,8 @@ class LockstepWormhole(WormholeEngine):
     (the deadlock verdict's steps of change)."""
     _who: list[Any] = []  # noqa: RUF012
     """Per input channel: the binding ``_since`` belongs to."""
-    _changed: set[int] = set()  # noqa: RUF012
-    """The ``_since`` of the bound input channels, as of the last step that changed one."""
+    _touched: int = -1
+    """The last step that changed a worm here (see :meth:`touched`)."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""
@@ -173,18 +176,24 @@ class LockstepWormhole(WormholeEngine):
             if who[c] is not b:
                 who[c] = b
                 since[c] = t
-        self._changed = {since[c] for c in self._moving}
+        self._touched = t
         return out
 
     def watch(self) -> None:
         """Keep, per bound worm, the step it last changed (bound, granted, a flit left its buffer): what
-        :meth:`changed` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
+        :meth:`touched` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
         self._since = [0] * self._n
         self._who = [None] * self._n
 
-    def changed(self) -> set[int]:
-        """The steps at which the worms bound here last changed (watched; empty when none is bound)."""
-        return self._changed if self._bound else set()
+    def last_changed_at(self, step: int) -> bool:
+        """Whether a worm bound here last changed at ``step`` (watched)."""
+        since = self._since
+        return any(since[c] == step for c in self._moving)
+
+    def touched(self) -> int:
+        """The last step at which a worm here was bound, released, granted a channel or moved a flit
+        (watched; -1 before any)."""
+        return self._touched
 
     def segments(self, t: int) -> list[Segment]:
         """The worms bound here that moved no flit after step ``t`` − :data:`STALL_STEPS` − 1, and
@@ -211,7 +220,19 @@ class LockstepWormhole(WormholeEngine):
             owns = [names[o] for o, w in enumerate(owner) if w == c]
             owns += [self._ejs[e] for e, w in enumerate(ej_owner) if w == c]
             wants = [ports[k] for k in b.outs if k not in b.got] + (["ej"] if b.eject and b.ej < 0 else [])
-            out.append(Segment(names[c], b.worm, b.mc, tuple(held_by), dry, empty, tuple(owns), tuple(wants)))
+            out.append(
+                Segment(
+                    names[c],
+                    b.worm,
+                    b.mc,
+                    tuple(held_by),
+                    dry,
+                    empty,
+                    tuple(owns),
+                    tuple(wants),
+                    self._since[c],
+                )
+            )
         return out
 
     def holder(self, port: str, vc: int) -> str | None:
