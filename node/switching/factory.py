@@ -24,7 +24,7 @@ wait-for graph) needs the whole network's tables, which only a driver that holds
 has: the engines runtime builds it from :meth:`LockstepWormhole.segments` (each bound worm that
 has not changed for more than :data:`STALL_STEPS` steps, and what it waits for) and
 :meth:`LockstepWormhole.holder`; :meth:`LockstepWormhole.step` keeps the step each bound worm
-last changed (bound, or a flit left its buffer). The distributed runtimes have no verdict: they
+last changed (bound, granted a channel, or a flit left its buffer). The distributed runtimes have no verdict: they
 end at the stall, and go on injecting after a cycle has formed.
 """
 
@@ -88,7 +88,7 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """A still worm segment (a worm bound to an input channel that moved no flit for more than
+    """A still worm segment (a worm bound to an input channel that has not changed for more than
     :data:`STALL_STEPS` steps) and why it cannot move, in names a neighbour understands.
 
     ``held_by``: per output it still needs whose every allowed channel is held, the channels
@@ -196,8 +196,8 @@ class LockstepWormhole(WormholeEngine):
         return self._touched
 
     def segments(self, t: int) -> list[Segment]:
-        """The worms bound here that moved no flit after step ``t`` − :data:`STALL_STEPS` − 1, and
-        why each cannot move (at the end of step ``t``)."""
+        """The worms bound here that have not changed after step ``t`` − :data:`STALL_STEPS` − 1,
+        and why each cannot move (at the end of step ``t``)."""
         out: list[Segment] = []
         if not self._bound or not self._since:
             return out
