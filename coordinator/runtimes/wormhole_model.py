@@ -32,8 +32,8 @@ injection channels; VC allocation, the dateline, classes and the switch allocato
 ``docs/wormhole.md`` "Virtual channels" (written here without the engine's code). With one VC
 switch allocation is trivial: every ready input moves.
 
-**Deadlock.** At the end of every cycle in which some bound worm has not changed for more than
-two cycles, :meth:`_Model.verdict` looks for a cycle of still worms in the wait-for graph
+**Deadlock.** At the end of every cycle at which some bound worm becomes still (unchanged for
+more than two cycles), :meth:`_Model.verdict` looks for a cycle of still worms in the wait-for graph
 (docs/wormhole.md "Deadlock"), from this model's own tables; the first cycle it finds one is the
 verdict (``RawRun.incomplete``'s line naming its worms), after which no injection is made. A run
 ends when it drains or stalls — worms in flight, no flit moved and no start-up or preparation
