@@ -24,8 +24,8 @@ wait-for graph) needs the whole network's tables, which only a driver that holds
 has: the engines runtime builds it from :meth:`LockstepWormhole.segments` (each bound worm that
 has not changed for more than :data:`STALL_STEPS` steps, and what it waits for) and
 :meth:`LockstepWormhole.holder`; :meth:`LockstepWormhole.step` keeps the step each bound worm
-last changed (bound, granted a channel, or a flit left its buffer). The distributed runtimes have no verdict: they
-end at the stall, and go on injecting after a cycle has formed.
+last changed (bound, granted a channel, or a flit left its buffer). The distributed runtimes
+have no verdict: they end at the stall, and go on injecting after a cycle has formed.
 """
 
 from __future__ import annotations
