@@ -151,14 +151,15 @@ class LockstepWormhole(WormholeEngine):
             return out
         bound = self._moving
         count, bind = self._count, self._bind
-        before = count[:]
-        grants = self._reallocate  # VC allocation runs: a bound worm may get a channel
-        missing = [0 if b is None else b.missing for b in bind] if grants else []
+        before = count[:] if bound else count
+        grants = self._reallocate and bool(bound)  # VC allocation runs: a bound worm may get a channel
+        missing = [bind[c].missing for c in bound] if grants else []  # type: ignore[union-attr]
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
-        if not self.moved and not grants and self._moving is bound:
+        rebound = self._moving is not bound
+        if not (rebound or grants or (self.moved and bound)):
             return out
         # each bound input's last step of change: bound, granted a channel or a flit left its buffer
         since, who = self._since, self._who
@@ -167,15 +168,16 @@ class LockstepWormhole(WormholeEngine):
                 if count[c] < before[c]:
                     since[c] = t
         if grants:
-            for c in bound:
+            for c, m in zip(bound, missing, strict=True):
                 b = bind[c]
-                if b is not None and b is who[c] and b.missing != missing[c]:
+                if b is not None and b is who[c] and b.missing != m:
                     since[c] = t
-        for c in self._moving:
-            b = bind[c]
-            if who[c] is not b:
-                who[c] = b
-                since[c] = t
+        if rebound:
+            for c in self._moving:
+                b = bind[c]
+                if who[c] is not b:
+                    who[c] = b
+                    since[c] = t
         self._touched = t
         return out
 
