@@ -4,10 +4,16 @@
 runtimes do. The two must give the same record, field for field — arrivals, traffic, links,
 errors and deadlock reports, node statistics (peaks, mean occupancy, copies) and the last step —
 on random plans with contention, virtual channels and deadlocks.
+
+The frame loop has no deadlock verdict (docs/wormhole.md "Deadlock": the distributed runtimes end
+by their quiescence): where the direct loop names one, the two agree on what both still define —
+the record without the verdict's line, when no injection came after the verdict's cycle (after it
+the direct loop makes none, the frame loop goes on).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import event, given, settings
@@ -38,6 +44,23 @@ def _record(raw: RawRun) -> dict[str, Any]:
     }
 
 
+def _both_define(plan: Plan, direct: RawRun, framed: RawRun) -> bool:
+    """Compare the records of both (True), or only that both stopped short (False): the direct loop
+    named a deadlock before the plan's last injection, which the frame loop still made."""
+    named = [x for x in direct.incomplete if re.match(r"deadlock at cycle \d+: \d+ worms wait", x)]
+    if not named:
+        assert _record(direct) == _record(framed)
+        return True
+    at = int(named[0].split()[3].rstrip(":"))
+    if plan.last_step > at:
+        assert framed.incomplete or any(e["kind"] == "deadlock" for e in framed.errors)
+        return False
+    direct.incomplete.remove(named[0])
+    assert any(e["kind"] == "deadlock" for e in framed.errors)  # the frame loop's stall saw it too
+    assert _record(direct) == _record(framed)
+    return True
+
+
 @st.composite
 def plans(draw: st.DrawFn) -> tuple[Plan, RunSettings]:
     kind, topo, mcs = draw_topology_and_multicasts(draw, (4, 16), draw(st.sampled_from([2, 12])))
@@ -66,7 +89,7 @@ def test_direct_flits_equal_the_frame_loop(case: tuple[Plan, RunSettings]) -> No
     direct, framed = _run_flits(plan, s, None), _run_frames(plan, s)
     event("deadlock" if any(e["kind"] == "deadlock" for e in framed.errors) else "no deadlock")
     event("budget ran out" if any("budget" in x for x in framed.incomplete) else "within budget")
-    assert _record(direct) == _record(framed)
+    event("compared" if _both_define(plan, direct, framed) else "deadlock before the last injection")
 
 
 def test_direct_flits_equal_the_frame_loop_in_a_deadlock() -> None:
@@ -77,7 +100,8 @@ def test_direct_flits_equal_the_frame_loop_in_a_deadlock() -> None:
     direct, framed = _run_flits(plan, s, None), _run_frames(plan, s)
     assert direct.arrivals == [] and direct.last_step < 100  # ended by the stall rule
     assert {e["mc"] for e in direct.errors if e["kind"] == "deadlock"} == set(range(5))
-    assert _record(direct) == _record(framed)
+    assert direct.incomplete[0].startswith("deadlock at cycle")
+    assert _both_define(plan, direct, framed)
 
 
 def test_direct_flits_equal_the_frame_loop_under_load() -> None:

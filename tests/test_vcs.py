@@ -39,7 +39,7 @@ from tests.test_wormhole import (
     _wire,
     draw_topology_and_multicasts,
 )
-from tests.wormhole_helpers import model_run, run_network, worm_settings
+from tests.wormhole_helpers import model_run, run_network, up_to_verdict, worm_settings
 
 
 @st.composite
@@ -63,8 +63,8 @@ def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
 @given(vc_plans())
 def test_engines_and_model_agree_with_virtual_channels(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, kw = case
-    net = run_network(plan.topology, plan.multicasts, **kw)
     model = model_run(plan, **kw)
+    net = run_network(plan.topology, up_to_verdict(plan.multicasts, model), **kw)
     assert not net.errors, net.errors[:3]
     assert net.arrivals == model.logical_arrivals()
     assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
@@ -248,8 +248,8 @@ def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObjec
         "vcs": vcs,
         "vc_classes": classes,
     }
-    net = run_network(topo, mcs, **kw)
     model = model_run(Plan(topo, tuple(mcs)), **kw)
+    net = run_network(topo, up_to_verdict(mcs, model), **kw)
     assert net.arrivals == model.logical_arrivals()
     if net.deadlock:
         assert net.last_step == model.last_step

@@ -29,7 +29,7 @@ from node.routing import registry
 from node.switching.wormhole import PREP, Flit, WormholeEngine, decode_flit
 from node.topology import Coord, Topology
 from node.transport.wire import WireError
-from tests.wormhole_helpers import Record, model_run, run_network, worm_settings
+from tests.wormhole_helpers import Record, model_run, run_network, up_to_verdict, worm_settings
 
 NO_EXPLAIN = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # explaining a failure takes minutes
 MESH_ALGS = ("dp", "mp", "cp", "qg", "group-graph", "group-pattern", "tree", "unicast", "pair", "vh")
@@ -325,8 +325,8 @@ def shared_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
 @given(shared_plans())
 def test_engines_and_model_agree_under_shared_contention(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, kw = case
-    net = run_network(plan.topology, plan.multicasts, **kw)
     model = model_run(plan, **kw)
+    net = run_network(plan.topology, up_to_verdict(plan.multicasts, model), **kw)
     assert net.arrivals == model.logical_arrivals()
     assert bool(net.deadlock) == any("deadlock" in x for x in model.incomplete)
     event("deadlocked" if net.deadlock else "completed")
@@ -381,8 +381,8 @@ def test_engines_and_model_report_the_same_deadlocks(data: st.DataObject) -> Non
         )
         mcs.append(Multicast(i, alg, src, tuple(dests), data.draw(st.integers(0, 6))))
     kw: dict[str, Any] = {"port_model": "one-port", "flits": data.draw(st.integers(4, 12)), "ts": 2}
-    net = run_network(topo, mcs, **kw)
     model = model_run(Plan(topo, tuple(mcs)), **kw)
+    net = run_network(topo, up_to_verdict(mcs, model), **kw)
     assert net.arrivals == model.logical_arrivals()
     if net.deadlock:
         assert net.last_step == model.last_step  # the same cycle ends the run

@@ -11,6 +11,7 @@ than two steps (deadlock: the report names the worms and the channels they hold)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,17 @@ def worm_settings(**kw: Any) -> NodeSettings:
         **{"switching": Switching.WORMHOLE, "contention": Contention.SHARED, "port_model": PortModel.ALL_PORT,
            "max_steps": 100_000, **kw}
     )  # fmt: skip
+
+
+def up_to_verdict(multicasts: Sequence[Multicast], model: RawRun) -> list[Multicast]:
+    """The multicasts the model made: those up to its deadlock verdict's cycle (docs/wormhole.md
+    "Deadlock": none after it), or all. This network has no verdict (it ends at the stall, as the
+    distributed runtimes do), so it is compared with the model on these."""
+    for x in model.incomplete:
+        got = re.match(r"deadlock at cycle (\d+): \d+ worms wait", x)
+        if got:
+            return [m for m in multicasts if m.step <= int(got.group(1))]
+    return list(multicasts)
 
 
 def model_run(plan: Plan, **kw: Any) -> RawRun:

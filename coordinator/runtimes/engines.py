@@ -14,7 +14,9 @@ runtime's, node statistics included (``tests/test_mcast.py`` checks it).
 Under wormhole switching (:func:`_run_flits`) the same sparse schedule steps the flit engines
 without frames: each flit an engine sends is handed to its neighbour's engine as it is (a head's
 header through msgpack, as the wire would give it; body and tail flits carry nothing to encode),
-with the credits returned beside them — a flit costs a few list operations, not a frame.
+with the credits returned beside them — a flit costs a few list operations, not a frame. Holding
+every engine, it also judges deadlock as the reference model does (:func:`_verdict`,
+docs/wormhole.md "Deadlock"), which the frame loop, like the distributed runtimes, does not.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from node import protocol
 from node.actor import done_report, take_report
 from node.routing import registry
 from node.switching.engine import Injection
-from node.switching.factory import AnyEngine, LockstepWormhole, make_engine
+from node.switching.factory import STALL_STEPS, AnyEngine, LockstepWormhole, Segment, make_engine
 from node.switching.lockstep import Lockstep, Schedule
 from node.switching.wormhole import WormholeEngine
 from node.topology import PORTS, Coord, Topology
@@ -136,6 +138,119 @@ def _run_frames(
 
 _HEADS = frozenset({"H", "W"})
 
+_Key = tuple[Coord, str]  # a worm segment: the node and the input channel it is bound to
+
+
+def _vc(port: str, vc: int) -> str:
+    return port if vc == 0 else f"{port}.{vc}"
+
+
+def _closed(why: dict[_Key, list[tuple[_Key, ...]]]) -> set[_Key]:
+    """The largest set of ``why``'s keys in which each has a reason (a tuple of keys) inside the set:
+    drop those with none, then those whose last such reason a drop broke, and so on."""
+    outside: dict[tuple[_Key, int], int] = {}  # (key, its reason's index) -> members outside the set
+    left: dict[_Key, int] = {}  # key -> its reasons with every member inside
+    member_of: dict[_Key, list[tuple[_Key, int]]] = {}
+    for key, rs_all in why.items():
+        left[key] = 0
+        for j, rs in enumerate(rs_all):
+            n = 0
+            for x in rs:
+                member_of.setdefault(x, []).append((key, j))
+                if x not in why:
+                    n += 1
+            outside[(key, j)] = n
+            if not n:
+                left[key] += 1
+    dead = {k for k, n in left.items() if n}
+    drop = [k for k, n in left.items() if not n]
+    while drop:
+        for key, j in member_of.get(drop.pop(), []):
+            outside[(key, j)] += 1
+            if outside[(key, j)] == 1 and key in dead:
+                left[key] -= 1
+                if not left[key]:
+                    dead.discard(key)
+                    drop.append(key)
+    return dead
+
+
+def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspects: list[Coord]) -> str | None:
+    """The deadlock verdict at the end of step ``t`` (docs/wormhole.md "Deadlock"), from the engines'
+    own tables: None, or the ``incomplete`` line naming the worm segments on its cycles.
+
+    From the segments that became still at ``t`` (at the ``suspects``, the nodes with one: every
+    new cycle has one), the still segments their waits reach, and the reasons each cannot move:
+    a set of segments it waits for, every one of which must stay still for the reason to last.
+    The deadlocked segments are the largest set in which each has a reason inside the set.
+    """
+    now = t - STALL_STEPS - 1
+    cache: dict[Coord, dict[str, Segment]] = {}
+
+    def at(n: Coord) -> dict[str, Segment]:
+        """Node ``n``'s still segments by channel (asked of its engine once)."""
+        got = cache.get(n)
+        if got is None:
+            got = cache[n] = {sg.channel: sg for sg in eng[n].segments(t)}
+        return got
+
+    segs: dict[_Key, Segment] = {}
+    todo: list[_Key] = []
+    for n in suspects:
+        for ch, sg in at(n).items():
+            if sg.since == now:
+                segs[(n, ch)] = sg
+                todo.append((n, ch))
+    why: dict[_Key, list[tuple[_Key, ...]]] = {}
+    while todo:
+        key = todo.pop()
+        sg = segs[key]
+        n = key[0]
+        rs = [tuple((n, h) for h in hs) for hs in sg.held_by]
+        for port, vc in sg.dry:
+            nb = topo.neighbour(n, port)
+            assert nb is not None
+            rs.append(((nb, _vc(topo.opposite(port), vc)),))
+        if sg.empty_on is not None:
+            port, vc = sg.empty_on
+            nb = topo.neighbour(n, port)
+            assert nb is not None
+            h = eng[nb].holder(topo.opposite(port), vc)
+            if h is not None:
+                rs.append(((nb, h),))
+        if not rs:
+            continue
+        why[key] = rs
+        for w in rs:
+            for x in w:
+                if x not in segs:
+                    got = at(x[0]).get(x[1])
+                    if got is not None:
+                        segs[x] = got
+                        todo.append(x)
+    dead = _closed(why)
+    if not dead:
+        return None
+    nxt = {k: {x for rs in why[k] if all(y in dead for y in rs) for x in rs} for k in dead}
+    ring = []
+    for k in dead:  # on a cycle: reachable from its own successors
+        seen, todo = set(nxt[k]), list(nxt[k])
+        while todo and k not in seen:
+            for x in nxt[todo.pop()]:
+                if x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+        if k in seen:
+            ring.append(k)
+    ring.sort()
+    worms = {segs[k].worm for k in ring}
+    parts = [
+        f"worm {list(segs[k].worm)} at ({k[0][0]},{k[0][1]}) in {k[1]} holds {sorted(segs[k].owns)} "
+        f"and waits for {sorted(segs[k].wants)}"
+        for k in ring
+    ]
+    return f"deadlock at cycle {t}: {len(worms)} worms wait for each other in a cycle: " + "; ".join(parts)
+
 
 def _as_received(flit: Flit) -> Flit:
     """A head as its neighbour decodes it (its header through msgpack)."""
@@ -158,6 +273,11 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     step reads only its own state, and a flit on one port and a credit on another change
     different tables, so this equals taking each node's frames, port by port, just before its
     step.
+
+    Deadlock: after each step (and at the steps no node works at, while some worm is bound) the
+    loop judges the verdict of docs/wormhole.md "Deadlock" (:func:`_verdict`); from the step it
+    holds no injection is made, ``last_busy`` forgets the plan's later steps, and the verdict's
+    line heads ``incomplete``. Otherwise the loop, and its records, are the frame loop's.
     """
     topo = plan.topology
     engines = _engines(topo, settings)
@@ -167,6 +287,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     for n in nodes:
         e = engines[n]
         assert isinstance(e, LockstepWormhole)
+        e.watch()
         eng.append(e)
     pending: list[dict[int, list[Injection]]] = [{} for _ in nodes]
     injecting: dict[int, set[int]] = {}  # step -> the nodes that inject then
@@ -196,12 +317,37 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     k = 0  # inj_steps[k]: the next step at which some node injects
     t = -1
     delivered = 0
+    busy_at = -1  # the last step a node was busy (last_busy without the plan's last step)
+    touched: dict[int, list[int]] = {}  # step -> the nodes where a worm changed then
+    by_node = {n: eng[i] for i, n in enumerate(nodes)}
+    verdict: str | None = None
+
+    def judge(at: int) -> str | None:
+        """The deadlock verdict at the end of step ``at``, when a worm may have become still then
+        (else the still worms and what they wait for are those of ``at`` − 1: no deadlock)."""
+        now = at - STALL_STEPS - 1
+        suspects = [nodes[i] for i in touched.pop(now, ()) if eng[i].last_changed_at(now)]
+        return _verdict(at, topo, by_node, suspects) if suspects else None
+
     started = time.perf_counter()
     while True:
         horizon = min(last_busy + diameter + 1, max_steps)
         nxt = t + 1 if due else None
         if k < len(inj_steps) and (nxt is None or inj_steps[k] < nxt):
             nxt = inj_steps[k]
+        if verdict is None and touched and nxt != t + 1:
+            # the steps no node works at: the tables stand still, only the worms' waits grow
+            last = t + STALL_STEPS + 1 if nxt is None else min(nxt - 1, t + STALL_STEPS + 1)
+            for at in range(t + 1, min(last, max_steps) + 1):
+                verdict = judge(at)
+                if verdict is not None:
+                    k = len(inj_steps)  # the injections still to come are not made
+                    for pq in pending:
+                        pq.clear()
+                    last_busy = max(busy_at, min(plan.last_step, at))
+                    horizon = min(last_busy + diameter + 1, max_steps)
+                    nxt = t + 1 if due else None
+                    break
         if nxt is None or nxt > horizon:
             break
         t = nxt
@@ -228,8 +374,12 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             sends = e.step(t)
             if progress is not None:
                 delivered += len(e.deliveries)
-            if (was_busy or sends) and t > last_busy:
-                last_busy = t
+            if was_busy or sends:
+                busy_at = t
+                if t > last_busy:
+                    last_busy = t
+            if e.touched() == t:
+                touched.setdefault(t, []).append(i)
             if e.busy():
                 due.add(i)
             if not (sends or e.freed):
@@ -243,6 +393,13 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 j, ne, q = nbs[p]
                 credits.append((ne, q, c))
                 due.add(j)
+        if verdict is None and touched:
+            verdict = judge(t)
+            if verdict is not None:
+                k = len(inj_steps)  # the injections still to come are not made
+                for pq in pending:
+                    pq.clear()
+                last_busy = max(busy_at, min(plan.last_step, t))
         if progress is not None:
             progress(delivered, expected)
     end = horizon
@@ -256,6 +413,8 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
         collector.handle(done_report(e, n, host="", status="ok", last_step=end))
     raw = collector.raw
     raw.wall_s = time.perf_counter() - started
+    if verdict is not None:
+        raw.incomplete.insert(0, verdict)
     if raw.last_step >= settings.max_steps:
         raw.incomplete.append(f"step budget of {settings.max_steps} steps ran out")
     return raw

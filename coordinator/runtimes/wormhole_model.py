@@ -32,9 +32,13 @@ injection channels; VC allocation, the dateline, classes and the switch allocato
 ``docs/wormhole.md`` "Virtual channels" (written here without the engine's code). With one VC
 switch allocation is trivial: every ready input moves.
 
-A run that stalls — worms in flight, no flit moved and no start-up or preparation counting
-down for more than two cycles — ends as deadlocked: ``RawRun.incomplete`` says so and
-``RawRun.errors`` holds one ``deadlock`` entry per worm naming the channels it holds.
+**Deadlock.** At the end of every cycle at which some bound worm becomes still (unchanged for
+more than two cycles), :meth:`_Model.verdict` looks for a cycle of still worms in the wait-for graph
+(docs/wormhole.md "Deadlock"), from this model's own tables; the first cycle it finds one is the
+verdict (``RawRun.incomplete``'s line naming its worms), after which no injection is made. A run
+ends when it drains or stalls — worms in flight, no flit moved and no start-up or preparation
+counting down for more than two cycles — and a stall leaves one ``deadlock`` entry in
+``RawRun.errors`` per worm naming the channels it holds.
 """
 
 from __future__ import annotations
@@ -58,6 +62,10 @@ from node.topology import PORTS, Coord
 __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
+
+_STILL = 2
+"""Cycles a worm may go without moving before it counts as still: a credit or a flit sent at t is
+usable at t + 1, so after two quiet cycles none of its own is still on its way."""
 
 # the VC states as plain ints for the loops
 IDLE = int(VcState.IDLE)
@@ -96,6 +104,7 @@ class _Route:
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
     sa_from: int = 0  # the first cycle switch allocation takes it: ACTIVE + vc_alloc_delay
+    since: int = -1  # the cycle it was bound, granted a channel or moved a flit out (deadlock verdict)
 
 
 class _Bits(dict[int, tuple[int, ...]]):
@@ -254,6 +263,7 @@ class _Model:
         if self.V > 1:
             rt.may = {p: self.may_take(r, i, rt.alg, p) for p in rt.outs}
         rt.granted = not rt.outs
+        rt.since = self.t
         self.route_of[ch] = rt
         self.state[ch] = ACTIVE if rt.granted and not rt.absorb else VC_ALLOC
         if self.state[ch] == ACTIVE:
@@ -444,6 +454,7 @@ class _Model:
                     last[link] = i
                     free -= 1
                     cand.held[p] = o
+                    cand.since = self.t  # a change: not still (deadlock verdict)
                     if len(cand.held) == len(cand.outs):  # its flits' copies, once per worm
                         for q, (h, hops_o, st_o) in cand.outs.items():
                             oq = cand.held[q]
@@ -463,6 +474,7 @@ class _Model:
                     if waits is not None and waits.absorb and waits.ej < 0:
                         ej_owner[e] = self.last_ej[r] = i
                         waits.ej = e - r * E
+                        waits.since = self.t
                         if waits.granted:
                             state[r * S + i] = ACTIVE
                             self.activated(waits)
@@ -578,6 +590,7 @@ class _Model:
                 if not front[1]:
                     b.popleft()
                 moved += 1
+                bound.since = t
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
                 if not (head or tail):
@@ -628,12 +641,123 @@ class _Model:
         self.buffered -= moved
         return moved
 
-    def deadlock(self) -> None:
-        """Name every worm still holding channels (the run stalled)."""
+    def verdict(self, t: int) -> str | None:
+        """The deadlock verdict at the end of this cycle (docs/wormhole.md "Deadlock"): None, or the
+        ``incomplete`` line naming the worms bound to the input channels on its cycles. ``t``: this
+        cycle, or a later one in a network that has stopped (the tables stand still).
+
+        A worm bound to an input channel is still when it was not bound, granted a channel or moved
+        a flit for more than :data:`_STILL` cycles; it waits for: the channels holding every VC it may take of
+        an output (or every ejection channel) it still needs, the input across an output VC it
+        holds without a credit, the input holding the output that feeds its empty buffer. The
+        deadlocked ones: the largest set of still ones each waiting for some of these inside it.
+        """
+        route_of = self.route_of
+        # From the worms that became still now (every new cycle has one: without one the still
+        # worms and their waits would be last cycle's, and last cycle found no deadlock), the
+        # still worms their waits reach.
+        todo = [ch for ch, rt in route_of.items() if t - rt.since == _STILL + 1]
+        if not todo:
+            return None
+        S, P, E, PV = self.S, self.P, self.E, self.PV
+        state, owner, ej_owner, credit, across, up, buf = (
+            self.state, self.owner, self.ej_owner, self.credit, self.across, self.up, self.buf,
+        )  # fmt: skip
+        seen = set(todo)
+        waits: dict[int, list[tuple[int, ...]]] = {}
+        while todo:
+            ch = todo.pop()
+            rt = route_of[ch]
+            r = ch // S
+            rs: list[tuple[int, ...]] = []
+            if state[ch] == VC_ALLOC:
+                for p in rt.outs:
+                    if p in rt.held:
+                        continue
+                    alts = [r * P + PORTS.index(p)] if rt.may is None else rt.may[p]
+                    if all(owner[o] >= 0 for o in alts):
+                        rs.append(tuple(r * S + owner[o] for o in alts))
+                ejs = ej_owner[r * E : r * E + E]
+                if rt.absorb and rt.ej < 0 and all(w >= 0 for w in ejs):
+                    rs.append(tuple(r * S + w for w in ejs))
+            for o in rt.held.values():
+                if credit[o] <= 0:
+                    rs.append((across[o],))
+            feed = up[ch]
+            if feed >= 0 and not buf[ch] and owner[feed] >= 0:
+                rs.append(((feed // PV) * S + owner[feed],))
+            if not rs:
+                continue
+            waits[ch] = rs
+            for w in rs:
+                for x in w:
+                    if x not in seen:
+                        seen.add(x)
+                        other = route_of.get(x)
+                        if other is not None and t - other.since > _STILL:
+                            todo.append(x)
+        # the largest set in which each has a wait inside it: drop, and drop what then has none
+        missing: dict[tuple[int, int], int] = {}  # (channel, its wait's index) -> members outside
+        alive: dict[int, int] = {}  # channel -> its waits with no member outside
+        users: dict[int, list[tuple[int, int]]] = {}  # channel -> the waits it is a member of
+        for ch, all_w in waits.items():
+            alive[ch] = 0
+            for j, w in enumerate(all_w):
+                out = sum(1 for x in w if x not in waits)
+                missing[(ch, j)] = out
+                alive[ch] += not out
+                for x in w:
+                    users.setdefault(x, []).append((ch, j))
+        gone = [ch for ch, n in alive.items() if not n]
+        stuck = set(waits).difference(gone)
+        while gone:
+            for ch, j in users.get(gone.pop(), ()):
+                missing[(ch, j)] += 1
+                if missing[(ch, j)] == 1 and ch in stuck:
+                    alive[ch] -= 1
+                    if not alive[ch]:
+                        stuck.discard(ch)
+                        gone.append(ch)
+        if not stuck:
+            return None
+        after = {ch: {x for w in waits[ch] if stuck.issuperset(w) for x in w} for ch in stuck}
+        cycle = []
+        for ch in stuck:  # on a cycle: it reaches itself
+            reach: set[int] = set()
+            todo = [ch]
+            while todo:
+                for x in after[todo.pop()]:
+                    if x not in reach:
+                        reach.add(x)
+                        todo.append(x)
+            if ch in reach:
+                cycle.append(ch)
+        nodes, order, V = self.nodes, self.order, self.V
+        cycle.sort(key=lambda ch: (nodes[ch // S], order[ch // S][ch % S]))
+        parts = []
+        for ch in cycle:
+            r, i = divmod(ch, S)
+            rt = route_of[ch]
+            held = [_vc_name(p, o % V) for p, o in rt.held.items()]
+            held += [self.ejs[rt.ej]] if rt.ej >= 0 else []
+            wants = [p for p in rt.outs if p not in rt.held] + (["ej"] if rt.absorb and rt.ej < 0 else [])
+            n = nodes[r]
+            parts.append(
+                f"worm {list(rt.worm)} at ({n[0]},{n[1]}) in {order[r][i]} holds {sorted(held)} "
+                f"and waits for {sorted(wants)}"
+            )
+        worms = {route_of[ch].worm for ch in cycle}
+        head = f"deadlock at cycle {t}: {len(worms)} worms wait for each other in a cycle: "
+        return head + "; ".join(parts)
+
+    def deadlock(self, named: bool) -> None:
+        """Name every worm still holding channels (the run stalled); ``named``: the verdict already
+        said deadlock, else the stall is the verdict."""
         raw, nodes, order, S, V = self.raw, self.nodes, self.order, self.S, self.V
-        raw.incomplete.append(
-            f"deadlock at cycle {self.t}: {len(self.route_of)} worms hold channels and none moves"
-        )
+        if not named:
+            raw.incomplete.append(
+                f"deadlock at cycle {self.t}: {len(self.route_of)} worms hold channels and none moves"
+            )
         for ch in sorted(self.route_of, key=lambda ch: (nodes[ch // S], order[ch // S][ch % S])):
             r, i = divmod(ch, S)
             rt = self.route_of[ch]
@@ -686,10 +810,12 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
     # at the end of a cycle (in: net.arriving, delivered next cycle; out: one credit per flit taken)
     held, peak, node_of, across = [0] * len(net.nodes), [0] * len(net.nodes), net.node_of, net.across
     grew: set[int] = set()
+    verdict: str | None = None
     while True:
         t = net.t
         active = net.deliver()
-        net.inject(by_step.get(t, []))
+        if verdict is None:  # after a deadlock the injections still to come are not made
+            net.inject(by_step.get(t, []))
         starting = net.wake.pop(t, set())
         # the stages (node.switching.wormhole.STAGES), each over the nodes with work for it
         if starting:
@@ -717,13 +843,24 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             stalled = 0
         else:
             stalled += 1
+        if verdict is None and net.route_of:
+            verdict = net.verdict(t)
+            if verdict is not None:
+                raw.incomplete.append(verdict)
         busy = bool(
             net.route_of or net.arriving or net.buffered or net.queued or net.startup_end or net.flight
         )
-        if t >= last_inj and not busy:
+        if (t >= last_inj or verdict is not None) and not busy:
             break
         if busy and stalled > 2:
-            net.deadlock()
+            # the network has stopped; a worm granted a channel in the last cycles becomes still
+            # later, and with it the verdict (the tables stand still: judged at those cycles)
+            for at in range(t + 1, t + _STILL + 2):
+                if verdict is None:
+                    verdict = net.verdict(at)
+                    if verdict is not None:
+                        raw.incomplete.append(verdict)
+            net.deadlock(verdict is not None)
             break
         if t >= max_steps:
             raw.incomplete.append(f"step budget of {max_steps} cycles ran out")

@@ -14,23 +14,32 @@ diameter (every node learns so at the same step). :class:`LockstepWormhole` ther
 as busy only while it makes progress — it moved a flit or a start-up or preparation timer is
 running — within the last :data:`STALL_STEPS` + 1 steps; a node whose worms are stuck stops
 counting as busy. While any node progresses the run goes on (its busy steps keep the clock
-alive); once none has for that long — the deadlock condition of the reference model
-(``coordinator/runtimes/wormhole_model.py``) — every node stops at the same step, and a node
-that still holds worms reports each one as a ``deadlock`` error naming the channels it holds
-and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+alive); once none has for that long — the network-wide stall, where the reference model
+(``coordinator/runtimes/wormhole_model.py``) ends a run too — every node stops at the same step,
+and a node that still holds worms reports each one as a ``deadlock`` error naming the channels it
+holds and wants (:meth:`LockstepWormhole.end`), which the run's incomplete causes then name.
+
+**The deadlock verdict** (docs/wormhole.md "Deadlock": a cycle of still worm segments in the
+wait-for graph) needs the whole network's tables, which only a driver that holds every engine
+has: the engines runtime builds it from :meth:`LockstepWormhole.segments` (each bound worm that
+has not changed for more than :data:`STALL_STEPS` steps, and what it waits for) and
+:meth:`LockstepWormhole.holder`; :meth:`LockstepWormhole.step` keeps the step each bound worm
+last changed (bound, granted a channel, or a flit left its buffer). The distributed runtimes
+have no verdict: they end at the stall, and go on injecting after a cycle has formed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from node import defaults
 from node.choices import Clock, Contention, VcClasses
 from node.routing import Registry
 from node.settings import SWITCHINGS, NodeSettings, field_problem
 from node.switching.engine import Engine, Injection, NodeError
-from node.switching.wormhole import WormholeEngine, prep_table
+from node.switching.wormhole import VC_ALLOC, WormholeEngine, prep_table
 from node.topology import Coord, Topology
 from node.transport.wire import Flit
 
@@ -39,6 +48,7 @@ __all__ = [
     "SWITCHINGS",
     "AnyEngine",
     "LockstepWormhole",
+    "Segment",
     "check_switching",
     "make_engine",
     "prep_table",
@@ -78,6 +88,30 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A still worm segment (a worm bound to an input channel that has not changed for more than
+    :data:`STALL_STEPS` steps) and why it cannot move, in names a neighbour understands.
+
+    ``held_by``: per output it still needs whose every allowed channel is held, the channels
+    (inputs here) holding them; ``dry``: the outputs it holds without a credit (port, VC): it waits
+    for the input across; ``empty_on``: its buffer is empty (port, VC): it waits for the input
+    upstream that holds the output feeding it. ``owns``/``wants``: as :class:`Holding` names them;
+    ``since``: the step it last changed.
+    """
+
+    channel: str
+    worm: tuple[int, int, int]
+    mc: int
+    held_by: tuple[tuple[str, ...], ...]
+    dry: tuple[tuple[str, int], ...]
+    empty_on: tuple[str, int] | None
+    owns: tuple[str, ...]
+    wants: tuple[str, ...]
+    since: int
+    """The step it last changed (bound, granted a channel, a flit left its buffer)."""
+
+
 class LockstepWormhole(WormholeEngine):
     """The wormhole engine under the lockstep driver: busy only while progressing; reports deadlock."""
 
@@ -86,6 +120,13 @@ class LockstepWormhole(WormholeEngine):
     """The last step done."""
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
+    _since: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
+    """Per input channel: the step its worm was bound, last granted a channel or last moved a flit out
+    (the deadlock verdict's steps of change)."""
+    _who: list[Any] = []  # noqa: RUF012
+    """Per input channel: the binding ``_since`` belongs to."""
+    _touched: int = -1
+    """The last step that changed a worm here (see :meth:`touched`)."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""
@@ -104,11 +145,107 @@ class LockstepWormhole(WormholeEngine):
         self._progress = max(self._progress, inj.step)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
+        if not self._since:  # not watched (see watch()): the plain step
+            out = super().step(t)
+            self._done = t
+            if self.moved or self.timing():
+                self._progress = t
+            return out
+        bound = self._moving
+        count, bind = self._count, self._bind
+        before = count[:] if bound else count
+        grants = self._reallocate and bool(bound)  # VC allocation runs: a bound worm may get a channel
+        missing = [bind[c].missing for c in bound] if grants else []  # type: ignore[union-attr]
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
+        rebound = self._moving is not bound
+        if not (rebound or grants or (self.moved and bound)):
+            return out
+        # each bound input's last step of change: bound, granted a channel or a flit left its buffer
+        since, who = self._since, self._who
+        if self.moved:
+            for c in bound:
+                if count[c] < before[c]:
+                    since[c] = t
+        if grants:
+            for c, m in zip(bound, missing, strict=True):
+                b = bind[c]
+                if b is not None and b is who[c] and b.missing != m:
+                    since[c] = t
+        if rebound:
+            for c in self._moving:
+                b = bind[c]
+                if who[c] is not b:
+                    who[c] = b
+                    since[c] = t
+        self._touched = t
         return out
+
+    def watch(self) -> None:
+        """Keep, per bound worm, the step it last changed (bound, granted, a flit left its buffer): what
+        :meth:`touched` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
+        self._since = [0] * self._n
+        self._who = [None] * self._n
+
+    def last_changed_at(self, step: int) -> bool:
+        """Whether a worm bound here last changed at ``step`` (watched)."""
+        since = self._since
+        return any(since[c] == step for c in self._moving)
+
+    def touched(self) -> int:
+        """The last step at which a worm here was bound, released, granted a channel or moved a flit
+        (watched; -1 before any)."""
+        return self._touched
+
+    def segments(self, t: int) -> list[Segment]:
+        """The worms bound here that have not changed after step ``t`` − :data:`STALL_STEPS` − 1,
+        and why each cannot move (at the end of step ``t``)."""
+        out: list[Segment] = []
+        if not self._bound or not self._since:
+            return out
+        names, ports, V, nv = self._names, self._ports, self.vcs, self._nv
+        owner, ej_owner, credit, state = self._owner, self._ej_owner, self._credit, self._state
+        for c in self._moving:
+            if t - self._since[c] <= STALL_STEPS:
+                continue
+            b = self._bind[c]
+            assert b is not None
+            held_by: list[tuple[str, ...]] = []
+            if state[c] == VC_ALLOC:
+                for k in b.outs:
+                    if k not in b.got and all(owner[o] >= 0 for o in b.allowed[k]):
+                        held_by.append(tuple(names[owner[o]] for o in b.allowed[k]))
+                if b.eject and b.ej < 0 and all(w >= 0 for w in ej_owner):
+                    held_by.append(tuple(names[w] for w in ej_owner))
+            dry = tuple((ports[k], o - k * V) for k, o in b.got.items() if credit[o] <= 0)
+            empty = (ports[c // V], c % V) if c < nv and not self._count[c] else None
+            owns = [names[o] for o, w in enumerate(owner) if w == c]
+            owns += [self._ejs[e] for e, w in enumerate(ej_owner) if w == c]
+            wants = [ports[k] for k in b.outs if k not in b.got] + (["ej"] if b.eject and b.ej < 0 else [])
+            out.append(
+                Segment(
+                    names[c],
+                    b.worm,
+                    b.mc,
+                    tuple(held_by),
+                    dry,
+                    empty,
+                    tuple(owns),
+                    tuple(wants),
+                    self._since[c],
+                )
+            )
+        return out
+
+    def holder(self, port: str, vc: int) -> str | None:
+        """The input channel holding VC ``vc`` of the output on ``port`` (None: free or no such port)."""
+        k = self._port_of.get(port)
+        if k is None:
+            return None
+        w = self._owner[k * self.vcs + vc]
+        return self._names[w] if w >= 0 else None
 
     def stuck(self) -> bool:
         """Worms or messages here, but no progress for more than :data:`STALL_STEPS` steps."""
