@@ -463,6 +463,17 @@ class RouterTiming:
         return self.sw_alloc_delay + self.st_delay + 1
 
     @property
+    def settle(self) -> int:
+        """Cycles beyond the 1-cycle router's that a live worm may go without a change: the longest a
+        flit or a credit spends in this router's pipeline past one cycle. The deadlock verdict waits
+        this much longer before it calls a worm still (else a worm waiting for a flit or a credit in
+        flight would read as stuck)."""
+        return (
+            self.routing_delay + self.vc_alloc_delay + self.sw_alloc_delay + self.st_delay
+            + self.link_latency - 1 + self.credit_delay
+        )  # fmt: skip
+
+    @property
     def is_paper(self) -> bool:
         """Whether this is the papers' 1-cycle router (every record as before the stage settings)."""
         return self == RouterTiming(**defaults.ROUTERS[Router.PAPER])

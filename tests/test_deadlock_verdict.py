@@ -18,7 +18,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from coordinator.experiments.load import Traffic, load_point
+from coordinator.experiments.load import Traffic, load_point, poisson_plan
 from coordinator.runtimes.engines import run_engines
 from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
@@ -147,3 +147,27 @@ def test_the_torus_load_example_says_deadlock_on_both_runtimes() -> None:
     assert points[0].saturated is not None and points[0].saturated.startswith("deadlock at cycle")
     assert points[0].saturated == points[1].saturated
     assert points[0].throughput == points[1].throughput
+
+
+@pytest.mark.parametrize(
+    "timing",
+    [{"router": "booksim", "link_latency": 4, "credit_delay": 3},
+     {"link_latency": 6, "credit_delay": 5, "vc_alloc_delay": 3}],
+)  # fmt: skip
+def test_a_worm_waiting_on_its_own_flits_in_flight_is_not_a_deadlock(timing: dict[str, int]) -> None:
+    """With long links and late credits a live worm goes several cycles without a change (its flits
+    and credits are in the pipeline): the verdict waits the router timing's ``settle`` longer, so a
+    light load with B = 2 completes on both, and the ring of four worms still deadlocks on both."""
+    topo = Topology.parse("mesh:6x6")
+    plan = poisson_plan(topo, "unicast", Traffic(rate=0.004, k=1, duration=600, seed=1))
+    s = RunSettings(switching="wormhole", contention="shared", flits=16, ts=0, buffer_flits=2, max_steps=6000,
+                    **timing)  # type: ignore[arg-type]  # fmt: skip
+    engines, model = _runs(plan, s)
+    assert engines.incomplete == model.incomplete == []
+    assert len(model.arrivals) == len(engines.arrivals) == len(plan.multicasts) > 0
+    ring = _ring(4, 3)
+    s = RunSettings(switching="wormhole", contention="shared", flits=8, ts=3, max_steps=1000, **timing)  # type: ignore[arg-type]
+    engines, model = _runs(ring, s)
+    assert engines.incomplete == model.incomplete and model.incomplete[0].startswith("deadlock at cycle")
+    assert "4 worms wait for each other" in model.incomplete[0]
+    assert model.arrivals == engines.arrivals == []

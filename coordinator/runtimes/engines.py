@@ -175,7 +175,13 @@ def _closed(why: dict[_Key, list[tuple[_Key, ...]]]) -> set[_Key]:
     return dead
 
 
-def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspects: list[Coord]) -> str | None:
+def _verdict(
+    t: int,
+    topo: Topology,
+    eng: dict[Coord, LockstepWormhole],
+    suspects: list[Coord],
+    still: int = STALL_STEPS,
+) -> str | None:
     """The deadlock verdict at the end of step ``t`` (docs/wormhole.md "Deadlock"), from the engines'
     own tables: None, or the ``incomplete`` line naming the worm segments on its cycles.
 
@@ -184,7 +190,7 @@ def _verdict(t: int, topo: Topology, eng: dict[Coord, LockstepWormhole], suspect
     a set of segments it waits for, every one of which must stay still for the reason to last.
     The deadlocked segments are the largest set in which each has a reason inside the set.
     """
-    now = t - STALL_STEPS - 1
+    now = t - still - 1
     cache: dict[Coord, dict[str, Segment]] = {}
 
     def at(n: Coord) -> dict[str, Segment]:
@@ -284,10 +290,11 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     nodes = sorted(topo.nodes())  # node i is nodes[i]: a step visits its nodes in this order
     rank = {n: i for i, n in enumerate(nodes)}
     eng: list[LockstepWormhole] = []
+    still = STALL_STEPS + settings.router_timing().settle  # a worm's longest wait that is not stuck
     for n in nodes:
         e = engines[n]
         assert isinstance(e, LockstepWormhole)
-        e.watch()
+        e.watch(still)
         eng.append(e)
     pending: list[dict[int, list[Injection]]] = [{} for _ in nodes]
     injecting: dict[int, set[int]] = {}  # step -> the nodes that inject then
@@ -325,9 +332,9 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     def judge(at: int) -> str | None:
         """The deadlock verdict at the end of step ``at``, when a worm may have become still then
         (else the still worms and what they wait for are those of ``at`` − 1: no deadlock)."""
-        now = at - STALL_STEPS - 1
+        now = at - still - 1
         suspects = [nodes[i] for i in touched.pop(now, ()) if eng[i].last_changed_at(now)]
-        return _verdict(at, topo, by_node, suspects) if suspects else None
+        return _verdict(at, topo, by_node, suspects, still) if suspects else None
 
     started = time.perf_counter()
     while True:
@@ -337,7 +344,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             nxt = inj_steps[k]
         if verdict is None and touched and nxt != t + 1:
             # the steps no node works at: the tables stand still, only the worms' waits grow
-            last = t + STALL_STEPS + 1 if nxt is None else min(nxt - 1, t + STALL_STEPS + 1)
+            last = t + still + 1 if nxt is None else min(nxt - 1, t + still + 1)
             for at in range(t + 1, min(last, max_steps) + 1):
                 verdict = judge(at)
                 if verdict is not None:

@@ -145,6 +145,7 @@ class _Model:
         self.pipe = timing.sw_alloc_delay + timing.st_delay + timing.link_latency
         self.eject = timing.sw_alloc_delay + timing.st_delay + 1  # the ejection channel: one cycle
         self.wtc, self.isp = bool(timing.wait_for_tail_credit), timing.input_speedup
+        self.still = _STILL + timing.settle  # cycles without a change before a worm is still
         self.flight: dict[int, list[tuple[int, Fl]]] = {}  # cycle -> flits that reach their buffers after it
         self.cflight: dict[int, list[int]] = {}  # cycle -> credits that reach their output VCs after it
         self.gate = -1  # the latest cycle at which a delayed route or switch allocation may act
@@ -643,20 +644,20 @@ class _Model:
 
     def verdict(self, t: int) -> str | None:
         """The deadlock verdict at the end of this cycle (docs/wormhole.md "Deadlock"): None, or the
-        ``incomplete`` line naming the worms bound to the input channels on its cycles. ``t``: this
-        cycle, or a later one in a network that has stopped (the tables stand still).
-
-        A worm bound to an input channel is still when it was not bound, granted a channel or moved
-        a flit for more than :data:`_STILL` cycles; it waits for: the channels holding every VC it may take of
-        an output (or every ejection channel) it still needs, the input across an output VC it
-        holds without a credit, the input holding the output that feeds its empty buffer. The
-        deadlocked ones: the largest set of still ones each waiting for some of these inside it.
+        ``incomplete`` line naming the worms bound to the input channels on its cycles. ``t``: this cycle, or
+        a later one in a network that has stopped (the tables stand still). A worm bound to an input channel
+        is still when it was not bound, granted a channel or moved a flit for more than ``self.still`` cycles
+        (:data:`_STILL` plus the router timing's ``settle``); it waits for: the channels holding every VC it
+        may take of an output (or every ejection channel) it still needs, the input across an output VC it
+        holds without a credit, the input holding the output that feeds its empty buffer. The deadlocked ones:
+        the largest set of still ones each waiting for some of these inside it.
         """
         route_of = self.route_of
         # From the worms that became still now (every new cycle has one: without one the still
         # worms and their waits would be last cycle's, and last cycle found no deadlock), the
         # still worms their waits reach.
-        todo = [ch for ch, rt in route_of.items() if t - rt.since == _STILL + 1]
+        still = self.still
+        todo = [ch for ch, rt in route_of.items() if t - rt.since == still + 1]
         if not todo:
             return None
         S, P, E, PV = self.S, self.P, self.E, self.PV
@@ -694,7 +695,7 @@ class _Model:
                     if x not in seen:
                         seen.add(x)
                         other = route_of.get(x)
-                        if other is not None and t - other.since > _STILL:
+                        if other is not None and t - other.since > still:
                             todo.append(x)
         # the largest set in which each has a wait inside it: drop, and drop what then has none
         missing: dict[tuple[int, int], int] = {}  # (channel, its wait's index) -> members outside
@@ -855,7 +856,7 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         if busy and stalled > 2:
             # the network has stopped; a worm granted a channel in the last cycles becomes still
             # later, and with it the verdict (the tables stand still: judged at those cycles)
-            for at in range(t + 1, t + _STILL + 2):
+            for at in range(t + 1, t + net.still + 2):
                 if verdict is None:
                     verdict = net.verdict(at)
                     if verdict is not None:

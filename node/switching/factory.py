@@ -120,11 +120,13 @@ class LockstepWormhole(WormholeEngine):
     """The last step done."""
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
-    _since: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
+    _changed: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
     """Per input channel: the step its worm was bound, last granted a channel or last moved a flit out
     (the deadlock verdict's steps of change)."""
+    _still: int = STALL_STEPS
+    """Steps without a change after which a watched worm is still (:meth:`watch`)."""
     _who: list[Any] = []  # noqa: RUF012
-    """Per input channel: the binding ``_since`` belongs to."""
+    """Per input channel: the binding ``_changed`` belongs to."""
     _touched: int = -1
     """The last step that changed a worm here (see :meth:`touched`)."""
 
@@ -145,7 +147,7 @@ class LockstepWormhole(WormholeEngine):
         self._progress = max(self._progress, inj.step)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
-        if not self._since:  # not watched (see watch()): the plain step
+        if not self._changed:  # not watched (see watch()): the plain step
             out = super().step(t)
             self._done = t
             if self.moved or self.timing():
@@ -164,7 +166,7 @@ class LockstepWormhole(WormholeEngine):
         if not (rebound or grants or (self.moved and bound)):
             return out
         # each bound input's last step of change: bound, granted a channel or a flit left its buffer
-        since, who = self._since, self._who
+        since, who = self._changed, self._who
         if self.moved:
             for c in bound:
                 if count[c] < before[c]:
@@ -183,15 +185,18 @@ class LockstepWormhole(WormholeEngine):
         self._touched = t
         return out
 
-    def watch(self) -> None:
+    def watch(self, still: int = STALL_STEPS) -> None:
         """Keep, per bound worm, the step it last changed (bound, granted, a flit left its buffer): what
-        :meth:`touched` and :meth:`segments` read (the engines runtime's deadlock verdict)."""
-        self._since = [0] * self._n
+        :meth:`touched` and :meth:`segments` read (the engines runtime's deadlock verdict). A worm is
+        still once it has not changed for more than ``still`` steps (:data:`STALL_STEPS` plus the
+        router timing's ``settle``)."""
+        self._still = still
+        self._changed = [0] * self._n
         self._who = [None] * self._n
 
     def last_changed_at(self, step: int) -> bool:
         """Whether a worm bound here last changed at ``step`` (watched)."""
-        since = self._since
+        since = self._changed
         return any(since[c] == step for c in self._moving)
 
     def touched(self) -> int:
@@ -200,15 +205,16 @@ class LockstepWormhole(WormholeEngine):
         return self._touched
 
     def segments(self, t: int) -> list[Segment]:
-        """The worms bound here that have not changed after step ``t`` − :data:`STALL_STEPS` − 1,
+        """The worms bound here that have not changed after step ``t`` − ``still`` − 1 (:meth:`watch`),
         and why each cannot move (at the end of step ``t``)."""
         out: list[Segment] = []
-        if not self._bound or not self._since:
+        if not self._bound or not self._changed:
             return out
         names, ports, V, nv = self._names, self._ports, self.vcs, self._nv
         owner, ej_owner, credit, state = self._owner, self._ej_owner, self._credit, self._state
+        still = self._still
         for c in self._moving:
-            if t - self._since[c] <= STALL_STEPS:
+            if t - self._changed[c] <= still:
                 continue
             b = self._bind[c]
             assert b is not None
@@ -234,7 +240,7 @@ class LockstepWormhole(WormholeEngine):
                     empty,
                     tuple(owns),
                     tuple(wants),
-                    self._since[c],
+                    self._changed[c],
                 )
             )
         return out
