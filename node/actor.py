@@ -75,6 +75,10 @@ def handshake_timeout(default: float = 60.0) -> float:
 HANDSHAKE_TIMEOUT = handshake_timeout()
 
 
+InboxItem = tuple[str, LinkFrame | WireError | None]
+"""A frame off a link (or why it could not be read; None: the link ended), by port."""
+Inbox = tuple[trio.MemorySendChannel[InboxItem], trio.MemoryReceiveChannel[InboxItem]]
+
 LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]]
 
 
@@ -175,11 +179,14 @@ class Node:
         barrier: StepBarrier | None = None,
         epoch: int = 0,
         patience: float | None = None,
+        codec: bool = True,
     ) -> None:
         """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`).
         ``epoch``: the run's (0: take the first one the coordinator states); ``patience``: how long
         to wait for the coordinator's next message (None: :data:`HANDSHAKE_TIMEOUT`; ``math.inf``
-        when a lease watches the coordinator instead, so that no run ends for lasting long)."""
+        when a lease watches the coordinator instead, so that no run ends for lasting long).
+        ``codec`` False: control messages go as :func:`node.protocol.stamp` tuples, not msgpack
+        (a control channel to a coordinator in this process; what it receives may be either)."""
         if barrier is not None and not hasattr(control, "send_nowait"):
             raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
         self.here = here
@@ -190,9 +197,8 @@ class Node:
         self.host = host or socket.gethostname()
         self._log = log
         self.engine: AnyEngine | None = None
-        self._inbox_tx, self._inbox_rx = trio.open_memory_channel[tuple[str, LinkFrame | WireError | None]](
-            math.inf
-        )
+        self._inbox: Inbox | None = None
+        """Free clock: the frames off the links, made when the first comes (lockstep needs none)."""
         self._pending_errors = 0
         self._last_report = 0.0
         self._step = -1
@@ -200,7 +206,7 @@ class Node:
         self._gos: trio.MemorySendChannel[protocol.Go] | None = None
         self._ended: set[str] = set()
         """Free clock: links whose peer said bye or whose stream ended (nothing more comes on them)."""
-        self._all_ended = trio.Event()
+        self._all_ended: trio.Event | None = None
         self._link_count = 0
         self._stopping = False
         """Free clock: the coordinator said stop (a link closing from now on is the run's end)."""
@@ -210,6 +216,7 @@ class Node:
         self.stale = 0
         """Control messages of another run's epoch, dropped (the epoch rule of :mod:`node.protocol`)."""
         self.patience = HANDSHAKE_TIMEOUT if patience is None else patience
+        self._pack: Callable[[protocol.Event, int], Any] = protocol.encode if codec else protocol.stamp
 
     # -- control -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -218,7 +225,7 @@ class Node:
 
     async def _send(self, event: protocol.Event) -> None:
         self.phase = protocol.advance(self.phase, event)  # our own messages follow the table
-        await self.control.send(protocol.encode(event, self.epoch))
+        await self.control.send(self._pack(event, self.epoch))
 
     async def _protocol_error(self, cause: str) -> None:
         """Count a bad or out-of-order control message and report it (never drop it silently)."""
@@ -233,7 +240,7 @@ class Node:
         """The next control message that is in order; the others are reported and skipped."""
         while True:
             try:
-                event, epoch = protocol.decode_stamped(await self.control.receive())
+                event, epoch = protocol.unpack(await self.control.receive())
                 if not protocol.same_run(self.epoch, epoch):
                     self.stale += 1  # another run's: dropped and counted, never a protocol step
                     continue
@@ -346,16 +353,29 @@ class Node:
 
     def deliver(self, port: str, data: bytes) -> None:
         """A frame for this node on ``port``, handed over directly (in-process :class:`DirectLink`)."""
-        self._inbox_tx.send_nowait((port, _received(data)))
+        self._inbox_pair()[0].send_nowait((port, _received(data)))
+
+    def _inbox_pair(self) -> Inbox:
+        """The inbox's two ends (made on first use: a lockstep node never needs them)."""
+        if self._inbox is None:
+            self._inbox = trio.open_memory_channel[InboxItem](math.inf)
+        return self._inbox
+
+    def _ended_event(self) -> trio.Event:
+        """Set once every link has ended (free clock; made on first use)."""
+        if self._all_ended is None:
+            self._all_ended = trio.Event()
+        return self._all_ended
 
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
+        inbox = self._inbox_pair()[0]
         try:
             while True:
                 data = await link.receive()
-                self._inbox_tx.send_nowait((port, _received(data)))
+                inbox.send_nowait((port, _received(data)))
         except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
-            self._inbox_tx.send_nowait((port, None))
+            inbox.send_nowait((port, None))
 
     async def _watch_stop(self, scope: trio.CancelScope) -> None:
         """Lockstep: while stepping only stop matters (and, under barrier sync, go: to the barrier)."""
@@ -420,13 +440,13 @@ class Node:
             self._link_count = len(streams)
             if len(self._ended) >= self._link_count:
                 return
-            await self._all_ended.wait()
+            await self._ended_event().wait()
 
     def _link_ended(self, port: str) -> None:
         """Nothing more comes on ``port`` (a bye, or its end of stream)."""
         self._ended.add(port)
         if self._link_count and len(self._ended) >= self._link_count:
-            self._all_ended.set()
+            self._ended_event().set()
 
     # -- frames ------------------------------------------------------------------------
     def _bad_frame(self, port: str, cause: str) -> None:
@@ -536,7 +556,7 @@ class Node:
                 report = self._take_report()
                 if report is not None:
                     self.phase = protocol.advance(self.phase, report)
-                    send_nowait(protocol.encode(report, self.epoch))
+                    send_nowait(self._pack(report, self.epoch))
             return sent
 
         return step
@@ -604,7 +624,7 @@ class Node:
         """Free clock: forward every packet as soon as it arrives."""
         engine = self.engine
         assert isinstance(engine, Engine)
-        inbox = self._inbox_rx
+        inbox = self._inbox_pair()[1]
         # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
         direct = _direct_senders(links)
         while True:

@@ -110,12 +110,14 @@ class Session:
         run_id: str | None = None,
         lead: bool = True,
         epoch: int | None = None,
+        codec: bool = True,
     ) -> None:
         """``lead``: be the step barrier's leader when the settings ask for barrier sync (False:
         the nodes share a barrier of their own, as in-process, and take every broadcast before
         the sources start: no free-clock settling). ``epoch``: this run's (None: a new one; the bus
         that beats for the run passes its own), stamped on every message it sends; messages of
-        other epochs are dropped and counted (:attr:`stale`)."""
+        other epochs are dropped and counted (:attr:`stale`). ``codec`` False: messages to the nodes
+        go as :func:`node.protocol.stamp` tuples (nodes in this process), not msgpack bytes."""
         self.plan = plan
         self.lead = lead
         self.settings = settings
@@ -127,6 +129,7 @@ class Session:
         self.run_id = run_id or secrets.token_hex(4)
         self.token = secrets.token_hex(8)
         self.epoch = epoch or protocol.new_epoch()
+        self._pack: Callable[[protocol.Event, int], Any] = protocol.encode if codec else protocol.stamp
         self.stale = 0
         self.collector = Collector(plan)
         self.phases: dict[Coord, Phase] = {}
@@ -196,13 +199,13 @@ class Session:
 
     async def _to(self, node: Coord, event: protocol.Event) -> None:
         self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
-        await self.send_to(node, protocol.encode(event, self.epoch))
+        await self.send_to(node, self._pack(event, self.epoch))
 
     async def _to_all(self, event: protocol.Event) -> None:
         for n in self._nodes:
             if self.phases.get(n) != Phase.DONE:
                 self.phases[n] = protocol.advance(self.phases.get(n, Phase.NEW), event)
-        await self.broadcast(protocol.encode(event, self.epoch))
+        await self.broadcast(self._pack(event, self.epoch))
 
     # -- receiving ------------------------------------------------------------------------------
     async def _next(self) -> Coord | None:
@@ -210,7 +213,7 @@ class Session:
         phase can change here)."""
         data = await self.inbox.receive()
         try:
-            msg, epoch = protocol.decode_stamped(data)
+            msg, epoch = protocol.unpack(data)
         except ProtocolError as exc:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
             return None

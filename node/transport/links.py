@@ -152,11 +152,18 @@ class QueueLink:
         return rx.frames.popleft()
 
     async def aclose(self) -> None:
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """:meth:`aclose` without its checkpoint (the in-process runtime closes a node's links at its
+        end at once: four task switches a node were a tenth of a large run's CPU time)."""
         self._tx.sender_closed = True  # the peer reads to the end, then EndOfChannel
         self._rx.receiver_closed = True  # the peer's sends now fail
-        self._tx.lot.unpark_all()
-        self._rx.lot.unpark_all()
-        await trio.lowlevel.checkpoint()
+        if self._tx.parked:
+            self._tx.lot.unpark_all()
+        if self._rx.parked:
+            self._rx.lot.unpark_all()
 
 
 def queue_link_pair() -> tuple[QueueLink, QueueLink]:
@@ -350,7 +357,10 @@ class StepBarrier:
         self.schedule.wake(node, step)
 
     def _wake_all(self) -> None:
-        """The run is over: let every waiting node go."""
+        """The run is over: let every waiting node go, and drop their steps (each refers to its node,
+        which refers to this barrier: left here, every node of the run is garbage only to the cyclic
+        collector, whose one pass over them took seconds at 16,384 nodes)."""
+        self._steppers.clear()
         waiting, self._waiting = self._waiting, {}
         for task in waiting.values():
             trio.lowlevel.reschedule(task)
