@@ -157,6 +157,21 @@ def _inner(link: Link) -> Link:
     return link.inner if isinstance(link, ShapedLink) else link
 
 
+_NAMES: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def _algorithm_names(registry: Registry) -> tuple[str, ...]:
+    """The names a hello lists, in the registry's order (made once per registry and set of names:
+    the registry sorts its algorithms on each iteration, per node of a run otherwise)."""
+    key = (id(registry), tuple(registry.names()))
+    names = _NAMES.get(key)
+    if names is None:
+        if len(_NAMES) >= 64:
+            _NAMES.clear()
+        names = _NAMES[key] = tuple(a.name for a in registry)
+    return names
+
+
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     out: list[BaseException] = []
     for e in group.exceptions:
@@ -254,7 +269,7 @@ class Node:
 
     async def _expect(self, kind: type[protocol.Event]) -> Any:
         """Wait for a control message of class ``kind``; a stop aborts the node."""
-        with trio.fail_after(self.patience):
+        with trio.fail_after(self.patience) if self.patience < math.inf else contextlib.nullcontext():
             event = await self._receive()
             if isinstance(event, protocol.Stop):
                 raise NodeAborted(f"stopped while waiting for {kind.TYPE!r}")
@@ -267,7 +282,7 @@ class Node:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
         await self._send(
-            protocol.Hello(self.here, self.host, tuple(a.name for a in self.registry), PROTOCOL_VERSION)
+            protocol.Hello(self.here, self.host, _algorithm_names(self.registry), PROTOCOL_VERSION)
         )
         try:
             assign = await self._assignment()
@@ -275,12 +290,18 @@ class Node:
             self.log(f"aborted: {exc}")
             await self._done(-1, str(exc))
             return
-        self.log(f"assigned in {assign.topology.spec}, {assign.settings.port_model}, {assign.settings.clock}")
+        if self._log is not None:
+            self.log(
+                f"assigned in {assign.topology.spec}, {assign.settings.port_model}, {assign.settings.clock}"
+            )
         last_step = -1
         status = "ok"
         try:
-            async with self.open_links(assign) as links, trio.open_nursery() as nursery:
-                if assign.settings.clock != "lockstep":  # lockstep reads each link in step order itself
+            free = assign.settings.clock != "lockstep"
+            # lockstep reads each link in step order itself: no task of its own beside the node's
+            tasks = trio.open_nursery() if free else contextlib.nullcontext()
+            async with self.open_links(assign) as links, tasks as nursery:
+                if nursery is not None:
                     for port, link in links.items():
                         if not isinstance(link, DirectLink):  # those deliver into our inbox
                             nursery.start_soon(self._reader, port, link)
@@ -289,7 +310,7 @@ class Node:
                 self.log("links up, ready")
                 plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
                 injections = self._my_injections(plan)
-                if assign.settings.clock != "lockstep":
+                if nursery is not None:
                     links = self._shaped(assign, links, nursery)
                     # Forward from now on: a packet needs no start, and this node's task is
                     # already there when the sources inject (not started with thousands of others).
@@ -318,7 +339,8 @@ class Node:
                     await self._inject_free(links, injections)
                     await self._until_stop()
                     await self._say_bye(links)
-                nursery.cancel_scope.cancel()
+                if nursery is not None:
+                    nursery.cancel_scope.cancel()
         except* NodeAborted as group:
             status = "; ".join(str(e) for e in _leaves(group))
             last_step = self._step
@@ -326,7 +348,7 @@ class Node:
                 self.engine.error("aborted", status)
             self.log(f"aborted: {status}")
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
                 await self._done(last_step, status)
         self.log("done")
 

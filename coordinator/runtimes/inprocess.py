@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -120,6 +121,7 @@ async def run_inprocess(
     by_coord: dict[Coord, Node] = {}
     direct = settings.clock != "lockstep"
     wired = {} if direct else wire_links(plan, polled=barrier is not None)
+    host = socket.gethostname()  # one string for every node, not a system call each
     for here in topo.nodes():
         tx, rx = trio.open_memory_channel[Any](math.inf)
         to_nodes[here] = tx
@@ -130,8 +132,9 @@ async def run_inprocess(
             control,
             opener,  # type: ignore[arg-type]
             barrier=barrier,
-            patience=settings.wall_budget,
+            patience=math.inf,  # the session's wall budget bounds every wait (its end cancels the nodes)
             codec=codec,
+            host=host,
         )
     nodes = list(by_coord.values())
 
@@ -143,15 +146,23 @@ async def run_inprocess(
             tx.send_nowait(data)
 
     session = Session(
-        plan, settings, send_to, broadcast, to_coord_rx, progress=progress, lead=False, codec=codec
+        plan,
+        settings,
+        send_to,
+        broadcast,
+        to_coord_rx,
+        progress=progress,
+        lead=False,
+        codec=codec,
+        wired=True,
     )
 
     async def run() -> RawRun:
         async with trio.open_nursery() as nursery:
             for node in nodes:
                 nursery.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
-            raw = await session.run(set(topo.nodes()))
-            nursery.cancel_scope.cancel()
+            raw = await session.run(set(topo.nodes()))  # within the wall budget, nodes stopped or not
+            nursery.cancel_scope.cancel()  # so no node waits longer than the session's budget
         by_coord.clear()  # free clock: each node's link opener refers to this map (a cycle otherwise)
         return raw
 

@@ -111,13 +111,16 @@ class Session:
         lead: bool = True,
         epoch: int | None = None,
         codec: bool = True,
+        wired: bool = False,
     ) -> None:
         """``lead``: be the step barrier's leader when the settings ask for barrier sync (False:
         the nodes share a barrier of their own, as in-process, and take every broadcast before
         the sources start: no free-clock settling). ``epoch``: this run's (None: a new one; the bus
         that beats for the run passes its own), stamped on every message it sends; messages of
         other epochs are dropped and counted (:attr:`stale`). ``codec`` False: messages to the nodes
-        go as :func:`node.protocol.stamp` tuples (nodes in this process), not msgpack bytes."""
+        go as :func:`node.protocol.stamp` tuples (nodes in this process), not msgpack bytes.
+        ``wired``: the links exist before the nodes start (in one process): a node is assigned at
+        its hello, as nothing it dials has to listen first."""
         self.plan = plan
         self.lead = lead
         self.settings = settings
@@ -130,6 +133,9 @@ class Session:
         self.token = secrets.token_hex(8)
         self.epoch = epoch or protocol.new_epoch()
         self._pack: Callable[[protocol.Event, int], Any] = protocol.encode if codec else protocol.stamp
+        self._wired = wired
+        self._lacks: dict[tuple[str, ...], list[str]] = {}
+        """:meth:`_lacking` by the algorithms a hello names (every node of a run names the same)."""
         self.stale = 0
         self.collector = Collector(plan)
         self.phases: dict[Coord, Phase] = {}
@@ -280,6 +286,9 @@ class Session:
     async def _assign_those_ready(self, node: Coord) -> None:
         """``node`` said hello: assign it and the neighbours that dial it, each once every
         neighbour it dials has said hello too (so its dials find a listener)."""
+        if self._wired:
+            await self._to(node, self._assign(node))
+            return
         neighbours = self.plan.topology.neighbours
         for n in (node, *sorted({p for p in neighbours(node).values() if dials(p, node)})):
             if self.phases.get(n) == Phase.HELLO and all(
@@ -291,7 +300,10 @@ class Session:
         """The plan's algorithms that this node says it cannot run (none if it did not say)."""
         if hello.algorithms is None:
             return []
-        return sorted(self._algorithms - set(hello.algorithms))
+        lacking = self._lacks.get(hello.algorithms)
+        if lacking is None:
+            lacking = self._lacks[hello.algorithms] = sorted(self._algorithms - set(hello.algorithms))
+        return lacking
 
     @property
     def broker_gone(self) -> bool:
