@@ -163,6 +163,8 @@ _NAMES: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
 def _algorithm_names(registry: Registry) -> tuple[str, ...]:
     """The names a hello lists, in the registry's order (made once per registry and set of names:
     the registry sorts its algorithms on each iteration, per node of a run otherwise)."""
+    if not isinstance(registry, Registry):  # any iterable of algorithms (a test's stand-in)
+        return tuple(a.name for a in registry)
     key = (id(registry), tuple(registry.names()))
     names = _NAMES.get(key)
     if names is None:
@@ -181,6 +183,13 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
 
 class Node:
     """One router: its control channel, its link opener and, once assigned, its engine."""
+
+    # a few hundred thousand of these live in one process at a time (the in-process runtime)
+    __slots__ = (
+        "_all_ended", "_ended", "_gos", "_inbox", "_last_report", "_link_count", "_log", "_pack",
+        "_pending_errors", "_step", "_stopped", "_stopping", "barrier", "control", "engine", "epoch",
+        "here", "host", "open_links", "patience", "phase", "protocol_errors", "registry", "stale",
+    )  # fmt: skip
 
     def __init__(
         self,

@@ -412,13 +412,20 @@ class Session:
 
     async def _send_plan(self, nodes: set[Coord]) -> None:
         """Each node gets the injections it sources (and when the last one is), before start."""
-        mine: dict[Coord, list[protocol.PlanEntry]] = {n: [] for n in nodes}
+        mine: dict[Coord, list[protocol.PlanEntry]] = {}
         for m in self.plan.multicasts:
             entry = (m.id, m.algorithm, m.source, tuple(m.destinations), m.step, dict(m.params))
             mine.setdefault(m.source, []).append(entry)
+        nothing = protocol.PlanMessage(
+            self.plan.last_step, ()
+        )  # one (frozen) for every node that sources none
         for n in sorted(nodes):
             if self.phases.get(n) != Phase.DONE:
-                await self._to(n, protocol.PlanMessage(self.plan.last_step, tuple(mine[n])))
+                entries = mine.get(n)
+                await self._to(
+                    n,
+                    nothing if entries is None else protocol.PlanMessage(self.plan.last_step, tuple(entries)),
+                )
 
     async def _lead(self, nodes: set[Coord]) -> None:
         """Barrier sync: lead the nodes' steps until the schedule ends the run (then they finish)."""

@@ -94,7 +94,8 @@ class _Pipe:
 
     def __init__(self) -> None:
         self.frames: deque[bytes] = deque()
-        self.lot = trio.lowlevel.ParkingLot()
+        self.lot: trio.lowlevel.ParkingLot | None = None
+        """Made when a receiver first parks: under the step barrier nobody does (four a node)."""
         self.parked = 0
         """Receivers parked in :attr:`lot` (read per send; a ParkingLot's own ``len`` is interpreted)."""
         self.sender_closed = False
@@ -125,6 +126,7 @@ class QueueLink:
             raise trio.BrokenResourceError("the peer closed the link")
         tx.frames.append(data)
         if tx.parked:
+            assert tx.lot is not None
             tx.lot.unpark()
 
     async def send(self, data: bytes) -> None:
@@ -143,6 +145,8 @@ class QueueLink:
                 raise trio.ClosedResourceError("this link end is closed")
             if rx.sender_closed:
                 raise trio.EndOfChannel
+            if rx.lot is None:
+                rx.lot = trio.lowlevel.ParkingLot()
             rx.parked += 1
             try:
                 await rx.lot.park()
@@ -160,10 +164,9 @@ class QueueLink:
         end at once: four task switches a node were a tenth of a large run's CPU time)."""
         self._tx.sender_closed = True  # the peer reads to the end, then EndOfChannel
         self._rx.receiver_closed = True  # the peer's sends now fail
-        if self._tx.parked:
-            self._tx.lot.unpark_all()
-        if self._rx.parked:
-            self._rx.lot.unpark_all()
+        for pipe in (self._tx, self._rx):
+            if pipe.lot is not None:
+                pipe.lot.unpark_all()
 
 
 def queue_link_pair() -> tuple[QueueLink, QueueLink]:
