@@ -208,7 +208,9 @@ class Node:
         """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`).
         ``epoch``: the run's (0: take the first one the coordinator states); ``patience``: how long
         to wait for the coordinator's next message (None: :data:`HANDSHAKE_TIMEOUT`; ``math.inf``
-        when a lease watches the coordinator instead, so that no run ends for lasting long).
+        when a lease watches the coordinator instead, so that no run ends for lasting long, or when
+        the coordinator is in this process: its wall budget bounds the run, and its end cancels
+        the nodes; either way no cancel scope per wait).
         ``codec`` False: control messages go as :func:`node.protocol.stamp` tuples, not msgpack
         (a control channel to a coordinator in this process; what it receives may be either)."""
         if barrier is not None and not hasattr(control, "send_nowait"):

@@ -416,16 +416,12 @@ class Session:
         for m in self.plan.multicasts:
             entry = (m.id, m.algorithm, m.source, tuple(m.destinations), m.step, dict(m.params))
             mine.setdefault(m.source, []).append(entry)
-        nothing = protocol.PlanMessage(
-            self.plan.last_step, ()
-        )  # one (frozen) for every node that sources none
+        last = self.plan.last_step
+        nothing = protocol.PlanMessage(last, ())  # one (frozen) for every node that sources none
         for n in sorted(nodes):
             if self.phases.get(n) != Phase.DONE:
                 entries = mine.get(n)
-                await self._to(
-                    n,
-                    nothing if entries is None else protocol.PlanMessage(self.plan.last_step, tuple(entries)),
-                )
+                await self._to(n, nothing if entries is None else protocol.PlanMessage(last, tuple(entries)))
 
     async def _lead(self, nodes: set[Coord]) -> None:
         """Barrier sync: lead the nodes' steps until the schedule ends the run (then they finish)."""
