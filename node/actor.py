@@ -75,6 +75,10 @@ def handshake_timeout(default: float = 60.0) -> float:
 HANDSHAKE_TIMEOUT = handshake_timeout()
 
 
+InboxItem = tuple[str, LinkFrame | WireError | None]
+"""A frame off a link (or why it could not be read; None: the link ended), by port."""
+Inbox = tuple[trio.MemorySendChannel[InboxItem], trio.MemoryReceiveChannel[InboxItem]]
+
 LinkOpener = Callable[[Assignment], AbstractAsyncContextManager[dict[str, Link]]]
 
 
@@ -153,6 +157,23 @@ def _inner(link: Link) -> Link:
     return link.inner if isinstance(link, ShapedLink) else link
 
 
+_NAMES: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def _algorithm_names(registry: Registry) -> tuple[str, ...]:
+    """The names a hello lists, in the registry's order (made once per registry and set of names:
+    the registry sorts its algorithms on each iteration, per node of a run otherwise)."""
+    if not isinstance(registry, Registry):  # any iterable of algorithms (a test's stand-in)
+        return tuple(a.name for a in registry)
+    key = (id(registry), tuple(registry.names()))
+    names = _NAMES.get(key)
+    if names is None:
+        if len(_NAMES) >= 64:
+            _NAMES.clear()
+        names = _NAMES[key] = tuple(a.name for a in registry)
+    return names
+
+
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     out: list[BaseException] = []
     for e in group.exceptions:
@@ -162,6 +183,13 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
 
 class Node:
     """One router: its control channel, its link opener and, once assigned, its engine."""
+
+    # a few hundred thousand of these live in one process at a time (the in-process runtime)
+    __slots__ = (
+        "_all_ended", "_ended", "_gos", "_inbox", "_last_report", "_link_count", "_log", "_pack",
+        "_pending_errors", "_step", "_stopped", "_stopping", "barrier", "control", "engine", "epoch",
+        "here", "host", "open_links", "patience", "phase", "protocol_errors", "registry", "stale",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -175,11 +203,16 @@ class Node:
         barrier: StepBarrier | None = None,
         epoch: int = 0,
         patience: float | None = None,
+        codec: bool = True,
     ) -> None:
         """``barrier``: in-process lockstep without null frames (links must be :class:`PolledLink`).
         ``epoch``: the run's (0: take the first one the coordinator states); ``patience``: how long
         to wait for the coordinator's next message (None: :data:`HANDSHAKE_TIMEOUT`; ``math.inf``
-        when a lease watches the coordinator instead, so that no run ends for lasting long)."""
+        when a lease watches the coordinator instead, so that no run ends for lasting long, or when
+        the coordinator is in this process: its wall budget bounds the run, and its end cancels
+        the nodes; either way no cancel scope per wait).
+        ``codec`` False: control messages go as :func:`node.protocol.stamp` tuples, not msgpack
+        (a control channel to a coordinator in this process; what it receives may be either)."""
         if barrier is not None and not hasattr(control, "send_nowait"):
             raise TypeError("a node under a StepBarrier needs a control channel with send_nowait")
         self.here = here
@@ -190,9 +223,8 @@ class Node:
         self.host = host or socket.gethostname()
         self._log = log
         self.engine: AnyEngine | None = None
-        self._inbox_tx, self._inbox_rx = trio.open_memory_channel[tuple[str, LinkFrame | WireError | None]](
-            math.inf
-        )
+        self._inbox: Inbox | None = None
+        """Free clock: the frames off the links, made when the first comes (lockstep needs none)."""
         self._pending_errors = 0
         self._last_report = 0.0
         self._step = -1
@@ -200,7 +232,7 @@ class Node:
         self._gos: trio.MemorySendChannel[protocol.Go] | None = None
         self._ended: set[str] = set()
         """Free clock: links whose peer said bye or whose stream ended (nothing more comes on them)."""
-        self._all_ended = trio.Event()
+        self._all_ended: trio.Event | None = None
         self._link_count = 0
         self._stopping = False
         """Free clock: the coordinator said stop (a link closing from now on is the run's end)."""
@@ -210,6 +242,7 @@ class Node:
         self.stale = 0
         """Control messages of another run's epoch, dropped (the epoch rule of :mod:`node.protocol`)."""
         self.patience = HANDSHAKE_TIMEOUT if patience is None else patience
+        self._pack: Callable[[protocol.Event, int], Any] = protocol.encode if codec else protocol.stamp
 
     # -- control -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -218,7 +251,7 @@ class Node:
 
     async def _send(self, event: protocol.Event) -> None:
         self.phase = protocol.advance(self.phase, event)  # our own messages follow the table
-        await self.control.send(protocol.encode(event, self.epoch))
+        await self.control.send(self._pack(event, self.epoch))
 
     async def _protocol_error(self, cause: str) -> None:
         """Count a bad or out-of-order control message and report it (never drop it silently)."""
@@ -233,7 +266,7 @@ class Node:
         """The next control message that is in order; the others are reported and skipped."""
         while True:
             try:
-                event, epoch = protocol.decode_stamped(await self.control.receive())
+                event, epoch = protocol.unpack(await self.control.receive())
                 if not protocol.same_run(self.epoch, epoch):
                     self.stale += 1  # another run's: dropped and counted, never a protocol step
                     continue
@@ -247,7 +280,7 @@ class Node:
 
     async def _expect(self, kind: type[protocol.Event]) -> Any:
         """Wait for a control message of class ``kind``; a stop aborts the node."""
-        with trio.fail_after(self.patience):
+        with trio.fail_after(self.patience) if self.patience < math.inf else contextlib.nullcontext():
             event = await self._receive()
             if isinstance(event, protocol.Stop):
                 raise NodeAborted(f"stopped while waiting for {kind.TYPE!r}")
@@ -260,7 +293,7 @@ class Node:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Do the whole protocol; ``started()`` once links are up and the node is ready."""
         await self._send(
-            protocol.Hello(self.here, self.host, tuple(a.name for a in self.registry), PROTOCOL_VERSION)
+            protocol.Hello(self.here, self.host, _algorithm_names(self.registry), PROTOCOL_VERSION)
         )
         try:
             assign = await self._assignment()
@@ -268,12 +301,18 @@ class Node:
             self.log(f"aborted: {exc}")
             await self._done(-1, str(exc))
             return
-        self.log(f"assigned in {assign.topology.spec}, {assign.settings.port_model}, {assign.settings.clock}")
+        if self._log is not None:
+            self.log(
+                f"assigned in {assign.topology.spec}, {assign.settings.port_model}, {assign.settings.clock}"
+            )
         last_step = -1
         status = "ok"
         try:
-            async with self.open_links(assign) as links, trio.open_nursery() as nursery:
-                if assign.settings.clock != "lockstep":  # lockstep reads each link in step order itself
+            free = assign.settings.clock != "lockstep"
+            # lockstep reads each link in step order itself: no task of its own beside the node's
+            tasks = trio.open_nursery() if free else contextlib.nullcontext()
+            async with self.open_links(assign) as links, tasks as nursery:
+                if nursery is not None:
                     for port, link in links.items():
                         if not isinstance(link, DirectLink):  # those deliver into our inbox
                             nursery.start_soon(self._reader, port, link)
@@ -282,7 +321,7 @@ class Node:
                 self.log("links up, ready")
                 plan: protocol.PlanMessage = await self._expect(protocol.PlanMessage)
                 injections = self._my_injections(plan)
-                if assign.settings.clock != "lockstep":
+                if nursery is not None:
                     links = self._shaped(assign, links, nursery)
                     # Forward from now on: a packet needs no start, and this node's task is
                     # already there when the sources inject (not started with thousands of others).
@@ -311,7 +350,8 @@ class Node:
                     await self._inject_free(links, injections)
                     await self._until_stop()
                     await self._say_bye(links)
-                nursery.cancel_scope.cancel()
+                if nursery is not None:
+                    nursery.cancel_scope.cancel()
         except* NodeAborted as group:
             status = "; ".join(str(e) for e in _leaves(group))
             last_step = self._step
@@ -319,7 +359,7 @@ class Node:
                 self.engine.error("aborted", status)
             self.log(f"aborted: {status}")
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
                 await self._done(last_step, status)
         self.log("done")
 
@@ -346,16 +386,29 @@ class Node:
 
     def deliver(self, port: str, data: bytes) -> None:
         """A frame for this node on ``port``, handed over directly (in-process :class:`DirectLink`)."""
-        self._inbox_tx.send_nowait((port, _received(data)))
+        self._inbox_pair()[0].send_nowait((port, _received(data)))
+
+    def _inbox_pair(self) -> Inbox:
+        """The inbox's two ends (made on first use: a lockstep node never needs them)."""
+        if self._inbox is None:
+            self._inbox = trio.open_memory_channel[InboxItem](math.inf)
+        return self._inbox
+
+    def _ended_event(self) -> trio.Event:
+        """Set once every link has ended (free clock; made on first use)."""
+        if self._all_ended is None:
+            self._all_ended = trio.Event()
+        return self._all_ended
 
     async def _reader(self, port: str, link: Link) -> None:
         """One reader per link: decode each frame and queue it (or its error) for the node."""
+        inbox = self._inbox_pair()[0]
         try:
             while True:
                 data = await link.receive()
-                self._inbox_tx.send_nowait((port, _received(data)))
+                inbox.send_nowait((port, _received(data)))
         except (trio.EndOfChannel, trio.ClosedResourceError, trio.BrokenResourceError):
-            self._inbox_tx.send_nowait((port, None))
+            inbox.send_nowait((port, None))
 
     async def _watch_stop(self, scope: trio.CancelScope) -> None:
         """Lockstep: while stepping only stop matters (and, under barrier sync, go: to the barrier)."""
@@ -420,13 +473,13 @@ class Node:
             self._link_count = len(streams)
             if len(self._ended) >= self._link_count:
                 return
-            await self._all_ended.wait()
+            await self._ended_event().wait()
 
     def _link_ended(self, port: str) -> None:
         """Nothing more comes on ``port`` (a bye, or its end of stream)."""
         self._ended.add(port)
         if self._link_count and len(self._ended) >= self._link_count:
-            self._all_ended.set()
+            self._ended_event().set()
 
     # -- frames ------------------------------------------------------------------------
     def _bad_frame(self, port: str, cause: str) -> None:
@@ -536,7 +589,7 @@ class Node:
                 report = self._take_report()
                 if report is not None:
                     self.phase = protocol.advance(self.phase, report)
-                    send_nowait(protocol.encode(report, self.epoch))
+                    send_nowait(self._pack(report, self.epoch))
             return sent
 
         return step
@@ -604,7 +657,7 @@ class Node:
         """Free clock: forward every packet as soon as it arrives."""
         engine = self.engine
         assert isinstance(engine, Engine)
-        inbox = self._inbox_rx
+        inbox = self._inbox_pair()[1]
         # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
         direct = _direct_senders(links)
         while True:

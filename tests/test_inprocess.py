@@ -8,8 +8,10 @@ too, between the runtimes that measure them).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -155,3 +157,55 @@ def test_lockstep_work_counts_skipped_steps() -> None:
     assert clock.next_work is None
     clock.finish(9)
     assert e.steps == 10 and clock.step == 9 and clock.finished
+
+
+def _without_wall(raw: RawRun) -> dict[str, Any]:
+    """Every record of ``raw`` with its types (a tuple is not a list here), the wall clock's
+    values and the order reports came in (trio's scheduling is not deterministic) aside."""
+    out = dataclasses.asdict(raw)
+    out.pop("wall_s")
+    for a in out["arrivals"]:
+        a["wall_ns"] = None if a["wall_ns"] is None else type(a["wall_ns"])
+        if a["tel"] is not None:  # the telemetry's times, not its shape, are the wall clock's
+            a["tel"] = (type(a["tel"]), len(a["tel"]))
+    out["injected"] = {mc: (type(ns), host) for mc, (ns, host) in out["injected"].items()}
+    for key in ("arrivals", "trace", "worms", "errors"):
+        out[key] = sorted(out[key], key=repr)
+    return out
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        RunSettings(trace=True),
+        RunSettings(contention="shared", buffer=1, out_buffer=2, policy="drop", trace=True),
+        RunSettings(sync="alpha", port_model="all-port"),
+        RunSettings(switching="wormhole", contention="shared", trace=True),
+        RunSettings(clock="free", telemetry=True, trace=True),
+    ],
+    ids=["lockstep-trace", "shared-drop", "alpha", "wormhole", "free-telemetry"],
+)
+def test_control_without_the_codec_gives_the_records_of_msgpack(s: RunSettings) -> None:
+    """In one process control messages skip msgpack by default: the records are those of the codec
+    (every field, with its types), so nothing a node or the session takes in differs."""
+    topo = Topology("torus", 5, 4)
+    nodes = list(topo.nodes())
+    plan = Plan(
+        topo,
+        (
+            Multicast(0, "vh", (0, 0), tuple(nodes[3:12]), 0),
+            Multicast(1, "unicast", (2, 1), ((4, 3),), 1),
+            Multicast(2, "vh", (4, 3), tuple(nodes[:6]), 2),
+        ),
+    )
+
+    def once(codec: bool) -> RawRun:
+        async def main() -> RawRun:
+            return await run_inprocess(plan, s, codec=codec)
+
+        return trio.run(main)
+
+    plain, packed = once(False), once(True)
+    assert not plain.incomplete, plain.incomplete
+    assert plain.arrivals and plain.traffic
+    assert _without_wall(plain) == _without_wall(packed)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import math
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
@@ -30,6 +32,7 @@ from node.transport.links import (
     DirectLink,
     Link,
     MemoryControl,
+    QueueLink,
     StepBarrier,
     memory_link_pair,
     queue_link_pair,
@@ -78,7 +81,10 @@ def _opener(links: dict[str, Link]) -> Callable[[Assignment], object]:
             yield dict(links)
         finally:
             for link in links.values():
-                await link.aclose()
+                if isinstance(link, QueueLink):
+                    link.close()  # nobody waits on these: no checkpoint each
+                else:
+                    await link.aclose()
 
     return open_links
 
@@ -89,10 +95,14 @@ async def run_inprocess(
     progress: Callable[[int, int], None] | None = None,
     *,
     sparse: bool | None = None,
+    codec: bool = False,
 ) -> RawRun:
     """Run ``plan`` with one trio task per node in this process (lockstep: sparse unless told not).
 
     ``sparse`` None: as ``settings.sync`` says (``alpha``: the α-synchronizer; else sparse).
+    ``codec``: control messages as msgpack bytes, as across processes (by default they go between
+    the tasks as :func:`node.protocol.stamp` tuples: the same frozen events, no round trip; the
+    tests check both give the same records).
 
     SIGINT/SIGTERM end it with :class:`~coordinator.errors.Interrupted` and the partial records.
     ``settings.shards`` > 1 splits the nodes over that many OS processes (α-synchronized).
@@ -105,34 +115,55 @@ async def run_inprocess(
         return await run_shards(plan, settings, progress, sparse=sparse)
     topo = plan.topology
     barrier = StepBarrier(topo.nodes()) if sparse and settings.clock == "lockstep" else None
-    to_coord_tx, to_coord_rx = trio.open_memory_channel[bytes](math.inf)
-    to_nodes: dict[Coord, trio.MemorySendChannel[bytes]] = {}
+    # bytes, or (event, epoch) tuples without the codec
+    to_coord_tx, to_coord_rx = trio.open_memory_channel[Any](math.inf)
+    to_nodes: dict[Coord, trio.MemorySendChannel[Any]] = {}
     by_coord: dict[Coord, Node] = {}
     direct = settings.clock != "lockstep"
     wired = {} if direct else wire_links(plan, polled=barrier is not None)
+    host = socket.gethostname()  # one string for every node, not a system call each
     for here in topo.nodes():
-        tx, rx = trio.open_memory_channel[bytes](math.inf)
+        tx, rx = trio.open_memory_channel[Any](math.inf)
         to_nodes[here] = tx
         control = MemoryControl(to_coord_tx.clone(), rx)
         opener = _direct(plan, by_coord) if direct else _opener(wired[here])
-        by_coord[here] = Node(here, control, opener, barrier=barrier, patience=settings.wall_budget)  # type: ignore[arg-type]
+        by_coord[here] = Node(
+            here,
+            control,
+            opener,  # type: ignore[arg-type]
+            barrier=barrier,
+            patience=math.inf,  # the session's wall budget bounds every wait (its end cancels the nodes)
+            codec=codec,
+            host=host,
+        )
     nodes = list(by_coord.values())
 
-    async def send_to(node: Coord, data: bytes) -> None:
+    async def send_to(node: Coord, data: Any) -> None:
         to_nodes[node].send_nowait(data)
 
-    async def broadcast(data: bytes) -> None:
+    async def broadcast(data: Any) -> None:
         for tx in to_nodes.values():
             tx.send_nowait(data)
 
-    session = Session(plan, settings, send_to, broadcast, to_coord_rx, progress=progress, lead=False)
+    session = Session(
+        plan,
+        settings,
+        send_to,
+        broadcast,
+        to_coord_rx,
+        progress=progress,
+        lead=False,
+        codec=codec,
+        wired=True,
+    )
 
     async def run() -> RawRun:
         async with trio.open_nursery() as nursery:
             for node in nodes:
                 nursery.start_soon(node.run, name=f"node-{node.here[0]}-{node.here[1]}")
-            raw = await session.run(set(topo.nodes()))
-            nursery.cancel_scope.cancel()
+            raw = await session.run(set(topo.nodes()))  # within the wall budget, nodes stopped or not
+            nursery.cancel_scope.cancel()  # so no node waits longer than the session's budget
+        by_coord.clear()  # free clock: each node's link opener refers to this map (a cycle otherwise)
         return raw
 
     return await run_interruptible(run, session.partial)

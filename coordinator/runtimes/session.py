@@ -110,12 +110,17 @@ class Session:
         run_id: str | None = None,
         lead: bool = True,
         epoch: int | None = None,
+        codec: bool = True,
+        wired: bool = False,
     ) -> None:
         """``lead``: be the step barrier's leader when the settings ask for barrier sync (False:
         the nodes share a barrier of their own, as in-process, and take every broadcast before
         the sources start: no free-clock settling). ``epoch``: this run's (None: a new one; the bus
         that beats for the run passes its own), stamped on every message it sends; messages of
-        other epochs are dropped and counted (:attr:`stale`)."""
+        other epochs are dropped and counted (:attr:`stale`). ``codec`` False: messages to the nodes
+        go as :func:`node.protocol.stamp` tuples (nodes in this process), not msgpack bytes.
+        ``wired``: the links exist before the nodes start (in one process): a node is assigned at
+        its hello, as nothing it dials has to listen first."""
         self.plan = plan
         self.lead = lead
         self.settings = settings
@@ -127,6 +132,10 @@ class Session:
         self.run_id = run_id or secrets.token_hex(4)
         self.token = secrets.token_hex(8)
         self.epoch = epoch or protocol.new_epoch()
+        self._pack: Callable[[protocol.Event, int], Any] = protocol.encode if codec else protocol.stamp
+        self._wired = wired
+        self._lacks: dict[tuple[str, ...], list[str]] = {}
+        """:meth:`_lacking` by the algorithms a hello names (every node of a run names the same)."""
         self.stale = 0
         self.collector = Collector(plan)
         self.phases: dict[Coord, Phase] = {}
@@ -196,13 +205,13 @@ class Session:
 
     async def _to(self, node: Coord, event: protocol.Event) -> None:
         self.phases[node] = protocol.advance(self.phases.get(node, Phase.NEW), event)
-        await self.send_to(node, protocol.encode(event, self.epoch))
+        await self.send_to(node, self._pack(event, self.epoch))
 
     async def _to_all(self, event: protocol.Event) -> None:
         for n in self._nodes:
             if self.phases.get(n) != Phase.DONE:
                 self.phases[n] = protocol.advance(self.phases.get(n, Phase.NEW), event)
-        await self.broadcast(protocol.encode(event, self.epoch))
+        await self.broadcast(self._pack(event, self.epoch))
 
     # -- receiving ------------------------------------------------------------------------------
     async def _next(self) -> Coord | None:
@@ -210,7 +219,7 @@ class Session:
         phase can change here)."""
         data = await self.inbox.receive()
         try:
-            msg, epoch = protocol.decode_stamped(data)
+            msg, epoch = protocol.unpack(data)
         except ProtocolError as exc:
             self.collector.raw.errors.append({"node": None, "kind": "bad-control", "cause": str(exc)})
             return None
@@ -277,6 +286,9 @@ class Session:
     async def _assign_those_ready(self, node: Coord) -> None:
         """``node`` said hello: assign it and the neighbours that dial it, each once every
         neighbour it dials has said hello too (so its dials find a listener)."""
+        if self._wired:
+            await self._to(node, self._assign(node))
+            return
         neighbours = self.plan.topology.neighbours
         for n in (node, *sorted({p for p in neighbours(node).values() if dials(p, node)})):
             if self.phases.get(n) == Phase.HELLO and all(
@@ -288,7 +300,10 @@ class Session:
         """The plan's algorithms that this node says it cannot run (none if it did not say)."""
         if hello.algorithms is None:
             return []
-        return sorted(self._algorithms - set(hello.algorithms))
+        lacking = self._lacks.get(hello.algorithms)
+        if lacking is None:
+            lacking = self._lacks[hello.algorithms] = sorted(self._algorithms - set(hello.algorithms))
+        return lacking
 
     @property
     def broker_gone(self) -> bool:
@@ -397,13 +412,16 @@ class Session:
 
     async def _send_plan(self, nodes: set[Coord]) -> None:
         """Each node gets the injections it sources (and when the last one is), before start."""
-        mine: dict[Coord, list[protocol.PlanEntry]] = {n: [] for n in nodes}
+        mine: dict[Coord, list[protocol.PlanEntry]] = {}
         for m in self.plan.multicasts:
             entry = (m.id, m.algorithm, m.source, tuple(m.destinations), m.step, dict(m.params))
             mine.setdefault(m.source, []).append(entry)
+        last = self.plan.last_step
+        nothing = protocol.PlanMessage(last, ())  # one (frozen) for every node that sources none
         for n in sorted(nodes):
             if self.phases.get(n) != Phase.DONE:
-                await self._to(n, protocol.PlanMessage(self.plan.last_step, tuple(mine[n])))
+                entries = mine.get(n)
+                await self._to(n, nothing if entries is None else protocol.PlanMessage(last, tuple(entries)))
 
     async def _lead(self, nodes: set[Coord]) -> None:
         """Barrier sync: lead the nodes' steps until the schedule ends the run (then they finish)."""

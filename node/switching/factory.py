@@ -31,13 +31,13 @@ have no verdict: they end at the stall, and go on injecting after a cycle has fo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from node import defaults
 from node.choices import Clock, Contention, VcClasses
 from node.routing import Registry
-from node.settings import SWITCHINGS, NodeSettings, field_problem
+from node.settings import SWITCHINGS, NodeSettings, field_problem, settings_of
 from node.switching.engine import Engine, Injection, NodeError
 from node.switching.wormhole import VC_ALLOC, WormholeEngine, prep_table
 from node.topology import Coord, Topology
@@ -289,9 +289,33 @@ def make_engine(
     clock_ns: Callable[[], int] | None = None,
 ) -> AnyEngine:
     """The engine ``s`` asks for at node ``here``; ValueError (one line) when it cannot run."""
-    why = check_switching(s, topology.is_torus)
+    why = _checked(s, topology.is_torus)
     if why is not None:
         raise ValueError(why)
     if s.wormhole:
         return LockstepWormhole(topology, here, registry, s, clock_ns=clock_ns)
     return Engine(topology, here, registry, s, clock_ns=clock_ns)
+
+
+_CHECKS: dict[tuple[object, ...], str | None] = {}
+"""check_switching's verdicts by the settings' class and values: every node of a run is built
+from the same settings, and a check per node was a fifth of an in-process node's set-up."""
+_READ: dict[type, tuple[str, ...]] = {}
+"""The fields check_switching reads, by settings class: NodeSettings' and every setting the class
+declares (:func:`node.settings.field_problem` checks those); not an assign's node or token."""
+
+
+def _checked(s: NodeSettings, torus: bool) -> str | None:
+    """:func:`check_switching`, once per distinct settings (their fields are plain values)."""
+    cls = type(s)
+    names = _READ.get(cls)
+    if names is None:
+        names = _READ[cls] = tuple(
+            dict.fromkeys([f.name for f in fields(NodeSettings)] + [f.name for f, _ in settings_of(cls)])
+        )
+    key = (cls, torus, *[getattr(s, name) for name in names])
+    if key not in _CHECKS:
+        if len(_CHECKS) >= 256:
+            _CHECKS.clear()
+        _CHECKS[key] = check_switching(s, torus)
+    return _CHECKS[key]
