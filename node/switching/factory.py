@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Final
 
 from node import defaults
 from node.choices import Clock, Contention, VcClasses
@@ -120,15 +120,8 @@ class LockstepWormhole(WormholeEngine):
     """The last step done."""
     _progress: int = 0
     """The last step with progress (a flit moved, a timer ran, an injection)."""
-    _changed: list[int] = []  # noqa: RUF012 (replaced per engine by watch(), never changed in place)
-    """Per input channel: the step its worm was bound, last granted a channel or last moved a flit out
-    (the deadlock verdict's steps of change)."""
-    _still: int = STALL_STEPS
-    """Steps without a change after which a watched worm is still (:meth:`watch`)."""
-    _who: list[Any] = []  # noqa: RUF012
-    """Per input channel: the binding ``_changed`` belongs to."""
-    _touched: int = -1
-    """The last step that changed a worm here (see :meth:`touched`)."""
+    _still: int = -1
+    """Steps without a change after which a worm is still (:meth:`watch`; -1: not watched)."""
 
     def error(self, kind: str, cause: str, mc: int | None = None) -> None:
         """Record a node error (the actor reports protocol and frame errors through its engine)."""
@@ -147,42 +140,10 @@ class LockstepWormhole(WormholeEngine):
         self._progress = max(self._progress, inj.step)
 
     def step(self, t: int) -> list[tuple[str, Flit]]:
-        if not self._changed:  # not watched (see watch()): the plain step
-            out = super().step(t)
-            self._done = t
-            if self.moved or self.timing():
-                self._progress = t
-            return out
-        bound = self._moving
-        count, bind = self._count, self._bind
-        before = count[:] if bound else count
-        grants = self._reallocate and bool(bound)  # VC allocation runs: a bound worm may get a channel
-        missing = [bind[c].missing for c in bound] if grants else []  # type: ignore[union-attr]
         out = super().step(t)
         self._done = t
         if self.moved or self.timing():
             self._progress = t
-        rebound = self._moving is not bound
-        if not (rebound or grants or (self.moved and bound)):
-            return out
-        # each bound input's last step of change: bound, granted a channel or a flit left its buffer
-        since, who = self._changed, self._who
-        if self.moved:
-            for c in bound:
-                if count[c] < before[c]:
-                    since[c] = t
-        if grants:
-            for c, m in zip(bound, missing, strict=True):
-                b = bind[c]
-                if b is not None and b is who[c] and b.missing != m:
-                    since[c] = t
-        if rebound:
-            for c in self._moving:
-                b = bind[c]
-                if who[c] is not b:
-                    who[c] = b
-                    since[c] = t
-        self._touched = t
         return out
 
     def watch(self, still: int = STALL_STEPS) -> None:
@@ -191,13 +152,11 @@ class LockstepWormhole(WormholeEngine):
         still once it has not changed for more than ``still`` steps (:data:`STALL_STEPS` plus the
         router timing's ``settle``)."""
         self._still = still
-        self._changed = [0] * self._n
-        self._who = [None] * self._n
 
     def last_changed_at(self, step: int) -> bool:
         """Whether a worm bound here last changed at ``step`` (watched)."""
-        since = self._changed
-        return any(since[c] == step for c in self._moving)
+        bind = self._bind
+        return any(b.changed == step for b in (bind[c] for c in self._moving) if b is not None)
 
     def touched(self) -> int:
         """The last step at which a worm here was bound, released, granted a channel or moved a flit
@@ -208,16 +167,16 @@ class LockstepWormhole(WormholeEngine):
         """The worms bound here that have not changed after step ``t`` − ``still`` − 1 (:meth:`watch`),
         and why each cannot move (at the end of step ``t``)."""
         out: list[Segment] = []
-        if not self._bound or not self._changed:
+        if not self._bound or self._still < 0:
             return out
         names, ports, V, nv = self._names, self._ports, self.vcs, self._nv
         owner, ej_owner, credit, state = self._owner, self._ej_owner, self._credit, self._state
         still = self._still
         for c in self._moving:
-            if t - self._changed[c] <= still:
-                continue
             b = self._bind[c]
             assert b is not None
+            if t - b.changed <= still:
+                continue
             held_by: list[tuple[str, ...]] = []
             if state[c] == VC_ALLOC:
                 for k in b.outs:
@@ -240,7 +199,7 @@ class LockstepWormhole(WormholeEngine):
                     empty,
                     tuple(owns),
                     tuple(wants),
-                    self._changed[c],
+                    b.changed,
                 )
             )
         return out

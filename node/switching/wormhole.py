@@ -211,6 +211,7 @@ class _Bind:
     got: dict[int, int] = field(default_factory=dict)  # port -> the output VC it holds there
     missing: int = 0  # outputs (and the ejection channel) still to be granted: ACTIVE at 0
     sa_from: int = 0  # the first step switch allocation takes it (ACTIVE + vc_alloc_delay)
+    changed: int = 0  # the step it was bound, last granted a channel or last moved a flit out
     # filled once ACTIVE, in ``outs`` order: what switch allocation and traversal read
     ovcs: list[int] = field(default_factory=list)  # the output VCs it holds
     links: int = 0  # the ports it sends on, as a bit mask (switch allocation: one flit per link)
@@ -339,6 +340,7 @@ class WormholeEngine:
         self._loads = 0  # start-ups counting down
         self._routing = 0  # input channels in state ROUTING
         self._moving: list[int] = []  # the bound inputs, in the fixed order
+        self._touched = -1  # the last step a worm here was bound, granted a channel or moved a flit
         self._reallocate = False  # a worm was bound or released channels since the last VC allocation
         # router timing (all idle under the paper's 1-cycle router)
         self._since = [0] * n  # a ROUTING input: the step its head reached the front (-1: this step)
@@ -560,6 +562,7 @@ class WormholeEngine:
         self._bind[c] = b
         self._bound += 1
         self._reallocate = True
+        b.changed = self._touched = t
         b.missing = len(b.outs) + b.eject
         if b.missing:
             self._state[c] = VC_ALLOC
@@ -787,6 +790,7 @@ class WormholeEngine:
                 owner[o] = i
                 b.got[k] = o
                 rr[k] = i
+                b.changed = self._touched = t
                 b.missing -= 1
                 if not b.missing:
                     self._activate(i, b, t)
@@ -807,6 +811,7 @@ class WormholeEngine:
                     ej_owner[e] = i
                     b.ej = e
                     self._rr_ej = i
+                    b.changed = self._touched = t
                     b.missing -= 1
                     if not b.missing:
                         self._activate(i, b, t)
@@ -929,6 +934,7 @@ class WormholeEngine:
             if not run.n:
                 runs.popleft()
             count[c] -= 1
+            b.changed = t
             if c < self._nv:  # a network input: a credit back upstream
                 self._held -= 1
                 name = self._names[c]
@@ -954,6 +960,8 @@ class WormholeEngine:
                     link_sends[name] = link_sends.get(name, 0) + 1
             if tail:
                 self._release(c, b, t)
+        if moved:
+            self._touched = t
         return moved
 
     def _trace_flit(self, b: _Bind, c: int, t: int) -> None:
