@@ -58,10 +58,11 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Run ``cmd`` to its end: its CPU seconds (user + system, whole process), wall seconds, stdout."""
+def timed(cmd: list[str], check: bool = True) -> tuple[float, float, str]:
+    """Run ``cmd`` to its end: its CPU seconds (user + system, whole process), wall seconds, stdout
+    (``check``: a non-zero exit status is an error; BookSim2 ends a finished run with 255)."""
     cpu0, t0 = _child_cpu(), time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=check).stdout
     return _child_cpu() - cpu0, time.perf_counter() - t0, out
 
 
@@ -74,8 +75,11 @@ def meshcast_run(runtime: str, cycles: int) -> dict[str, Any]:
 
 def booksim_run(binary: str, config: str) -> dict[str, Any]:
     """One BookSim2 run of ``config``; flit-hops estimated from its own counts."""
-    cpu, wall, out = timed([binary, config])
-    cycles = int(re.findall(r"Time taken is (\d+) cycles", out)[-1])
+    cpu, wall, out = timed([binary, config], check=False)
+    taken = re.findall(r"Time taken is (\d+) cycles", out)
+    if not taken:
+        raise SystemExit(f"{binary} {config}: no 'Time taken' in its output: {out.strip()[-300:]!r}")
+    cycles = int(taken[-1])
     hops = float(re.findall(r"Hops average = ([0-9.]+)", out)[-1])
     text = open(config).read()  # noqa: SIM115 - a small config, read once
     rate = float(re.search(r"injection_rate\s*=\s*([0-9.]+)", text).group(1))  # type: ignore[union-attr]

@@ -42,7 +42,7 @@ print(" ".join(sorted(sys.modules)))
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        (["load", "--help"], ["coordinator.runtimes.containers", "aiomqtt", "matplotlib", "docker",
+        (["load", "--help"], ["coordinator.runtimes.containers", "aiomqtt", "matplotlib", "docker", "trio",
                               "coordinator.experiments.bench", "coordinator.reproduce"]),
         (["run", "--help"], ["coordinator.runtimes.containers", "aiomqtt", "matplotlib", "docker",
                              "coordinator.cli.load_command"]),

@@ -38,12 +38,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from coordinator.analysis.fidelity import Fidelity, judge_run
 from coordinator.analysis.metrics import MulticastResult, ci95, multicast_metrics
-from coordinator.experiments.run import emulate
-from coordinator.experiments.run import measured as measured_run
 from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
@@ -203,8 +199,13 @@ def xy_bound(topology: Topology) -> float | None:
 
 def run_plan(plan: Plan, settings: RunSettings) -> RawRun:
     """Run ``plan`` on ``settings.runtime`` (``engines``: every node's engine in one loop, the
-    in-process runtime's records without trio)."""
-    return trio.run(measured_run, emulate, plan, settings, None)
+    in-process runtime's records without trio). trio and the runtimes are imported here, when a point
+    runs: ``load --help`` and a bad option need neither."""
+    import trio
+
+    from coordinator.experiments.run import emulate, measured
+
+    return trio.run(measured, emulate, plan, settings, None)
 
 
 @dataclass(frozen=True, slots=True)

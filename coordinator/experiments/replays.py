@@ -27,9 +27,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import trio
-
-from coordinator.experiments.run import emulate, result_document
 from coordinator.runtimes import registry
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Plan
@@ -78,6 +75,10 @@ def load_replay_choice(candidates: Sequence[tuple[float, bool, Plan]]) -> tuple[
 
 def traced_document(plan: Plan, settings: RunSettings) -> dict[str, Any]:
     """Emulate ``plan`` with ``settings`` and a trace; its result document (as ``run.json``)."""
+    import trio  # here, not at the top: ``load --help`` reads this module's LOAD_MAX only
+
+    from coordinator.experiments.run import emulate, result_document
+
     traced = replace(settings, trace=True)
     runtime = registry.get(traced.runtime)
     if traced.switching not in runtime.trace_switchings and runtime.traced_by:
