@@ -88,10 +88,12 @@ h·link_latency + 1 + L − 1.
 
 **Deadlock** is a network property: the engine reports :attr:`WormholeEngine.moved` (flits it
 moved in its last step), :meth:`WormholeEngine.timing` (a start-up or preparation is counting
-down) and :meth:`WormholeEngine.holdings` (which worm holds which channels); a driver that sees
-worms in flight but no flit moving and no timer running anywhere for more than two steps (a
-credit needs one) declares the run deadlocked. Contention is shared (all multicasts share the
-channels).
+down), :meth:`WormholeEngine.holdings` (which worm holds which channels) and, per bound worm, the
+step it last changed (``_Bind.changed``: bound, granted a channel, a flit out). The engines
+runtime judges a deadlock from these as a closed set of still worms in the wait-for graph
+(docs/wormhole.md "Deadlock", :mod:`node.switching.factory`); the distributed runtimes' drivers
+end a run when no flit has moved and no timer run anywhere for more than two steps (a credit
+needs one). Contention is shared (all multicasts share the channels).
 """
 
 from __future__ import annotations
