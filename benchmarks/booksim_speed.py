@@ -1,7 +1,7 @@
 """Whole-process speed beside BookSim2's on its m10b8 workload (issue 45, item 6).
 
     .venv/bin/python benchmarks/booksim_speed.py [--repeat N] [--cycles 60856] \
-        [--booksim PATH/booksim --config PATH/m10b8.cfg] > benchmarks/booksim-speed-<date>.json
+        [--booksim PATH/booksim --config PATH/m10b8.cfg] > benchmarks/booksim/speed-<date>-plain.json
 
 BookSim2's ``m10b8.cfg`` (10×10 mesh, XY, 1 VC, B = 8, L = 64, uniform, 0.002 packets/node/cycle)
 ran 60,856 cycles in about 6.2 CPU-seconds on this machine kind. Here the same workload

@@ -135,8 +135,8 @@ ROUNDS = [
     ("node/settings.py", "\n    @property\n    def one_port(self)",
      '\n    rounds: int = setting(1, "--rounds", "allocator iterations per cycle", low=1, high=16)\n'
      "\n    @property\n    def one_port(self)"),
-    ("node/switching/factory.py", "    why = check_switching(s, topology.is_torus)\n",
-     "    why = check_switching(s, topology.is_torus)\n"
+    ("node/switching/factory.py", "    why = _checked(s, topology.is_torus)\n",
+     "    why = _checked(s, topology.is_torus)\n"
      "    s = s if s.rounds == 4 else replace(s, hop_limit=1)\n"),
     ("node/switching/factory.py", "from typing import Final",
      "from dataclasses import replace\nfrom typing import Final"),

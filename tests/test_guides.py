@@ -42,6 +42,14 @@ NOT_HERE = {
     "make compiled": "CI (.ci/run: make test-compiled builds it, then runs the fast tests on it)",
     "make plain": "tests/test_compile.py (deploy/compile.py --remove, on a scratch package)",
     "make docs": "CI (.ci/run: mkdocs build --strict); tests/test_site.py builds and browses it",
+    "make ab": "CI (.ci/run runs it after the docs); tests/test_ab.py extracts a commit and runs from it",
+    "docs/wormhole.md|tar xzf booksim2-src.tgz -C /tmp/bs && make -C /tmp/bs/src": (
+        "BookSim2's source is the project's shared reference, not in the checkout (the page says where)"
+    ),
+    "docs/wormhole.md|.venv/bin/python benchmarks/booksim_speed.py --repeat 3 --booksim /tmp/bs/src/booksim"
+    " --config m10b8.cfg > benchmarks/booksim/speed-DATE-plain.json": (
+        "needs the BookSim2 build above; the figures it wrote are in benchmarks/booksim/"
+    ),
     "apt-get update && apt-get install -y mmdebstrap": "CI (.ci/run) installs it as root",
     "docker compose -f my-compose.yaml build": "compose v2 is not on this machine (v1 lines run)",
     "docker compose -f my-compose.yaml up --abort-on-container-exit --exit-code-from coordinator": (
