@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import outcome
 import trio
@@ -52,23 +52,24 @@ class PolledLink(Link, Protocol):
 
 
 class Control(Protocol):
-    """A node's channel to the coordinator; messages are encoded control frames."""
+    """A node's channel to the coordinator: encoded control frames, or, inside one process, the
+    ``(event, epoch)`` pairs of :func:`node.protocol.stamp` (so no bytes type is enforced here)."""
 
-    async def send(self, data: bytes) -> None: ...
-    async def receive(self) -> bytes: ...
+    async def send(self, data: Any) -> None: ...
+    async def receive(self) -> Any: ...
 
 
 @dataclass
 class MemoryLink:
-    """A link end over two trio memory channels."""
+    """A link end over two trio memory channels (frames, or in-process control pairs: see :class:`Control`)."""
 
-    tx: trio.MemorySendChannel[bytes]
-    rx: trio.MemoryReceiveChannel[bytes]
+    tx: trio.MemorySendChannel[Any]
+    rx: trio.MemoryReceiveChannel[Any]
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: Any) -> None:
         await self.tx.send(data)
 
-    async def receive(self) -> bytes:
+    async def receive(self) -> Any:
         return await self.rx.receive()
 
     def send_nowait(self, data: bytes) -> None:
