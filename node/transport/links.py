@@ -61,7 +61,7 @@ class Control(Protocol):
 
 @dataclass
 class MemoryLink:
-    """A link end over two trio memory channels (frames, or in-process control pairs: see :class:`Control`)."""
+    """A link end over two trio memory channels (frames, or in-process control pairs: :class:`Control`)."""
 
     tx: trio.MemorySendChannel[Any]
     rx: trio.MemoryReceiveChannel[Any]
