@@ -213,19 +213,22 @@ class DirectLink:
 
 @dataclass
 class MemoryControl:
-    """A node's end of the in-memory control bus (unbounded: reports never block a node)."""
+    """A node's end of the in-memory control bus (unbounded: reports never block a node).
 
-    tx: trio.MemorySendChannel[bytes]
-    rx: trio.MemoryReceiveChannel[bytes]
+    It carries bytes or :func:`node.protocol.stamp` pairs, so it is typed ``Any`` (a compiled
+    build would refuse the pairs if it said bytes)."""
 
-    async def send(self, data: bytes) -> None:
+    tx: trio.MemorySendChannel[Any]
+    rx: trio.MemoryReceiveChannel[Any]
+
+    async def send(self, data: Any) -> None:
         self.tx.send_nowait(data)
 
-    def send_nowait(self, data: bytes) -> None:
+    def send_nowait(self, data: Any) -> None:
         """Send without a checkpoint (a node's reports from within a step the barrier drives)."""
         self.tx.send_nowait(data)
 
-    async def receive(self) -> bytes:
+    async def receive(self) -> Any:
         return await self.rx.receive()
 
 
