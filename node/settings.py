@@ -111,6 +111,12 @@ def setting(default: Any, flag: str | None, help: str, **meta: Any) -> Any:
     return dataclasses.field(default=default, metadata={"setting": Setting(flag, help, **meta)})
 
 
+def stage_setting(flag: str, help: str, *, low: int = 0, high: int = MAX_COUNT, cycles: bool = True) -> Any:
+    """An optional wormhole router-stage setting: unset, it takes ``--router``'s preset."""
+    unit = {"unit": "cycles"} if cycles else {}
+    return setting(None, flag, help, low=low, high=high, unset="from --router", group=SWITCHING, **unit)
+
+
 def settings_of(cls: Any) -> list[tuple[dataclasses.Field[Any], Setting]]:
     """The fields of dataclass ``cls`` that carry a :class:`Setting`, in their order."""
     return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
@@ -320,89 +326,48 @@ class NodeSettings:
         choices=ROUTERS,
         group=SWITCHING,
     )
-    routing_delay: int | None = setting(
-        None,
+    routing_delay: int | None = stage_setting(
         "--routing-delay",
         "wormhole: cycles from a head reaching the front of its input to its route (BookSim2's "
         "routing_delay)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    vc_alloc_delay: int | None = setting(
-        None,
+    vc_alloc_delay: int | None = stage_setting(
         "--vc-alloc-delay",
         "wormhole: cycles from a worm getting its last output VC to its first switch allocation "
         "(vc_alloc_delay)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    sw_alloc_delay: int | None = setting(
-        None,
+    sw_alloc_delay: int | None = stage_setting(
         "--sw-alloc-delay",
         "wormhole: cycles a flit spends in switch allocation once granted, before it crosses "
         "(sw_alloc_delay)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    st_delay: int | None = setting(
-        None,
+    st_delay: int | None = stage_setting(
         "--st-delay",
         "wormhole: cycles a flit spends crossing the switch (st_final_delay)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    link_latency: int | None = setting(
-        None,
+    link_latency: int | None = stage_setting(
         "--link-latency",
         "wormhole: cycles a flit spends on a link: sent at t, in the next buffer at t + this, with "
         "the switch stages before it",
         low=1,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    credit_delay: int | None = setting(
-        None,
+    credit_delay: int | None = stage_setting(
         "--credit-delay",
         "wormhole: extra cycles a credit takes back upstream (credit_delay; 0: usable the cycle "
         "after its flit left)",
-        low=0,
-        high=MAX_COUNT,
-        unit="cycles",
-        unset="from --router",
-        group=SWITCHING,
     )
-    wait_for_tail_credit: int | None = setting(
-        None,
+    wait_for_tail_credit: int | None = stage_setting(
         "--wait-for-tail-credit",
         "wormhole: 1: an output VC is granted again only once the credit of the tail that left on "
         "it came back (wait_for_tail_credit)",
-        low=0,
         high=1,
-        unset="from --router",
-        group=SWITCHING,
+        cycles=False,
     )
-    input_speedup: int | None = setting(
-        None,
+    input_speedup: int | None = stage_setting(
         "--input-speedup",
         "wormhole: flits an input port may send per cycle over all its VCs (input_speedup; 0: each VC one)",
-        low=0,
         high=MAX_VCS,
-        unset="from --router",
-        group=SWITCHING,
+        cycles=False,
     )
     lease: int = setting(
         defaults.LEASE,

@@ -60,9 +60,11 @@ def paused_gc() -> Iterator[None]:
 
     Packets, headers and frames hold no reference cycles; the collector found nothing to free
     but took most of the CPU time of large in-process runs (measured: 92 s → 25 s).
+    The young generations are collected first (the last run's cycles are there), not the old one:
+    a full collection of a big heap costs ~0.3 s, and a reproduction starts hundreds of runs.
     """
     was = gc.isenabled()
-    gc.collect()
+    gc.collect(1)
     gc.disable()
     try:
         yield

@@ -7,7 +7,6 @@ timed by the contention-free wormhole model (t_r per hop and per flit), plus the
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import random
@@ -476,15 +475,9 @@ def _emulate(args: Any, ctx: Context, out: Path) -> None:
     fl = None
     if args.flits:  # wall time of the whole flit-level run (each multicast's own run records only its own)
         t0 = time.perf_counter()
-        # each multicast's run starts with a full collection (paused_gc); the store-and-forward records
-        # held meanwhile would make each one cost ~0.3 s: frozen, the collector skips them
-        gc.freeze()
-        try:
-            fl = wormhole.emulate_points(
-                topo, points, ALGORITHMS, FLIT_SETTINGS, {"group-graph": {"T": args.threshold}}, ctx.progress
-            )
-        finally:
-            gc.unfreeze()
+        fl = wormhole.emulate_points(
+            topo, points, ALGORITHMS, FLIT_SETTINGS, {"group-graph": {"T": args.threshold}}, ctx.progress
+        )
         fl = replace(fl, status=replace(fl.status, wall_s=round(time.perf_counter() - t0, 1)))
     rows = [
         replace(r, groups=groups.get((r.scenario, r.algorithm, r.k, r.rep)))

@@ -332,9 +332,16 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
     def judge(at: int) -> str | None:
         """The deadlock verdict at the end of step ``at``, when a worm may have become still then
         (else the still worms and what they wait for are those of ``at`` − 1: no deadlock)."""
+        nonlocal k, last_busy
         now = at - still - 1
         suspects = [nodes[i] for i in touched.pop(now, ()) if eng[i].last_changed_at(now)]
-        return _verdict(at, topo, by_node, suspects, still) if suspects else None
+        found = _verdict(at, topo, by_node, suspects, still) if suspects else None
+        if found is not None:  # the injections still to come are not made; the run drains
+            k = len(inj_steps)
+            for pq in pending:
+                pq.clear()
+            last_busy = max(busy_at, min(plan.last_step, at))
+        return found
 
     started = time.perf_counter()
     while True:
@@ -348,10 +355,6 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
             for at in range(t + 1, min(last, max_steps) + 1):
                 verdict = judge(at)
                 if verdict is not None:
-                    k = len(inj_steps)  # the injections still to come are not made
-                    for pq in pending:
-                        pq.clear()
-                    last_busy = max(busy_at, min(plan.last_step, at))
                     horizon = min(last_busy + diameter + 1, max_steps)
                     nxt = t + 1 if due else None
                     break
@@ -402,11 +405,6 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 due.add(j)
         if verdict is None and touched:
             verdict = judge(t)
-            if verdict is not None:
-                k = len(inj_steps)  # the injections still to come are not made
-                for pq in pending:
-                    pq.clear()
-                last_busy = max(busy_at, min(plan.last_step, t))
         if progress is not None:
             progress(delivered, expected)
     end = horizon

@@ -180,7 +180,8 @@ def as_coord(value: object, topology: Topology, what: str = "coordinate") -> Coo
         and len(value) == 2
         and type(value[0]) is int
         and type(value[1]) is int
-        and topology.contains((value[0], value[1]))
+        and 0 <= value[0] < topology.cols  # Topology.contains, inlined: every hop reads its header
+        and 0 <= value[1] < topology.rows
     ):
         return (value[0], value[1])
     raise HeaderError(f"bad {what} {value!r} for {topology.spec}")
