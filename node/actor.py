@@ -157,21 +157,11 @@ def _inner(link: Link) -> Link:
     return link.inner if isinstance(link, ShapedLink) else link
 
 
-_NAMES: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
-
-
 def _algorithm_names(registry: Registry) -> tuple[str, ...]:
-    """The names a hello lists, in the registry's order (made once per registry and set of names:
-    the registry sorts its algorithms on each iteration, per node of a run otherwise)."""
+    """The names a hello lists, in the registry's order."""
     if not isinstance(registry, Registry):  # any iterable of algorithms (a test's stand-in)
         return tuple(a.name for a in registry)
-    key = (id(registry), tuple(registry.names()))
-    names = _NAMES.get(key)
-    if names is None:
-        if len(_NAMES) >= 64:
-            _NAMES.clear()
-        names = _NAMES[key] = tuple(a.name for a in registry)
-    return names
+    return registry.in_order()
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:

@@ -182,6 +182,16 @@ def test_bernoulli_injection_is_at_most_one_per_step_at_the_rate() -> None:
     assert abs(len(made.plan.multicasts) - expected) < 4 * (expected * 0.7) ** 0.5
 
 
+@pytest.mark.parametrize("rate", [0.25, 1.0, 2.5])
+def test_periodic_injection_makes_rate_times_duration_messages_a_source(rate: float) -> None:
+    """Above one message a step as below: none merged with another made at the same step."""
+    made = traffic_plan(MESH, "unicast", Traffic(rate, 1, 40, injection="periodic", seed=1))
+    per_source: dict[Any, int] = {}
+    for m in made.plan.multicasts:
+        per_source[m.source] = per_source.get(m.source, 0) + 1
+    assert set(per_source.values()) == {int(40 * rate)}, per_source
+
+
 def test_pick_self_addresses_the_source_one_time_in_n() -> None:
     made = traffic_plan(MESH, "unicast", Traffic(0.1, 1, 2000, pick_self=True, seed=3))
     total = len(made.plan.multicasts) + len(made.selves)

@@ -43,6 +43,7 @@ from coordinator.analysis.metrics import MulticastResult, ci95, multicast_metric
 from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
+from node.switching.vocabulary import PREP
 from node.topology import Coord, Topology
 
 __all__ = ["EXTRA", "HEADER", "INJECTIONS", "PATTERNS", "Judge", "LoadPoint", "Traffic", "TrafficPlan",
@@ -103,9 +104,8 @@ def _times(rng: random.Random, traffic: Traffic) -> list[int]:
     if traffic.injection == "bernoulli":
         return [t for t in range(duration) if rng.random() < rate]
     if traffic.injection == "periodic":
-        return sorted(
-            {int(i / rate) for i in range(math.ceil(duration * rate) + 1) if int(i / rate) < duration}
-        )
+        # a list, not a set: above one message a step, steps repeat (below, they cannot)
+        return [int(i / rate) for i in range(math.ceil(duration * rate) + 1) if int(i / rate) < duration]
     out = []
     t = rng.expovariate(rate)
     while t < duration:
@@ -291,7 +291,7 @@ class LoadPoint:
 
     def to_json(self) -> dict[str, Any]:
         """The point as ``meshcast load --json`` and load.json give it."""
-        per = None if self.flits is None else self.flits
+        per = self.flits
 
         def times(x: float | None) -> float | None:
             return None if x is None or per is None else x * per
@@ -370,7 +370,8 @@ def load_point(
     recs = multicast_metrics(plan, raw)
     wormhole = settings.switching == "wormhole"
     flits = settings.flits if wormhole else None
-    self_latency = settings.ts + settings.flits + (settings.prep or 0) if wormhole else 0
+    prep = PREP.get(algorithm, 0) if settings.prep is None else settings.prep  # as the engine reads it
+    self_latency = settings.ts + settings.flits + prep if wormhole else 0
     found = [int(m.group(1)) for x in raw.incomplete if (m := _DEADLOCK.search(x))]
     common: dict[str, Any] = dict(
         flits=flits,

@@ -388,7 +388,7 @@ def _run_flits(plan: Plan, settings: RunSettings, progress: Callable[[int, int],
                 busy_at = t
                 if t > last_busy:
                     last_busy = t
-            if e.touched() == t:
+            if verdict is None and e.touched() == t:  # after a verdict, nothing more to judge
                 touched.setdefault(t, []).append(i)
             if e.busy():
                 due.add(i)

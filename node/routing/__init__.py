@@ -69,11 +69,20 @@ class Registry:
 
     def __init__(self) -> None:
         self._by_name: dict[str, Algorithm] = {}
+        self._order: tuple[str, ...] | None = None
 
     def register(self, algorithm: Algorithm) -> None:
         if algorithm.name in self._by_name:
             raise ValueError(f"algorithm {algorithm.name!r} is already registered")
         self._by_name[algorithm.name] = algorithm
+        self._order = None
+
+    def in_order(self) -> tuple[str, ...]:
+        """The names in iteration order (family, name), sorted once per set of algorithms: every node
+        of a run lists them in its hello."""
+        if self._order is None:
+            self._order = tuple(a.name for a in self)
+        return self._order
 
     def get(self, name: str) -> Algorithm:
         try:

@@ -245,9 +245,7 @@ class WormholeEngine:
         self.hop_limit = hop_limit if hop_limit is not None else defaults.hop_limit(topology.size)
         self._clock = clock_ns
         self.trace = trace
-        timing = settings.router_timing()
-        self.timing_of = timing
-        """The router's stage timing (docs/wormhole.md "Router timing"), resolved from the settings."""
+        timing = settings.router_timing()  # the stages of docs/wormhole.md "Router timing"
         self._rd = timing.routing_delay
         self._va = timing.vc_alloc_delay
         self._pipe_at = timing.pipe  # a flit switch-allocated at t is in the next buffer at t + this
