@@ -48,6 +48,9 @@ def test_json_fields_of_a_run_counted_by_hand(
     assert p["cycles"] == last + 2 + L  # the last worm: injected at 380, its tail in 2 + L cycles later
     assert p["flits_per_packet"] == L
     assert doc["settings"]["max_steps"] == DURATION * 4  # --budget-factor 4
+    assert doc["settings"]["router"] == "paper"  # how it was timed: the papers' 1-cycle router
+    assert doc["settings"]["router_timing"]["link_latency"] == 1
+    assert doc["settings"]["router_timing"]["vc_alloc_delay"] == 0
     lo, hi = p["window"]
     sent = 3 * (hi - lo) * RATE  # packets created in the window, all nodes
     assert p["offered_packets"] == pytest.approx(sent / (3 * (hi - lo)))

@@ -185,6 +185,9 @@ def _document(
             "runtime": settings.runtime,
             "max_steps": settings.max_steps,
             "seed": args.seed,
+            # how the router was timed (the preset with any stage option applied), under wormhole
+            "router": settings.router if wormhole else None,
+            "router_timing": asdict(settings.router_timing()) if wormhole else None,
         },
         "traffic": {
             "pattern": args.traffic,
