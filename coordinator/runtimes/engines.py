@@ -200,6 +200,12 @@ def _verdict(
             got = cache[n] = {sg.channel: sg for sg in eng[n].segments(t)}
         return got
 
+    def across(n: Coord, port: str, vc: int) -> _Key:
+        """The input channel across output VC ``vc`` of ``port`` at ``n``."""
+        nb = topo.neighbour(n, port)
+        assert nb is not None
+        return (nb, _vc(topo.opposite(port), vc))
+
     segs: dict[_Key, Segment] = {}
     todo: list[_Key] = []
     for n in suspects:
@@ -212,11 +218,8 @@ def _verdict(
         key = todo.pop()
         sg = segs[key]
         n = key[0]
-        rs = [tuple((n, h) for h in hs) for hs in sg.held_by]
-        for port, vc in sg.dry:
-            nb = topo.neighbour(n, port)
-            assert nb is not None
-            rs.append(((nb, _vc(topo.opposite(port), vc)),))
+        rs = [tuple((n, h) if isinstance(h, str) else across(n, *h) for h in hs) for hs in sg.held_by]
+        rs += [(across(n, port, vc),) for port, vc in sg.dry]
         if sg.empty_on is not None:
             port, vc = sg.empty_on
             nb = topo.neighbour(n, port)

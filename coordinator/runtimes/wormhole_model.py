@@ -676,8 +676,8 @@ class _Model:
                     if p in rt.held:
                         continue
                     alts = [r * P + PORTS.index(p)] if rt.may is None else rt.may[p]
-                    if all(owner[o] >= 0 for o in alts):
-                        rs.append(tuple(r * S + owner[o] for o in alts))
+                    if all(owner[o] != -1 for o in alts):  # -2, draining: the input across holds it
+                        rs.append(tuple(r * S + owner[o] if owner[o] >= 0 else across[o] for o in alts))
                 ejs = ej_owner[r * E : r * E + E]
                 if rt.absorb and rt.ej < 0 and all(w >= 0 for w in ejs):
                     rs.append(tuple(r * S + w for w in ejs))

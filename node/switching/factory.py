@@ -94,16 +94,17 @@ class Segment:
     :data:`STALL_STEPS` steps) and why it cannot move, in names a neighbour understands.
 
     ``held_by``: per output it still needs whose every allowed channel is held, the channels
-    (inputs here) holding them; ``dry``: the outputs it holds without a credit (port, VC): it waits
-    for the input across; ``empty_on``: its buffer is empty (port, VC): it waits for the input
-    upstream that holds the output feeding it. ``owns``/``wants``: as :class:`Holding` names them;
-    ``since``: the step it last changed.
+    (inputs here) holding them, or for one draining after a tail (``wait_for_tail_credit``) its
+    (port, VC): the input across holds it until that tail leaves; ``dry``: the outputs it holds
+    without a credit (port, VC): it waits for the input across; ``empty_on``: its buffer is empty
+    (port, VC): it waits for the input upstream that holds the output feeding it.
+    ``owns``/``wants``: as :class:`Holding` names them; ``since``: the step it last changed.
     """
 
     channel: str
     worm: tuple[int, int, int]
     mc: int
-    held_by: tuple[tuple[str, ...], ...]
+    held_by: tuple[tuple[str | tuple[str, int], ...], ...]
     dry: tuple[tuple[str, int], ...]
     empty_on: tuple[str, int] | None
     owns: tuple[str, ...]
@@ -177,11 +178,16 @@ class LockstepWormhole(WormholeEngine):
             assert b is not None
             if t - b.changed <= still:
                 continue
-            held_by: list[tuple[str, ...]] = []
+            held_by: list[tuple[str | tuple[str, int], ...]] = []
             if state[c] == VC_ALLOC:
-                for k in b.outs:
-                    if k not in b.got and all(owner[o] >= 0 for o in b.allowed[k]):
-                        held_by.append(tuple(names[owner[o]] for o in b.allowed[k]))
+                for k in b.outs:  # draining (wait_for_tail_credit): held by the input across it
+                    if k not in b.got and all(owner[o] != -1 for o in b.allowed[k]):
+                        held_by.append(
+                            tuple(
+                                names[owner[o]] if owner[o] >= 0 else (ports[k], o - k * V)
+                                for o in b.allowed[k]
+                            )
+                        )
                 if b.eject and b.ej < 0 and all(w >= 0 for w in ej_owner):
                     held_by.append(tuple(names[w] for w in ej_owner))
             dry = tuple((ports[k], o - k * V) for k, o in b.got.items() if credit[o] <= 0)
