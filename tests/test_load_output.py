@@ -17,6 +17,7 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiments.load import Judge, Traffic, load_point, traffic_plan
 from coordinator.runtimes.records import RunSettings
+from coordinator.workloads.plan import PlanError
 from node.topology import Topology
 
 L, RATE, DURATION = 4, 0.05, 400
@@ -193,6 +194,12 @@ def test_periodic_injection_makes_rate_times_duration_messages_a_source(rate: fl
     for m in made.plan.multicasts:
         per_source[m.source] = per_source.get(m.source, 0) + 1
     assert set(per_source.values()) == {int(40 * rate)}, per_source
+
+
+def test_the_api_refuses_a_hot_spot_fraction_in_a_permutation_pattern() -> None:
+    """As the CLI does (the API once ran it as if the fraction were 0)."""
+    with pytest.raises(PlanError, match="uniform traffic"):
+        traffic_plan(MESH, "unicast", Traffic(0.1, 1, 100, pattern="bitcomp", hotspot_fraction=0.5))
 
 
 def test_pick_self_addresses_the_source_one_time_in_n() -> None:

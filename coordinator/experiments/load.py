@@ -133,6 +133,8 @@ def _check_traffic(topology: Topology, traffic: Traffic) -> None:
         raise PlanError(f"transpose traffic needs a square network, not {topology.spec}")
     if traffic.pattern == "hotspot" and traffic.hotspot is None:
         raise PlanError("hotspot traffic needs a hot spot node")
+    if traffic.pattern != "uniform" and traffic.hotspot_fraction > 0:
+        raise PlanError(f"a hot-spot fraction mixes a hot spot into uniform traffic, not {traffic.pattern}")
     if not 0 <= traffic.unicast_fraction <= 1 or not 0 <= traffic.hotspot_fraction <= 1:
         raise PlanError("fractions must lie between 0 and 1")
 
