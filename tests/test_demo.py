@@ -19,6 +19,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Algorithm:
     """A working rule registered as a plug-in would be (a copy of unicast under its own name)."""
     fake = dataclasses.replace(registry.get("unicast"), name="fake-plugin", family="fake")
     monkeypatch.setitem(registry._by_name, fake.name, fake)
+    monkeypatch.setattr(registry, "_order", None)  # the cached order: register() would clear it
     assert "fake-plugin" in registry
     return fake
 

@@ -328,6 +328,7 @@ def _boom_forward(topology: Topology, here: Coord, header: object) -> Forward:
 def boom(monkeypatch: pytest.MonkeyPatch) -> str:
     alg = Algorithm("boom", "test", _boom_prepare, _boom_forward, summary="raises in forward")
     monkeypatch.setitem(registry._by_name, "boom", alg)
+    monkeypatch.setattr(registry, "_order", None)  # the cached order: register() would clear it
     return "boom"
 
 
