@@ -266,7 +266,7 @@ async def test_a_run_outlasts_the_old_fixed_wait_for_the_coordinator(
 async def test_a_run_of_more_than_90_s_completes(private_state: None) -> None:
     """A free-clock run whose packets take 46 s a hop (a link model): 92 s, well over the old 60 s
     wait, on a deployment of each kind; every destination is reached once, at the model's hop
-    count. The two kinds run at the same time (their runs mostly wait: 98 s, not 196 s of CI)."""
+    count. The two kinds run at the same time (their runs mostly wait: ~110 s, not 196 s of CI)."""
     topo = Topology.parse(TOPOLOGY)
     plan = Plan(topo, (Multicast(0, "vh", (0, 0), ((1, 1), (0, 1)), 0),))  # (1,1): 2 hops away
     ref = await run_inprocess(plan, RunSettings())

@@ -43,7 +43,8 @@ from coordinator.analysis.metrics import MulticastResult, ci95, multicast_metric
 from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
-from node.switching.vocabulary import PREP
+from node.routing import registry
+from node.switching.vocabulary import prep_table
 from node.topology import Coord, Topology
 
 __all__ = ["EXTRA", "HEADER", "INJECTIONS", "PATTERNS", "Judge", "LoadPoint", "Traffic", "TrafficPlan",
@@ -372,7 +373,7 @@ def load_point(
     recs = multicast_metrics(plan, raw)
     wormhole = settings.switching == "wormhole"
     flits = settings.flits if wormhole else None
-    prep = PREP.get(algorithm, 0) if settings.prep is None else settings.prep  # as the engine reads it
+    prep = prep_table(settings.prep, registry).get(algorithm, 0)  # as the engine reads it
     self_latency = settings.ts + settings.flits + prep if wormhole else 0
     found = [int(m.group(1)) for x in raw.incomplete if (m := _DEADLOCK.search(x))]
     common: dict[str, Any] = dict(
