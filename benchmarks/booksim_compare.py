@@ -72,7 +72,7 @@ WORKLOADS = {
 }  # fmt: skip
 
 
-def bernoulli_plan(topo: Topology, rate: float, cycles: int, seed: int) -> Plan:
+def bernoulli_plan(topo: Topology, rate: float, cycles: int, seed: int, algorithm: str = "unicast") -> Plan:
     """Each node injects a unicast with probability ``rate`` each cycle, to a uniform other node."""
     rnd = random.Random(seed)
     nodes = sorted(topo.nodes())
@@ -83,21 +83,28 @@ def bernoulli_plan(topo: Topology, rate: float, cycles: int, seed: int) -> Plan:
                 dst = rnd.choice(nodes)
                 while dst == src:
                     dst = rnd.choice(nodes)
-                mcs.append(Multicast(len(mcs), "unicast", src, (dst,), t))
+                mcs.append(Multicast(len(mcs), algorithm, src, (dst,), t))
     return Plan(topo, tuple(mcs))
 
 
 def meshcast_point(
-    w: Workload, rate: float, cycles: int, warmup: int, seed: int, runtime: str
+    w: Workload,
+    rate: float,
+    cycles: int,
+    warmup: int,
+    seed: int,
+    runtime: str,
+    algorithm: str = "unicast",
+    dateline: str = "wrap",
 ) -> dict[str, Any]:
     """Average latency (creation to tail ejection) of the packets created after ``warmup``, the accepted
     flit rate over [warmup, cycles) and the average routers crossed (links + 1, as BookSim2 counts)."""
     topo = Topology.parse(w.topology)
-    plan = bernoulli_plan(topo, rate, cycles, seed)
+    plan = bernoulli_plan(topo, rate, cycles, seed, algorithm)
     s = RunSettings(
         switching="wormhole", contention="shared", port_model="one-port", runtime=runtime,
         router="booksim", flits=w.flits, buffer_flits=w.buffer_flits, vcs=w.vcs, ts=2, prep=0,
-        max_steps=cycles * 50, **w.extra,
+        max_steps=cycles * 50, dateline=dateline if w.vcs > 1 else "wrap", **w.extra,
     )  # fmt: skip
     started = time.perf_counter()
     raw = run_wormhole_model(plan, s) if runtime == "model" else run_engines(plan, s)
@@ -149,6 +156,19 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3000, help="packets created before this are not measured")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--runtime", choices=["model", "engines"], default="model")
+    p.add_argument(
+        "--algorithm",
+        choices=["unicast", "dor"],
+        default="unicast",
+        help="dor: a torus's half-ring tie split by parity (BookSim2 picks at random)",
+    )
+    p.add_argument(
+        "--dateline",
+        choices=["wrap", "ring"],
+        default="wrap",
+        help="ring: a worm that will cross a ring's wrap link takes its upper VCs for the whole ring "
+        "(BookSim2's)",
+    )
     p.add_argument("--rates", type=float, nargs="*", help="packets/node/cycle (default: the workload's)")
     p.add_argument("--csv", type=Path)
     p.add_argument("--png", type=Path)
@@ -157,12 +177,12 @@ def main() -> int:
     rows = []
     print(
         f"{a.workload}: {w.topology}, L={w.flits}, B={w.buffer_flits}, V={w.vcs}; "
-        f"meshcast --router booksim {w.extra}"
+        f"meshcast --router booksim {w.extra}, --algorithm {a.algorithm}, --dateline {a.dateline}"
     )
     print(f"{'pkt/node/cyc':>12} {'flits':>7} | {'meshcast lat':>12} {'acc':>6} {'routers':>7} | "
           f"{'booksim lat':>11} {'acc':>6} {'routers':>7}")  # fmt: skip
     for rate in a.rates or w.rates:
-        m = meshcast_point(w, rate, a.cycles, a.warmup, a.seed, a.runtime)
+        m = meshcast_point(w, rate, a.cycles, a.warmup, a.seed, a.runtime, a.algorithm, a.dateline)
         b = booksim_point(a.booksim, w, rate) if a.booksim else {}
         row = {
             "rate_packets": rate,

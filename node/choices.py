@@ -13,6 +13,7 @@ import enum
 __all__ = [
     "Clock",
     "Contention",
+    "Dateline",
     "JitterKind",
     "Policy",
     "PortModel",
@@ -64,6 +65,17 @@ class VcClasses(enum.StrEnum):
 
     SHARED = "shared"
     SPLIT = "split"
+
+
+class Dateline(enum.StrEnum):
+    """Wormhole on a torus (V ≥ 2): which worms take a ring's upper VCs (docs/wormhole.md "Virtual channels").
+
+    ``wrap``: from the ring's wrap link on (while going straight). ``ring``: BookSim2's
+    ``dim_order_torus``: a worm that will cross the wrap link takes them for its whole ring.
+    """
+
+    WRAP = "wrap"
+    RING = "ring"
 
 
 class Router(enum.StrEnum):

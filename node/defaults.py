@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from node.choices import Router, Sync, VcClasses, values
+from node.choices import Dateline, Router, Sync, VcClasses, values
 
 __all__ = [
     "BUFFER_FLITS",
+    "DATELINE",
     "FLITS",
     "FLIT_BYTES",
     "LEASE",
@@ -38,6 +39,8 @@ VCS: Final = 1
 """Wormhole: virtual channels per physical channel (1: none, every record as before VCs existed)."""
 VC_CLASSES: Final = VcClasses.SHARED
 """Wormhole: unicast and multicast worms share the virtual channels (``split``: disjoint halves)."""
+DATELINE: Final = Dateline.WRAP
+"""Wormhole on a torus: the upper VCs from a ring's wrap link on (``ring``: BookSim2's choice)."""
 PREP: Final[Mapping[str, int]] = {"dp": 2, "mp": 2, "cp": 4, "qg": 16}
 """Wormhole: preparation cycles at a multicast's source, seed 004's table (others: 0)."""
 ROUTER: Final = Router.PAPER

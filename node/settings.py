@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from node import defaults
-from node.choices import Clock, Contention, Policy, PortModel, Router, Switching, VcClasses, values
+from node.choices import Clock, Contention, Dateline, Policy, PortModel, Router, Switching, VcClasses, values
 from node.transport.wire import MAX_VCS
 
 __all__ = [
     "CLOCKS",
     "CONTENTIONS",
+    "DATELINES",
     "EMULATION",
     "FREE_CLOCK",
     "INT64",
@@ -54,6 +55,7 @@ CLOCKS: Final = values(Clock)
 POLICIES: Final = values(Policy)
 SWITCHINGS: Final = values(Switching)
 VC_CLASSES: Final = values(VcClasses)
+DATELINES: Final = values(Dateline)
 ROUTERS: Final = values(Router)
 TIMING: Final = "timing model (reported on the recorded steps, hops and start-ups)"
 """The option group of the settings the timing report shares with wormhole switching."""
@@ -315,6 +317,15 @@ class NodeSettings:
         "wormhole: unicast and multicast worms share the virtual channels, or keep to disjoint "
         "halves (split: needs --vcs 2, on a torus 4)",
         choices=VC_CLASSES,
+        group=SWITCHING,
+    )
+    dateline: str = setting(
+        defaults.DATELINE,
+        "--dateline",
+        "wormhole on a torus with --vcs 2 or more: wrap: a worm takes a ring's upper VCs from its wrap "
+        "link on, while it goes straight; ring: a worm that will cross the wrap link takes them for "
+        "its whole ring, the others the lower ones (BookSim2's dim_order_torus)",
+        choices=DATELINES,
         group=SWITCHING,
     )
     router: str = setting(

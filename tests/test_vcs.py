@@ -29,8 +29,9 @@ from coordinator.runtimes.processes import run_processes
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.routing import registry
+from node.switching.vocabulary import crosses_wrap
 from node.switching.wormhole import WormholeEngine
-from node.topology import Topology
+from node.topology import Coord, Topology
 from node.transport.wire import Flit, StepFrame, decode_flit, decode_link, encode_link
 from tests._env import need_broker
 from tests.test_wormhole import (
@@ -55,6 +56,7 @@ def vc_plans(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
         "buffer_flits": draw(st.integers(1, 3)),
         "vcs": draw(st.integers(low, low + 1)),
         "vc_classes": classes,
+        "dateline": draw(st.sampled_from(["wrap", "ring"])),
     }
     return Plan(topo, tuple(mcs)), kw
 
@@ -75,7 +77,7 @@ def test_engines_and_model_agree_with_virtual_channels(case: tuple[Plan, dict[st
     )
     assert net.traffic == model.traffic
     event(
-        f"{plan.topology.kind} vcs={kw['vcs']} {kw['vc_classes']}: "
+        f"{plan.topology.kind} vcs={kw['vcs']} {kw['vc_classes']} {kw['dateline']}: "
         + ("deadlocked" if net.deadlock else "ok")
     )
 
@@ -176,7 +178,75 @@ def test_heavy_torus_unicast_deadlocks_with_one_vc_and_not_with_two() -> None:
         assert net.arrivals == model_run(plan, flits=16, ts=10, vcs=vcs).logical_arrivals()
 
 
-def _unicasts(topo: Topology, n: int, seed: int) -> Plan:
+def test_booksim_dateline_gives_a_crossing_worm_the_upper_vcs_for_its_whole_ring() -> None:
+    """--dateline ring: a worm that will cross the wrap link takes the upper VC from its first hop (and
+    keeps it after the wrap); one that will not keeps to the lower VC. --dateline wrap: the lower VC
+    until the wrap link. Checked on the VCs the worms' links were granted in the engines and the model."""
+    topo = Topology.parse("torus:8x3")
+    # (6,0) -> (1,0) goes + over the wrap 7->0; (1,0) -> (4,0) goes + without crossing it
+    plan = Plan(topo, (Multicast(0, "dor", (6, 0), ((1, 0),), 0), Multicast(1, "dor", (1, 0), ((4, 0),), 0)))
+    kw: dict[str, Any] = {"flits": 4, "ts": 1, "vcs": 2}
+    for dateline, upper in (("ring", {(6, 0), (7, 0), (0, 0)}), ("wrap", {(7, 0), (0, 0)})):
+        heads: list[tuple[Coord, str, Flit]] = []
+        net = run_network(topo, plan.multicasts, heads, dateline=dateline, **kw)
+        assert not net.errors and len(net.arrivals) == 2
+        assert {p for _, p, _ in heads} == {"+x"} and len(heads) == 3 + 3
+        assert {n for n, _, f in heads if f.vc == 1} == upper, dateline
+        assert net.arrivals == model_run(plan, dateline=dateline, **kw).logical_arrivals()
+
+
+def test_crosses_wrap_runs_the_rule_ahead_along_the_ring() -> None:
+    topo = Topology.parse("torus:8x8")
+    assert crosses_wrap(topo, registry, "unicast", (5, 2), "+x", [1, 2])
+    assert crosses_wrap(topo, registry, "unicast", (7, 2), "+x", [0, 5])  # its first link is the wrap
+    assert not crosses_wrap(topo, registry, "unicast", (1, 2), "+x", [4, 6])
+    assert crosses_wrap(topo, registry, "unicast", (1, 2), "-y", [1, 6])
+    assert not crosses_wrap(topo, registry, "unicast", (1, 2), "+x", [1, 2])  # ends here: not on the ring
+    assert not crosses_wrap(topo, registry, "unicast", (1, 2), "+x", "not a header")  # fails ahead
+    assert not crosses_wrap(Topology.parse("mesh:8x8"), registry, "unicast", (5, 2), "+x", [7, 2])
+
+
+def test_dor_splits_the_half_ring_tie_so_every_link_carries_the_same_share() -> None:
+    """Every pair of nodes on an even torus: unicast's + at the tie gives + links 5/3 of the − links'
+    hops (K = 8: 1+2+3+4 against 1+2+3), dor's parity split the same; both routes are shortest, and
+    equal on a mesh."""
+    topo = Topology.parse("torus:8x8")
+    rules = {name: registry.get(name).forward for name in ("unicast", "dor")}
+    load: dict[str, dict[str, int]] = {name: {} for name in rules}
+    for name, forward in rules.items():
+        for src in topo.nodes():
+            for dst in topo.nodes():
+                here, hops = src, 0
+                while not (fwd := forward(topo, here, [dst[0], dst[1]])).deliver:
+                    port = fwd.sends[0][0]
+                    load[name][port] = load[name].get(port, 0) + 1
+                    here = topo.neighbour(here, port)
+                    hops += 1
+                assert hops == topo.distance(src, dst)
+    assert load["unicast"]["+x"] * 3 == load["unicast"]["-x"] * 5
+    assert load["dor"]["+x"] == load["dor"]["-x"] and load["dor"]["+y"] == load["dor"]["-y"]
+    mesh = Topology.parse("mesh:5x4")
+    assert all(
+        registry.get("dor").forward(mesh, a, [b[0], b[1]])
+        == registry.get("unicast").forward(mesh, a, [b[0], b[1]])
+        for a in mesh.nodes()
+        for b in mesh.nodes()
+    )
+
+
+def test_booksim_routing_on_a_heavy_torus_never_deadlocks_and_agrees() -> None:
+    """dor with --dateline ring (BookSim2's dim_order_torus) on the seeded heavy plans: no deadlock with
+    two VCs, the engines' network equal to the model."""
+    topo = Topology.parse("torus:6x6")
+    for seed in range(3):
+        plan = _unicasts(topo, 120, seed, "dor")
+        raw = model_run(plan, flits=16, ts=10, vcs=2, dateline="ring")
+        assert not raw.incomplete and len(raw.arrivals) == 120
+    net = run_network(topo, plan.multicasts, flits=16, ts=10, vcs=2, dateline="ring")
+    assert not net.deadlock and net.arrivals == raw.logical_arrivals()
+
+
+def _unicasts(topo: Topology, n: int, seed: int, alg: str = "unicast") -> Plan:
     """``n`` unicast worms between random distinct nodes in cycles 0 to 10 (seeded)."""
     rnd = random.Random(seed)
     nodes = sorted(topo.nodes())
@@ -184,7 +254,7 @@ def _unicasts(topo: Topology, n: int, seed: int) -> Plan:
     for i in range(n):
         src = rnd.choice(nodes)
         dest = rnd.choice([x for x in nodes if x != src])
-        mcs.append(Multicast(i, "unicast", src, (dest,), rnd.randint(0, 10)))
+        mcs.append(Multicast(i, alg, src, (dest,), rnd.randint(0, 10)))
     return Plan(topo, tuple(mcs))
 
 
@@ -228,7 +298,9 @@ def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObjec
     """Deadlock-prone plans (trees, one-port path worms) with VCs: same cycle, same holdings named."""
     topo = Topology.parse(data.draw(st.sampled_from(["mesh:4x4", "mesh:5x5", "torus:4x4", "torus:5x4"])))
     nodes = sorted(topo.nodes())
-    algs = data.draw(st.sampled_from([("tree",), ("dp", "unicast"), ("mp",), ("tree", "unicast")]))
+    algs = data.draw(
+        st.sampled_from([("tree",), ("dp", "unicast"), ("mp",), ("tree", "unicast"), ("mp", "dor")])
+    )
     mcs = []
     for i in range(data.draw(st.integers(6, 14))):
         src = data.draw(st.sampled_from(nodes))
@@ -247,6 +319,7 @@ def test_engines_and_model_report_the_same_deadlocks_with_vcs(data: st.DataObjec
         "buffer_flits": data.draw(st.integers(1, 2)),
         "vcs": vcs,
         "vc_classes": classes,
+        "dateline": data.draw(st.sampled_from(["wrap", "ring"])),
     }
     model = model_run(Plan(topo, tuple(mcs)), **kw)
     net = run_network(topo, up_to_verdict(mcs, model), **kw)

@@ -71,9 +71,14 @@ def model_run(plan: Plan, **kw: Any) -> RawRun:
     return run_wormhole_model(plan, worm_settings(**kw))
 
 
-def run_network(topology: Topology, multicasts: Sequence[Multicast], **kw: Any) -> NetRun:
+def run_network(
+    topology: Topology,
+    multicasts: Sequence[Multicast],
+    heads: list[tuple[Coord, str, Flit]] | None = None,
+    **kw: Any,
+) -> NetRun:
     """Step every node's engine in lockstep until quiet, deadlocked or out of steps (settings:
-    :func:`worm_settings` of ``kw``)."""
+    :func:`worm_settings` of ``kw``); ``heads``: gets (node, port, flit) of every head flit sent."""
     s = worm_settings(**kw)
     max_steps = s.max_steps
     nodes = list(topology.nodes())
@@ -111,6 +116,8 @@ def run_network(topology: Topology, multicasts: Sequence[Multicast], **kw: Any) 
             by_port: dict[str, list[Flit]] = {}
             for p, f in sends:
                 by_port.setdefault(p, []).append(f)
+                if heads is not None and f.kind in ("H", "W"):
+                    heads.append((n, p, f))
             for p in set(by_port) | set(freed):
                 nb = topology.neighbour(n, p)
                 assert nb is not None

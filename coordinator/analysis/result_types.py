@@ -484,6 +484,7 @@ class SwitchingInfo:
     prep: int | None = None
     vcs: int | None = None
     vc_classes: str | None = None
+    dateline: str | None = None  # only when not the default (wrap)
 
     def to_json(self) -> Json:
         d: Json = {"mode": self.mode}
@@ -491,6 +492,8 @@ class SwitchingInfo:
             d |= {"flits": self.flits, "buffer_flits": self.buffer_flits, "ts": self.ts, "prep": self.prep}
             if self.vcs is not None:
                 d |= {"vcs": self.vcs, "vc_classes": self.vc_classes}
+            if self.dateline is not None:
+                d |= {"dateline": self.dateline}
         return d
 
     @classmethod
@@ -503,6 +506,7 @@ class SwitchingInfo:
             prep=d.get("prep"),
             vcs=d.get("vcs"),
             vc_classes=d.get("vc_classes"),
+            dateline=d.get("dateline"),
         )
 
 

@@ -35,6 +35,7 @@ from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, check_algorithm
+from node.routing.unicast import UNICASTS
 from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = ["COMMANDS", "add_command"]
@@ -181,6 +182,7 @@ def _document(
             "buffer_flits": settings.buffer_flits,
             "vcs": settings.vcs,
             "vc_classes": settings.vc_classes,
+            "dateline": settings.dateline,
             "port_model": settings.port_model,
             "runtime": settings.runtime,
             "max_steps": settings.max_steps,
@@ -277,7 +279,7 @@ def _unicast_bound(
         and args.traffic == "uniform"
         and not args.pick_self
     )
-    only_unicast = (algorithms == ["unicast"] and args.dests == 1) or args.unicast_fraction == 1
+    only_unicast = (set(algorithms) <= UNICASTS and args.dests == 1) or args.unicast_fraction == 1
     if bound is None or settings.switching != "wormhole" or not uniform or not only_unicast:
         return None
     return bound / settings.flits

@@ -238,6 +238,7 @@ def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | 
             mode="wormhole", flits=settings.flits, buffer_flits=settings.buffer_flits, ts=settings.ts,
             prep=settings.prep, vcs=None if one_vc else settings.vcs,
             vc_classes=None if one_vc else settings.vc_classes,
+            dateline=None if settings.dateline == defaults.DATELINE else settings.dateline,
         )  # fmt: skip
     else:
         switching = SwitchingInfo(mode=settings.switching)

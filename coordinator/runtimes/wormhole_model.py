@@ -55,7 +55,9 @@ from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
+from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings, RouterTiming
+from node.switching.vocabulary import crosses_wrap
 from node.switching.wormhole import VcState
 from node.topology import PORTS, Coord
 
@@ -137,6 +139,7 @@ class _Model:
         limit: int,
         vcs: int,
         vc_classes: str,
+        dateline: str,
         timing: RouterTiming,
     ) -> None:
         topo = self.topo = plan.topology
@@ -152,6 +155,7 @@ class _Model:
         self.routed: set[int] = set()  # nodes that routed a head held back by routing_delay this cycle
         self.flits, self.ts, self.buffer_flits, self.prep, self.limit = flits, ts, buffer_flits, prep, limit
         self.split = vc_classes == "split"
+        self.ring = dateline == "ring"
         self.raw = RawRun()
         one = self.one = port_model == "one-port"
         nodes = self.nodes = sorted(topo.nodes())
@@ -234,13 +238,15 @@ class _Model:
         self.queued.add(ch)
         self.at(ready, r)
 
-    def may_take(self, r: int, i: int, alg: str, p: str) -> list[int]:
-        """The output VCs on ``p`` a head of ``alg`` in input ``i`` of node ``r`` may take, lowest first."""
+    def may_take(self, r: int, i: int, rt: _Route, p: str) -> list[int]:
+        """The output VCs on ``p`` worm ``rt`` (its head in input ``i`` of node ``r``) may take, lowest
+        first."""
+        alg = rt.alg
         V, topo = self.V, self.topo
         base = (r * self.P + PORTS.index(p)) * V
         a, b = 0, V
         if self.split:
-            a, b = (0, V // 2) if alg == "unicast" else (V // 2, V)
+            a, b = (0, V // 2) if alg in UNICASTS else (V // 2, V)
         if topo.is_torus:
             half = a + (b - a) // 2
             n = self.nodes[r]
@@ -251,9 +257,11 @@ class _Model:
                 "+y": n[1] == topo.rows - 1,
                 "-y": n[1] == 0,
             }[p]
-            if i < len(self.links[r]) * V:  # came over a link: past the dateline if it goes straight on
-                came_on, v_in = self.in_port[r][i], i % V
-                after = after or (topo.opposite(came_on) == p and v_in >= half)
+            straight = i < len(self.links[r]) * V and topo.opposite(self.in_port[r][i]) == p
+            if self.ring:  # BookSim2's: the upper half for a whole ring the worm will cross the wrap link of
+                after = i % V >= half if straight else crosses_wrap(topo, registry, alg, n, p, rt.outs[p][0])
+            else:  # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
+                after = after or (straight and i % V >= half)
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
 
@@ -262,7 +270,7 @@ class _Model:
         when it needs none (a failed route drains)."""
         r, i = divmod(ch, self.S)
         if self.V > 1:
-            rt.may = {p: self.may_take(r, i, rt.alg, p) for p in rt.outs}
+            rt.may = {p: self.may_take(r, i, rt, p) for p in rt.outs}
         rt.granted = not rt.outs
         rt.since = self.t
         self.route_of[ch] = rt
@@ -799,6 +807,7 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         limit,
         settings.vcs,
         settings.vc_classes,
+        settings.dateline,
         settings.router_timing(),
     )
     raw = net.raw

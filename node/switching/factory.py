@@ -70,8 +70,8 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
     if why is not None:
         return why
     if not s.wormhole:
-        if s.vcs != defaults.VCS or s.vc_classes != defaults.VC_CLASSES:
-            return "vcs and vc_classes apply to wormhole switching only"
+        if s.vcs != defaults.VCS or s.vc_classes != defaults.VC_CLASSES or s.dateline != defaults.DATELINE:
+            return "vcs, vc_classes and dateline apply to wormhole switching only"
         if not s.router_timing().is_paper:
             return "--router and the router stage settings apply to wormhole switching only"
         return None
@@ -79,6 +79,8 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
         return (
             f"vc_classes split puts unicast and multicast on disjoint VCs: needs vcs 2 or more, got {s.vcs}"
         )
+    if s.dateline != defaults.DATELINE and s.vcs < 2:
+        return f"dateline {s.dateline} picks a torus ring's VC half: needs vcs 2 or more, got {s.vcs}"
     if s.vc_classes == VcClasses.SPLIT and torus and s.vcs < 4:
         return f"vc_classes split on a torus needs vcs 4 or more (a dateline in each class), got {s.vcs}"
     if s.contention != Contention.SHARED:

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Any, Final
 
 from node import defaults
-from node.routing import Registry
-from node.topology import Coord
+from node.routing import Registry, UnknownAlgorithm
+from node.routing.base import HeaderError
+from node.topology import Coord, Topology
 from node.transport.wire import Worm
 
-__all__ = ["PREP", "STAGES", "Holding", "VcState", "prep_table"]
+__all__ = ["PREP", "STAGES", "Holding", "VcState", "crosses_wrap", "prep_table", "wraps"]
 
 PREP: Final[Mapping[str, int]] = defaults.PREP
 """Preparation time at the source in cycles (seed 004 §4.2); other algorithms spend none."""
@@ -25,6 +26,43 @@ def prep_table(prep: int | None, registry: Registry) -> Mapping[str, int]:
     if prep is None:
         return PREP
     return dict.fromkeys(registry.names(), prep)
+
+
+def wraps(topology: Topology, here: Coord, port: str) -> bool:
+    """Whether the link from ``here`` on ``port`` is a torus wrap link (it closes its ring)."""
+    nb = topology.neighbour(here, port)
+    if nb is None or not topology.is_torus:
+        return False
+    axis = 0 if port in ("+x", "-x") else 1
+    return nb[axis] < here[axis] if port[0] == "+" else nb[axis] > here[axis]
+
+
+def crosses_wrap(
+    topology: Topology, registry: Registry, alg: str, here: Coord, port: str, header: Any
+) -> bool:
+    """Whether a worm leaving ``here`` on ``port`` with ``header`` crosses that ring's wrap link before
+    it turns, stops or branches off the ring: its rule is run ahead, node by node along the ring
+    (pure). ``--dateline ring`` (BookSim2's ``dim_order_torus``) gives such a worm the upper VCs for
+    the whole ring; a rule that fails ahead counts as not crossing (it fails again when the worm
+    gets there)."""
+    rule = registry.get(alg).forward
+    n, h = here, header
+    for _ in range(topology.cols if port in ("+x", "-x") else topology.rows):
+        if wraps(topology, n, port):
+            return True
+        nxt = topology.neighbour(n, port)
+        if nxt is None:
+            return False
+        try:
+            fwd = rule(topology, nxt, h)
+        except (UnknownAlgorithm, HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return False
+        cont = fwd.carried if fwd.startup else len(fwd.sends)
+        ahead = [h2 for p2, h2 in fwd.sends[:cont] if p2 == port]
+        if not ahead:
+            return False
+        n, h = nxt, ahead[0]
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,12 +103,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from node import defaults
-from node.choices import VcClasses
+from node.choices import Dateline, VcClasses
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
+from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings
 from node.switching.engine import Delivery, Injection, NodeError
-from node.switching.vocabulary import PREP, STAGES, Holding, VcState, prep_table
+from node.switching.vocabulary import PREP, STAGES, Holding, VcState, crosses_wrap, prep_table, wraps
 from node.topology import PORT_BITS, PORTS, Coord, Topology
 from node.transport.wire import Credits, Flit, Worm, decode_flit
 
@@ -263,6 +264,7 @@ class WormholeEngine:
         self.vcs = vcs
         self._split = settings.vc_classes == VcClasses.SPLIT
         self._dateline = topology.is_torus and vcs > 1
+        self._ring = self._dateline and settings.dateline == Dateline.RING
         nv = len(self._ports) * vcs
         self._nv = nv  # network input VCs 0 .. nv-1 (port by port, VC by VC), injection channels after
         self._names = [_vc_name(p, v) for p in self._ports for v in range(vcs)] + self._injs
@@ -272,7 +274,7 @@ class WormholeEngine:
         # port k's injection channel (its messages' first port picks it) and the port straight on from it
         self._inj_of = [nv + (0 if self.one_port else PORTS.index(p)) for p in self._ports]
         self._straight = [self._port_of.get(_TRAVEL[p], -1) for p in self._ports]
-        self._wrap = [_wraps(topology, here, p) for p in self._ports]
+        self._wrap = [wraps(topology, here, p) for p in self._ports]
         self._bits = [PORT_BITS[p] for p in self._ports]
         self._runs: list[deque[_Run]] = [deque() for _ in range(n)]
         self._count = [0] * n  # flits buffered per input
@@ -626,13 +628,15 @@ class WormholeEngine:
         Its class (``--vc-classes split``: unicast worms the lower half, others the upper) and, on
         a torus, the dateline: within its class's VCs a worm keeps to the lower half until it
         crosses the wrap link of the ring it travels on, the upper half from that link on while
-        it goes straight on; a turn (or a new message) starts in the lower half again. With one
-        VC: the port's only one.
+        it goes straight on; a turn (or a new message) starts in the lower half again. With
+        ``--dateline ring`` (BookSim2's): at a turn or a new message, the upper half when the worm
+        will cross the ring's wrap link (:func:`crosses_wrap`), and the same half while it goes
+        straight on. With one VC: the port's only one.
         """
         V = self.vcs
         lo, hi = 0, V
         if self._split:
-            lo, hi = (0, V // 2) if b.alg == "unicast" else (V // 2, V)
+            lo, hi = (0, V // 2) if b.alg in UNICASTS else (V // 2, V)
         allowed = b.allowed
         for k in b.outs:
             base = k * V
@@ -640,11 +644,18 @@ class WormholeEngine:
                 allowed[k] = tuple(range(base + lo, base + hi))
                 continue
             mid = lo + (hi - lo) // 2
-            # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
-            crossed = self._wrap[k] or (c < self._nv and self._straight[c // V] == k and c % V >= mid)
+            straight = c < self._nv and self._straight[c // V] == k
+            if self._ring:  # the half chosen where the worm entered this ring
+                crossed = c % V >= mid if straight else self._crosses(b, k)
+            else:  # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
+                crossed = self._wrap[k] or (straight and c % V >= mid)
             allowed[k] = (
                 tuple(range(base + mid, base + hi)) if crossed else tuple(range(base + lo, base + mid))
             )
+
+    def _crosses(self, b: _Bind, k: int) -> bool:
+        """``--dateline ring``: whether worm ``b``, entering a ring on port ``k``, crosses its wrap link."""
+        return crosses_wrap(self.topology, self.registry, b.alg, self.here, self._ports[k], b.outs[k][0])
 
     # -- the stages (STAGES), in the order step() runs them -----------------------------
     def _startup(self, t: int) -> None:
@@ -978,12 +989,3 @@ _TRAVEL: Final = {"+x": "-x", "-x": "+x", "+y": "-y", "-y": "+y"}
 def _vc_name(port: str, vc: int) -> str:
     """The channel name of ``port``'s virtual channel ``vc``: the port itself for VC 0."""
     return port if vc == 0 else f"{port}.{vc}"
-
-
-def _wraps(topology: Topology, here: Coord, port: str) -> bool:
-    """Whether the link from ``here`` on ``port`` is a torus wrap link (it closes its ring)."""
-    nb = topology.neighbour(here, port)
-    if nb is None or not topology.is_torus:
-        return False
-    axis = 0 if port in ("+x", "-x") else 1
-    return nb[axis] < here[axis] if port[0] == "+" else nb[axis] > here[axis]
