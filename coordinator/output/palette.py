@@ -46,8 +46,9 @@ BUILT_IN: Mapping[str, str] = {
     "tree": "#0067a5",
     "herley-tiles": "#8db600",
     "herley-random": "#e25822",
-    # the baseline: one copy per destination
+    # the baseline: one copy per destination (dor: the torus tie split as BookSim2 splits it)
     "unicast": "#7f7f7f",
+    "dor": "#4a4a4a",
 }
 """The built-in algorithms' colours, pairwise distinct (a test checks)."""
 

@@ -218,6 +218,11 @@ class _Model:
         self.to_move = [0] * len(nodes)  # per node, a mask of inputs that may move a flit
         self.to_allocate: set[int] = set()  # nodes where a route appeared or a channel was freed
         self.active_next: set[int] = set()  # nodes with work marked for the next cycle
+        self.next_still = 0  # the earliest cycle a bound worm may become still (deadlock verdict)
+        # peak_queue as the engines measure it: per node, the most flits in its network input buffers
+        # at the end of a cycle (a flit counts from its delivery to the cycle it leaves)
+        self.held = [0] * len(nodes)
+        self.peak = [0] * len(nodes)
         self.t = 0
 
     # -- helpers -----------------------------------------------------------------------
@@ -320,7 +325,7 @@ class _Model:
                 r = o // PV
                 to_move[r] |= 1 << owner[o]
                 active.add(r)
-        buf, state, node_of, bit_of = self.buf, self.state, self.node_of, self.bit_of
+        buf, state, node_of, bit_of, held = self.buf, self.state, self.node_of, self.bit_of, self.held
         for ch, fl in self.arriving:
             b = buf[ch]
             if b and b[-1][0] is fl:  # the next body flit of the worm the run holds
@@ -328,6 +333,7 @@ class _Model:
             else:
                 b.append([fl, 1])
             r = node_of[ch]
+            held[r] += 1
             if state[ch] >= VC_ALLOC:  # a worm is bound: its flit may move
                 to_move[r] |= bit_of[ch]
             else:
@@ -573,6 +579,7 @@ class _Model:
             self.arriving, self.credits_back, self.sent, self.to_move, self.raw,
         )  # fmt: skip
         moved = 0
+        held = self.held
         for r, mask in won:
             was = moved
             for i in bits[mask]:
@@ -602,6 +609,7 @@ class _Model:
                 bound.since = t
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
+                    held[r] -= 1
                 if not (head or tail):
                     for o, into, body, link in bound.sends:
                         credit[o] -= 1
@@ -665,7 +673,17 @@ class _Model:
         # worms and their waits would be last cycle's, and last cycle found no deadlock), the
         # still worms their waits reach.
         still = self.still
-        todo = [ch for ch, rt in route_of.items() if t - rt.since == still + 1]
+        if t < self.next_still:  # no worm can have become still since the last scan
+            return None
+        todo: list[int] = []
+        nxt = t + still + 2  # a worm changed after this cycle becomes still at this cycle or later
+        for ch, rt in route_of.items():
+            at = rt.since + still + 1  # the cycle it becomes still unless it changes first
+            if at == t:
+                todo.append(ch)
+            elif t < at < nxt:
+                nxt = at
+        self.next_still = nxt
         if not todo:
             return None
         S, P, E, PV = self.S, self.P, self.E, self.PV
@@ -816,10 +834,7 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
         by_step.setdefault(m.step, []).append(m)
     last_inj = max(by_step, default=0)
     stalled = 0
-    # peak_queue as the engines measure it: per node, the most flits in its network input buffers
-    # at the end of a cycle (in: net.arriving, delivered next cycle; out: one credit per flit taken)
-    held, peak, node_of, across = [0] * len(net.nodes), [0] * len(net.nodes), net.node_of, net.across
-    grew: set[int] = set()
+    held, peak = net.held, net.peak
     verdict: str | None = None
     while True:
         t = net.t
@@ -838,15 +853,12 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             active |= net.routed
             net.routed = set()
         moved = net.traverse(net.sw_alloc(sorted(active | starting)))
-        for o in net.credits_back:  # one credit per flit that left a network input buffer this cycle
-            held[node_of[across[o]]] -= 1
-        net.ship()
-        for r in grew:  # a node's count rises only as flits arrive: its peak is at the end of such a cycle
+        # peak_queue: a node's count rises only as flits arrive (every node they reached is in
+        # ``active``), so its peak is at the end of such a cycle
+        for r in active:
             if held[r] > peak[r]:
                 peak[r] = held[r]
-        grew = {node_of[ch] for ch, _ in net.arriving}  # what enters a buffer next cycle (after the pipeline)
-        for ch, _ in net.arriving:
-            held[node_of[ch]] += 1
+        net.ship()
         state = net.state
         timers = net.startup_end or net.flight or net.cflight or net.gate > t
         if moved or timers or any(state[ch] == IDLE for ch in net.queued):

@@ -24,11 +24,6 @@ UNICASTS = frozenset({"unicast", "dor"})
 Next = Callable[[Topology, Coord, Coord], str | None]
 
 
-def xy_next(topology: Topology, here: Coord, dest: Coord) -> str | None:
-    """``unicast``'s next port: the topology's XY route (+ at half a ring)."""
-    return topology.xy_next(here, dest)
-
-
 def dor_next(topology: Topology, here: Coord, dest: Coord) -> str | None:
     """``dor``'s next port: XY, and at exactly half a torus ring + from an even coordinate, − from an odd."""
     dx, dy = topology.offset(here, dest)
@@ -71,8 +66,8 @@ def _forward_with(step: Next) -> Callable[[Topology, Coord, Header], Forward]:
     return forward
 
 
-prepare = _prepare_with(xy_next)
-forward = _forward_with(xy_next)
+prepare = _prepare_with(Topology.xy_next)  # the topology's XY route (+ at half a ring)
+forward = _forward_with(Topology.xy_next)
 
 ALGORITHMS = (
     Algorithm(
