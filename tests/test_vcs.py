@@ -220,8 +220,9 @@ def test_dor_splits_the_half_ring_tie_so_every_link_carries_the_same_share() -> 
                 while not (fwd := forward(topo, here, [dst[0], dst[1]])).deliver:
                     port = fwd.sends[0][0]
                     load[name][port] = load[name].get(port, 0) + 1
-                    here = topo.neighbour(here, port)
-                    hops += 1
+                    nxt = topo.neighbour(here, port)
+                    assert nxt is not None
+                    here, hops = nxt, hops + 1
                 assert hops == topo.distance(src, dst)
     assert load["unicast"]["+x"] * 3 == load["unicast"]["-x"] * 5
     assert load["dor"]["+x"] == load["dor"]["-x"] and load["dor"]["+y"] == load["dor"]["-y"]
