@@ -1,9 +1,11 @@
-"""Compile the node's hot modules with mypyc, in place (``make compiled``; ``make plain`` undoes it).
+"""Compile the node's hot modules and the flit-level reference model with mypyc, in place
+(``make compiled``; ``make plain`` undoes it).
 
 The compiled modules are C extensions next to their sources (``node/switching/engine.cpython-*.so`` beside
 ``node/switching/engine.py``); Python imports an extension before a source of the same name, so every
-runtime that imports ``node`` from this checkout runs them. ``node/__init__.py`` refuses to
-import once a source is newer than its compiled module, so an edit is never silently ignored.
+runtime that imports ``node`` from this checkout runs them. ``node/__init__.py`` (and, for the
+model, ``coordinator/runtimes/__init__.py``) refuses to import once a source is newer than its
+compiled module, so an edit is never silently ignored.
 
 The build runs in a scratch copy (``build/compiled``): mypyc's setuptools step reads the
 ``pyproject.toml`` of the directory it runs in, and the scratch copy keeps a failed build from
@@ -36,9 +38,14 @@ MODULES = [
         for p in (ROOT / "node" / "routing").glob("*.py")
         if p.name != "__init__.py"  # the registry: an exception subclass of KeyError, not worth it
     ),
+    "coordinator/runtimes/wormhole_model.py",
 ]
 """What runs per packet-hop or per node-step: the engines, the clocks, the in-process links and
-step barrier, the wire and the rules (not the trio actor, the control protocol or MQTT)."""
+step barrier, the wire and the rules (not the trio actor, the control protocol or MQTT); and the
+flit-level reference model's per-flit loops (issue 45's speed beside BookSim2)."""
+
+PACKAGES = ("node", "coordinator")
+"""The packages the compiled modules live in (copied to the scratch build, searched and cleaned)."""
 
 GROUP = "node._mypyc"
 """The compiled modules share one runtime library; inside ``node`` it is importable wherever
@@ -53,9 +60,10 @@ setup(name="meshcast-compiled", ext_modules=mypycify({MODULES!r}, group_name={GR
 
 
 def compiled_files(root: Path) -> list[Path]:
-    """The extension modules under ``root/node`` (by the interpreter's own tag, as node.compiled_modules
-    looks them up; this script cannot import ``node``, whose stale-build check it must get past)."""
-    return sorted((root / "node").rglob(f"*{EXTENSION_SUFFIXES[0]}"))
+    """The extension modules under ``root/node`` and ``root/coordinator`` (by the interpreter's own tag,
+    as node.compiled_modules looks them up; this script cannot import ``node``, whose stale-build
+    check it must get past)."""
+    return sorted(f for pkg in PACKAGES for f in (root / pkg).rglob(f"*{EXTENSION_SUFFIXES[0]}"))
 
 
 def remove(root: Path = ROOT) -> list[Path]:
@@ -69,7 +77,8 @@ def remove(root: Path = ROOT) -> list[Path]:
 def build() -> int:
     shutil.rmtree(SCRATCH, ignore_errors=True)
     SCRATCH.mkdir(parents=True)
-    shutil.copytree(ROOT / "node", SCRATCH / "node", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, SCRATCH / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     print(f"compile: mypyc on {len(MODULES)} modules in {SCRATCH.relative_to(ROOT)} (about a minute)")
     done = subprocess.run(
         [sys.executable, "-c", SETUP], cwd=SCRATCH, check=False, capture_output=True, text=True
@@ -83,8 +92,8 @@ def build() -> int:
     for f in built:
         target = ROOT / f.relative_to(SCRATCH)
         shutil.copy2(f, target)
-        target.touch()  # newer than its source: the staleness check in node/__init__.py
-    print(f"compile: {len(built)} extension modules in node/ (make plain removes them)")
+        target.touch()  # newer than its source: the staleness checks (node/, coordinator/runtimes/)
+    print(f"compile: {len(built)} extension modules in node/ and coordinator/ (make plain removes them)")
     return 0
 
 

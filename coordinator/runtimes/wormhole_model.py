@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -65,15 +65,15 @@ __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
 
-_STILL = 2
+_STILL: Final = 2
 """Cycles a worm may go without moving before it counts as still: a credit or a flit sent at t is
 usable at t + 1, so after two quiet cycles none of its own is still on its way."""
 
-# the VC states as plain ints for the loops
-IDLE = int(VcState.IDLE)
-ROUTING = int(VcState.ROUTING)
-VC_ALLOC = int(VcState.VC_ALLOC)
-ACTIVE = int(VcState.ACTIVE)
+# the VC states as plain ints for the loops (Final: constants in the compiled build, not lookups)
+IDLE: Final = int(VcState.IDLE)
+ROUTING: Final = int(VcState.ROUTING)
+VC_ALLOC: Final = int(VcState.VC_ALLOC)
+ACTIVE: Final = int(VcState.ACTIVE)
 
 # a flit: (is_head, is_tail, mc, worm, alg, header, hops, startups); worm = (x, y, n)
 Fl = tuple[bool, bool, int, tuple[int, int, int], str, Any, int, int]
@@ -106,6 +106,7 @@ class _Route:
     """Per port: the output VCs its class and the dateline let it take, lowest first (VCs > 1)."""
     held: dict[str, int] = field(default_factory=dict)  # port -> output VC granted
     sa_from: int = 0  # the first cycle switch allocation takes it: ACTIVE + vc_alloc_delay
+    moved: int = 0  # flits it sent on each of its links (counted into the links' totals when it goes)
     since: int = -1  # the cycle it was bound, granted a channel or moved a flit out (deadlock verdict)
 
 
@@ -194,6 +195,7 @@ class _Model:
         self.node_of = [ch // S for ch in range(len(nodes) * S)]  # input channel -> its node
         self.bit_of = [1 << (ch % S) for ch in range(len(nodes) * S)]  # ... and its bit in the node's masks
         self.route_of: dict[int, _Route] = {}  # input channel -> the worm bound to it
+        self.bound: list[_Route | None] = [None] * (len(nodes) * S)  # the same, a list for the per-flit loops
         self.owner = [-1] * (len(nodes) * P * V)  # output VC -> position of the input channel holding it
         self.ej_owner = [-1] * (len(nodes) * E)
         self.last = [-1] * (len(nodes) * P)  # round-robin pointer per link (VC allocation) ...
@@ -207,7 +209,8 @@ class _Model:
         self.startup_end: dict[int, tuple[int, Msg]] = {}
         self.counter = [0] * len(nodes)
         self.buffered = 0  # flits in all input buffers
-        self.sent = [0] * (len(nodes) * P)  # flits per link (RawRun.link_sends, in order of first use)
+        self.sent = [0] * (len(nodes) * P)  # flits per link (RawRun.link_sends, in order of first use) ...
+        self.used = [False] * (len(nodes) * P)  # ... of the worms that went; the links used so far
         self.first_used: list[int] = []
         self.arriving: list[tuple[int, Fl]] = []
         self.credits_back: list[int] = []
@@ -279,6 +282,7 @@ class _Model:
         rt.granted = not rt.outs
         rt.since = self.t
         self.route_of[ch] = rt
+        self.bound[ch] = rt
         self.state[ch] = ACTIVE if rt.granted and not rt.absorb else VC_ALLOC
         if self.state[ch] == ACTIVE:
             self.activated(rt)
@@ -567,16 +571,17 @@ class _Model:
         ejection channel; a tail frees its channels (IDLE, or ROUTING with flits behind). The
         number of flits moved."""
         t, S, P, E = self.t, self.S, self.P, self.E
-        buf, state, credit, route_of, up, bits = (
+        buf, state, credit, route_of, up, bits, bound_at = (
             self.buf,
             self.state,
             self.credit,
             self.route_of,
             self.up,
             self.bits,
+            self.bound,
         )
-        arriving, credits_back, sent, to_move, raw = (
-            self.arriving, self.credits_back, self.sent, self.to_move, self.raw,
+        arriving, credits_back, sent, used, to_move, raw = (
+            self.arriving, self.credits_back, self.sent, self.used, self.to_move, self.raw,
         )  # fmt: skip
         moved = 0
         held = self.held
@@ -587,7 +592,8 @@ class _Model:
                 b = buf[ch]
                 if state[ch] != ACTIVE or not b:
                     continue
-                bound = route_of[ch]
+                bound = bound_at[ch]
+                assert bound is not None
                 if bound.sa_from > t:  # VC allocation not over: again next cycle
                     to_move[r] |= 1 << i
                     self.active_next.add(r)
@@ -607,15 +613,15 @@ class _Model:
                     b.popleft()
                 moved += 1
                 bound.since = t
+                bound.moved += 1
                 if up[ch] >= 0:
                     credits_back.append(up[ch])
                     held[r] -= 1
                 if not (head or tail):
-                    for o, into, body, link in bound.sends:
+                    for o, into, body, _ in bound.sends:
                         credit[o] -= 1
                         arriving.append((into, body))
-                        sent[link] += 1
-                        # (a link's first flit is a head: its first use is counted below)
+                        # (a link's flits are counted when the worm goes; its first use below)
                     if b:  # more to move (an empty buffer waits for an arrival, which marks it)
                         to_move[r] |= 1 << i
                     continue
@@ -624,9 +630,11 @@ class _Model:
                 for o, into, body, link in bound.sends:
                     credit[o] -= 1
                     arriving.append((into, (head, tail, *body[2:])))
-                    if not sent[link]:
+                    if not used[link]:
+                        used[link] = True
                         self.first_used.append(link)
-                    sent[link] += 1
+                    if tail:
+                        sent[link] += bound.moved
                     if head:
                         raw.traffic[mc] = raw.traffic.get(mc, 0) + 1
                         raw.links.setdefault(mc, set()).add((n, PORTS[link - r * P]))
@@ -643,6 +651,7 @@ class _Model:
                 for port, h, st_k in bound.later:
                     self.queue_msg(r, mc, alg, port, h, bound.hops + 1, st_k, t + self.eject)
                 del route_of[ch]
+                bound_at[ch] = None
                 if b:  # the next worm's head is right behind the tail
                     state[ch] = ROUTING
                     self.since[ch] = t + 1
@@ -889,6 +898,9 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             break
         net.t += 1
     P, nodes = net.P, net.nodes
+    for rt in net.route_of.values():  # the flits of the worms still bound (a run cut short) count too
+        for _, _, _, link in rt.sends:
+            net.sent[link] += rt.moved
     raw.link_sends = {(nodes[o // P], PORTS[o % P]): net.sent[o] for o in net.first_used}
     raw.last_step = net.t
     raw.peak_queue = dict(zip(nodes, peak, strict=True))
