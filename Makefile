@@ -29,10 +29,10 @@ lint: $(BIN)/meshcast
 image: $(BIN)/meshcast  # the container image, built offline (deploy/build-offline-image.sh)
 	PYTHON=$(BIN)/python deploy/build-offline-image.sh
 
-compiled: $(BIN)/meshcast  # opt-in: the node's hot modules compiled with mypyc, in place (needs gcc)
+compiled: $(BIN)/meshcast  # opt-in: the node's hot modules and the flit-level model compiled with mypyc, in place (needs gcc)
 	$(BIN)/python deploy/compile.py
 
-# The tests of the node's code (what `make compiled` compiles: switching, sync, transport, topology,
+# The tests of the node's code (what `make compiled` compiles: switching, sync, transport, topology, the model,
 # routing) and of the runtimes that run it in this checkout; not the CLI, docs, plots, reproductions
 # or containers (the image holds its own plain build).
 COMPILED_TESTS := $(wildcard tests/test_actor.py tests/test_alarm.py tests/test_barrier.py \
