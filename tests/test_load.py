@@ -60,3 +60,18 @@ def test_bad_rates(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
         parse_rates(bad)
     assert main(["load", "--topology", "mesh:4x4", "--algorithms", "vh", "--rates", bad]) == 2
     assert "--rates" in capsys.readouterr().err
+
+
+def test_a_max_steps_load_would_not_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """load bounds a point at --duration × --budget-factor: another --max-steps is refused, not ignored;
+    the bound its own config.toml records runs again."""
+    argv = ["load", "--topology", "mesh:4x4", "--algorithms", "unicast", "--dests", "1", "--rates", "0.01",
+            "--duration", "50"]  # fmt: skip
+    assert main([*argv, "--max-steps", "77"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-steps 77" in err and "(200 here)" in err and len(err.strip().splitlines()) == 1
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    assert "max-steps = 200" in (tmp_path / "config.toml").read_text()
+    assert main(["load", "--config", str(tmp_path / "config.toml"), "--out", str(tmp_path / "again")]) == 0

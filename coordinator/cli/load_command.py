@@ -35,6 +35,7 @@ from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, check_algorithm
+from node.settings import NodeSettings
 from node.routing.unicast import UNICASTS
 from node.topology import Coord, Topology, TopologyError, parse_coord
 
@@ -79,7 +80,14 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.replay and not args.out:
         raise UsageError("--replay writes replay.html into the results: give --out DIR")
     settings = settings_from(args, topo)
-    settings = replace(settings, contention="shared", max_steps=args.duration * args.budget_factor)
+    budget = args.duration * args.budget_factor
+    given = settings.max_steps
+    if given != NodeSettings().max_steps and given != budget:  # given, and not load's own bound
+        raise UsageError(
+            f"load bounds each point at --duration × --budget-factor steps ({budget} here), not --max-steps "
+            f"{given}: give --budget-factor"
+        )
+    settings = replace(settings, contention="shared", max_steps=budget)
     in_range("--duration × --budget-factor", settings.max_steps, 1, 10**9)
     for alg in algorithms:
         try:
