@@ -61,5 +61,5 @@ ab: $(BIN)/meshcast  # the A/B guard's short form: this tree against benchmarks/
 	$(BIN)/python benchmarks/ab.py baseline --short
 
 clean:
-	find node -name '*.so' -delete
+	find node coordinator -name '*.so' -delete
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -36,6 +36,7 @@ from coordinator.runtimes.engines import run_engines
 from coordinator.runtimes.records import RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Multicast, Plan
+from node import defaults
 from node.topology import Topology
 
 UNSTABLE = 500.0
@@ -95,7 +96,7 @@ def meshcast_point(
     seed: int,
     runtime: str,
     algorithm: str = "unicast",
-    dateline: str = "wrap",
+    dateline: str = defaults.DATELINE,
 ) -> dict[str, Any]:
     """Average latency (creation to tail ejection) of the packets created after ``warmup``, the accepted
     flit rate over [warmup, cycles) and the average routers crossed (links + 1, as BookSim2 counts)."""
@@ -104,7 +105,7 @@ def meshcast_point(
     s = RunSettings(
         switching="wormhole", contention="shared", port_model="one-port", runtime=runtime,
         router="booksim", flits=w.flits, buffer_flits=w.buffer_flits, vcs=w.vcs, ts=2, prep=0,
-        max_steps=cycles * 50, dateline=dateline if w.vcs > 1 else "wrap", **w.extra,
+        max_steps=cycles * 50, dateline=dateline if w.vcs > 1 else defaults.DATELINE, **w.extra,
     )  # fmt: skip
     started = time.perf_counter()
     raw = run_wormhole_model(plan, s) if runtime == "model" else run_engines(plan, s)
@@ -165,7 +166,7 @@ def main() -> int:
     p.add_argument(
         "--dateline",
         choices=["wrap", "ring"],
-        default="wrap",
+        default=str(defaults.DATELINE),
         help="ring: a worm that will cross a ring's wrap link takes its upper VCs for the whole ring "
         "(BookSim2's)",
     )

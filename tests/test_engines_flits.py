@@ -77,7 +77,7 @@ def plans(draw: st.DrawFn) -> tuple[Plan, RunSettings]:
         buffer_flits=draw(st.integers(1, 4)),
         vcs=vcs,
         vc_classes=classes,
-        dateline=draw(st.sampled_from(["wrap", "ring"])) if vcs > 1 else "wrap",
+        dateline=draw(st.sampled_from(["wrap", "ring"])) if vcs > 1 and kind == "torus" else "wrap",
         max_steps=draw(st.sampled_from([30, 3000])),  # a short budget cuts some runs mid-way
     )
     return Plan(topo, tuple(mcs)), s

@@ -73,5 +73,8 @@ def test_a_max_steps_load_would_not_use_is_refused(
     err = capsys.readouterr().err
     assert "--max-steps 77" in err and "(200 here)" in err and len(err.strip().splitlines()) == 1
     assert main([*argv, "--out", str(tmp_path)]) == 0
-    assert "max-steps = 200" in (tmp_path / "config.toml").read_text()
-    assert main(["load", "--config", str(tmp_path / "config.toml"), "--out", str(tmp_path / "again")]) == 0
+    assert "# max-steps = 200  # the bound each point ran under" in (tmp_path / "config.toml").read_text()
+    again = ["load", "--config", str(tmp_path / "config.toml"), "--out"]
+    assert main([*again, str(tmp_path / "again")]) == 0
+    assert main([*again, str(tmp_path / "longer"), "--duration", "60"]) == 0  # its own bound, 240
+    assert "# max-steps = 240 " in (tmp_path / "longer" / "config.toml").read_text()

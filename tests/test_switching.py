@@ -209,7 +209,11 @@ def test_cli_wormhole_run_arrives_at_eq7(capsys: pytest.CaptureFixture[str]) -> 
         (["--vc-classes", "split"], "needs vcs 2 or more, got 1"),
         (["--vc-classes", "split", "--vcs", "2", "--topology", "torus:4x4"], "needs vcs 4 or more"),
         (["--vcs", "2", "--switching", "store-and-forward"], "apply to wormhole switching only"),
-        (["--dateline", "ring"], "dateline ring picks a torus ring's VC half: needs vcs 2 or more, got 1"),
+        (["--dateline", "ring", "--topology", "torus:4x4"], "VC half: needs vcs 2 or more, got 1"),
+        (
+            ["--dateline", "ring", "--vcs", "2"],
+            "dateline ring picks a torus ring's VC half: a mesh has no wrap link",
+        ),
         (["--dateline", "ring", "--vcs", "2", "--switching", "store-and-forward"], "apply to wormhole"),
         (["--dateline", "both", "--vcs", "2"], "--dateline"),
     ],

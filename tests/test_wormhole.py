@@ -33,7 +33,7 @@ from tests.wormhole_helpers import Record, model_run, run_network, up_to_verdict
 
 NO_EXPLAIN = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # explaining a failure takes minutes
 MESH_ALGS = ("dp", "mp", "cp", "qg", "group-graph", "group-pattern", "tree", "unicast", "pair", "vh")
-TORUS_ALGS = ("dp", "mp", "tasnem", "hcm", "t2w", "uniform", "tree")
+TORUS_ALGS = ("dp", "mp", "tasnem", "hcm", "t2w", "uniform", "tree", "unicast", "dor")
 
 
 def _wire(x: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -35,8 +36,8 @@ from coordinator.output.paths import prepare_out_dir
 from coordinator.output.results import atomic_write, write_csv
 from coordinator.runtimes.records import RunSettings
 from coordinator.workloads.plan import PlanError, check_algorithm
-from node.settings import NodeSettings
 from node.routing.unicast import UNICASTS
+from node.settings import NodeSettings
 from node.topology import Coord, Topology, TopologyError, parse_coord
 
 __all__ = ["COMMANDS", "add_command"]
@@ -96,8 +97,14 @@ def cmd_load(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     out = prepare_out_dir(args.out, force=args.force) if args.out else None
     if out is not None:  # what made it: meshcast load --config DIR/config.toml runs it again
-        args.max_steps = settings.max_steps  # the bound the run used (load sets it from --duration)
-        (out / "config.toml").write_text(args.experiment_file_of(settings))
+        given_max, args.max_steps = args.max_steps, settings.max_steps
+        text = args.experiment_file_of(settings)
+        args.max_steps = given_max
+        # the bound the run used, as a comment: load sets it from --duration, so a run of this file
+        # with another --duration or --budget-factor must not find it given
+        text = re.sub(r"^max-steps = (\d+)$", r"# max-steps = \1  # the bound each point ran under: "
+                      "--duration × --budget-factor", text, count=1, flags=re.M)  # fmt: skip
+        (out / "config.toml").write_text(text)
     con = console(stderr=args.json)
     points: list[LoadPoint] = []
     bound = _unicast_bound(topo, algorithms, args, settings)

@@ -44,6 +44,7 @@ from coordinator.output.palette import algorithm_colour
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan, PlanError, check_algorithm
 from node.routing import registry
+from node.routing.unicast import UNICASTS
 from node.switching.vocabulary import prep_table
 from node.topology import Coord, Topology
 
@@ -179,7 +180,9 @@ def traffic_plan(topology: Topology, algorithm: str, traffic: Traffic) -> Traffi
         if dests == [src]:
             selves.append((step, src))
             continue
-        mcs.append(Multicast(len(mcs), "unicast" if unicast else algorithm, src, tuple(dests), step))
+        # the unicast share of mixed traffic: the unicast rule, or the algorithm when it is one (dor)
+        single = algorithm if algorithm in UNICASTS else "unicast"
+        mcs.append(Multicast(len(mcs), single if unicast else algorithm, src, tuple(dests), step))
     return TrafficPlan(Plan(topology, tuple(mcs)), tuple(selves))
 
 

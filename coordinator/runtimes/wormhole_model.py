@@ -57,13 +57,23 @@ from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
 from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings, RouterTiming
-from node.switching.vocabulary import crosses_wrap
 from node.switching.wormhole import VcState
 from node.topology import PORTS, Coord
 
 __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
+
+_RULE_ERRORS: Final = (
+    UnknownAlgorithm,
+    HeaderError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+)
+"""What a rule may raise on a bad header: the worm's error, never the model's."""
 
 _STILL: Final = 2
 """Cycles a worm may go without moving before it counts as still: a credit or a flit sent at t is
@@ -269,11 +279,34 @@ class _Model:
             }[p]
             straight = i < len(self.links[r]) * V and topo.opposite(self.in_port[r][i]) == p
             if self.ring:  # BookSim2's: the upper half for a whole ring the worm will cross the wrap link of
-                after = i % V >= half if straight else crosses_wrap(topo, registry, alg, n, p, rt.outs[p][0])
+                after = i % V >= half if straight else self.crosses(n, p, alg, rt.outs[p][0])
             else:  # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
                 after = after or (straight and i % V >= half)
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
+
+    def crosses(self, n: Coord, p: str, alg: str, header: Any) -> bool:
+        """``--dateline ring``: whether a worm leaving ``n`` on ``p`` with ``header`` takes that ring's
+        wrap link before it turns, stops or leaves the ring (its rule run ahead, node by node, on
+        headers as they arrive; a rule that fails ahead: no)."""
+        topo, forward = self.topo, registry.get(alg).forward
+        axis, sign = (0 if p[1] == "x" else 1), (1 if p[0] == "+" else -1)
+        size = topo.cols if axis == 0 else topo.rows
+        h = header
+        for _ in range(size):
+            if n[axis] == (size - 1 if sign > 0 else 0):  # the link leaving n on p closes the ring
+                return True
+            n = (n[0] + sign, n[1]) if axis == 0 else (n[0], n[1] + sign)
+            try:
+                fwd = forward(topo, n, h)
+            except _RULE_ERRORS:
+                return False
+            cont = fwd.carried if fwd.startup else len(fwd.sends)
+            on = [h2 for p2, h2 in fwd.sends[:cont] if p2 == p]
+            if not on:
+                return False
+            h = _wire(on[0])
+        return False
 
     def bind(self, ch: int, rt: _Route) -> None:
         """Bind ``rt`` to input ``ch`` (VC_ALLOC) with the VCs it may take per output; ACTIVE at once
@@ -417,15 +450,7 @@ class _Model:
                     continue
                 try:
                     fwd = registry.get(alg).forward(topo, n, header)
-                except (
-                    UnknownAlgorithm,
-                    HeaderError,
-                    ValueError,
-                    TypeError,
-                    KeyError,
-                    IndexError,
-                    AttributeError,
-                ) as exc:
+                except _RULE_ERRORS as exc:
                     self.err(n, "bad-header", str(exc), mc)
                     self.bind(ch, rt)
                     continue
@@ -817,7 +842,8 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
     ``vcs`` virtual channels per link (each with ``buffer_flits`` slots and its own credits):
     an output VC is granted round-robin per port (after the input granted last there), the
     lowest free one of the worm's class (``vc_classes="split"``: unicast the lower half) and,
-    on a torus, of its dateline half (upper from a ring's wrap link on, while going straight);
+    on a torus, of its dateline half (``--dateline wrap``: upper from a ring's wrap link on, while
+    going straight; ``ring``: upper for the whole ring when the worm will cross its wrap link);
     a link carries one flit per cycle, to the first ready input in the node's round-robin order
     after the first one that won in the last cycle with a winner (all its links or none).
     """

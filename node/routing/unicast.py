@@ -11,17 +11,15 @@ one, so each link of a ring carries the same share of half-ring traffic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from node.routing.base import Algorithm, Forward, Header, HeaderError, Params, Send, as_coord
 from node.topology import Coord, Topology
 
-__all__ = ["ALGORITHMS", "UNICASTS", "dor_next", "forward", "prepare"]
+__all__ = ["ALGORITHMS", "UNICASTS", "dor_forward", "dor_next", "dor_prepare", "forward", "prepare"]
 
 UNICASTS = frozenset({"unicast", "dor"})
 """The unicast rules: their worms are the unicast class of ``--vc-classes split``."""
-
-Next = Callable[[Topology, Coord, Coord], str | None]
 
 
 def dor_next(topology: Topology, here: Coord, dest: Coord) -> str | None:
@@ -38,36 +36,50 @@ def dor_next(topology: Topology, here: Coord, dest: Coord) -> str | None:
     return None
 
 
-def _prepare_with(step: Next) -> Callable[[Topology, Coord, Sequence[Coord], Params], list[Send]]:
-    def prepare(
-        topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
-    ) -> list[Send]:
-        order = sorted(destinations, key=lambda d: (-topology.distance(source, d), d))
-        sends: list[Send] = []
-        for d in order:
-            port = step(topology, source, d)
-            assert port is not None  # the source is never a destination
-            sends.append((port, [d[0], d[1]]))
-        return sends
-
-    return prepare
+def _order(topology: Topology, source: Coord, destinations: Sequence[Coord]) -> list[Coord]:
+    """Farthest destination first (one-port: longest path first)."""
+    return sorted(destinations, key=lambda d: (-topology.distance(source, d), d))
 
 
-def _forward_with(step: Next) -> Callable[[Topology, Coord, Header], Forward]:
-    def forward(topology: Topology, here: Coord, header: Header) -> Forward:
-        dest = as_coord(header, topology, "unicast destination")
-        port = step(topology, here, dest)
-        if port is None:
-            return Forward(True, [], False)
-        if topology.neighbour(here, port) is None:  # pragma: no cover - the route stays inside
-            raise HeaderError(f"no {port} link at {here}")
-        return Forward(False, [(port, header)], False)
-
-    return forward
+def prepare(topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params) -> list[Send]:
+    return [
+        (_first(topology.xy_next(source, d)), [d[0], d[1]]) for d in _order(topology, source, destinations)
+    ]
 
 
-prepare = _prepare_with(Topology.xy_next)  # the topology's XY route (+ at half a ring)
-forward = _forward_with(Topology.xy_next)
+def forward(topology: Topology, here: Coord, header: Header) -> Forward:
+    return _hop(
+        topology, here, header, topology.xy_next(here, as_coord(header, topology, "unicast destination"))
+    )
+
+
+def dor_prepare(
+    topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
+) -> list[Send]:
+    return [
+        (_first(dor_next(topology, source, d)), [d[0], d[1]]) for d in _order(topology, source, destinations)
+    ]
+
+
+def dor_forward(topology: Topology, here: Coord, header: Header) -> Forward:
+    return _hop(
+        topology, here, header, dor_next(topology, here, as_coord(header, topology, "unicast destination"))
+    )
+
+
+def _first(port: str | None) -> str:
+    assert port is not None  # the source is never a destination
+    return port
+
+
+def _hop(topology: Topology, here: Coord, header: Header, port: str | None) -> Forward:
+    """Deliver here (no port left), or pass the header on along ``port``."""
+    if port is None:
+        return Forward(True, [], False)
+    if topology.neighbour(here, port) is None:  # pragma: no cover - the route stays inside
+        raise HeaderError(f"no {port} link at {here}")
+    return Forward(False, [(port, header)], False)
+
 
 ALGORITHMS = (
     Algorithm(
@@ -81,8 +93,8 @@ ALGORITHMS = (
     Algorithm(
         "dor",
         "unicast",
-        _prepare_with(dor_next),
-        _forward_with(dor_next),
+        dor_prepare,
+        dor_forward,
         summary="unicast with a torus's half-ring tie split by parity (+ from even, − from odd)",
         source="BookSim2's dim_order_torus (a random pick at the tie; balanced the same on average)",
     ),

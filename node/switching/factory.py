@@ -79,6 +79,8 @@ def check_switching(s: NodeSettings, torus: bool | None = None) -> str | None:
         return (
             f"vc_classes split puts unicast and multicast on disjoint VCs: needs vcs 2 or more, got {s.vcs}"
         )
+    if s.dateline != defaults.DATELINE and torus is False:
+        return f"dateline {s.dateline} picks a torus ring's VC half: a mesh has no wrap link"
     if s.dateline != defaults.DATELINE and s.vcs < 2:
         return f"dateline {s.dateline} picks a torus ring's VC half: needs vcs 2 or more, got {s.vcs}"
     if s.vc_classes == VcClasses.SPLIT and torus and s.vcs < 4:

@@ -13,7 +13,7 @@ from node import defaults
 from node.routing import Registry, UnknownAlgorithm
 from node.routing.base import HeaderError
 from node.topology import Coord, Topology
-from node.transport.wire import Worm
+from node.transport.wire import Worm, as_received
 
 __all__ = ["PREP", "STAGES", "Holding", "VcState", "crosses_wrap", "prep_table", "wraps"]
 
@@ -46,7 +46,7 @@ def crosses_wrap(
     the whole ring; a rule that fails ahead counts as not crossing (it fails again when the worm
     gets there)."""
     rule = registry.get(alg).forward
-    n, h = here, header
+    n, h = here, as_received(header)  # each node ahead reads the header as it arrives: off the wire
     for _ in range(topology.cols if port in ("+x", "-x") else topology.rows):
         if wraps(topology, n, port):
             return True
@@ -61,7 +61,7 @@ def crosses_wrap(
         ahead = [h2 for p2, h2 in fwd.sends[:cont] if p2 == port]
         if not ahead:
             return False
-        n, h = nxt, ahead[0]
+        n, h = nxt, as_received(ahead[0])
     return False
 
 

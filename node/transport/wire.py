@@ -51,6 +51,7 @@ __all__ = [
     "StepFrame",
     "WireError",
     "Worm",
+    "as_received",
     "check_length",
     "decode_control",
     "decode_flit",
@@ -438,6 +439,11 @@ def _unpack(data: object) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as exc:  # msgpack raises several unrelated types for garbage
         raise _Invalid(f"not msgpack ({type(exc).__name__}: {exc})") from None
+
+
+def as_received(obj: Any) -> Any:
+    """``obj`` as the next node receives it: packed and unpacked (tuples arrive as lists)."""
+    return msgpack.unpackb(msgpack.packb(obj, use_bin_type=True), raw=False)
 
 
 def _decode_link(obj: Any) -> LinkFrame:
