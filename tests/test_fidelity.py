@@ -97,12 +97,13 @@ def test_proc_stat_is_read_as_idle_and_total() -> None:
 
 
 def test_an_idle_in_process_physics_run_reads_ok() -> None:
-    """Links slow against the hosts (50 ms, SD 15 ms) on an idle machine: the verdict is ok. (At
+    """Links slow against the hosts (100 ms, SD 30 ms) on an idle machine: the verdict is ok. (At
     20 ms, SD 5 ms an idle machine sat at the threshold: the sleeping shaper's timer lateness,
-    1-1.5 ms a hop, made 25% of the per-node variance.)"""
+    1-1.5 ms a hop, made 25% of the per-node variance; at 50 ms, SD 15 ms, CI's machine on 7 Dec,
+    idle but for a load average of 4.8 left by the tests before, was late 2.1 ms a hop: 28%.)"""
     mesh = Topology.parse("mesh:4x4")
     plan = Plan(mesh, tuple(Multicast(i, "vh", (0, 0), ((3, 3), (0, 3), (2, 1)), 0) for i in range(12)))
-    settings = RunSettings(clock="free", port_model="all-port", link_model=_model(0.05, 0.015))
+    settings = RunSettings(clock="free", port_model="all-port", link_model=_model(0.1, 0.03))
     raw = trio.run(measured, emulate_apart, plan, settings)
     result = run_result(plan, settings, raw)
     f = result.fidelity
