@@ -24,8 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import msgpack
-
 from coordinator.runtimes.records import Collector, RawRun, RunSettings
 from coordinator.workloads.plan import Plan
 from node import protocol
@@ -36,7 +34,7 @@ from node.switching.factory import STALL_STEPS, AnyEngine, LockstepWormhole, Seg
 from node.switching.lockstep import Lockstep, Schedule
 from node.switching.wormhole import WormholeEngine
 from node.topology import PORTS, Coord, Topology
-from node.transport.wire import Credits, Flit, StepFrame, decode_flit, decode_link, encode_link
+from node.transport.wire import Credits, Flit, StepFrame, as_received, decode_flit, decode_link, encode_link
 
 __all__ = ["run_engines"]
 
@@ -263,7 +261,7 @@ def _verdict(
 
 def _as_received(flit: Flit) -> Flit:
     """A head as its neighbour decodes it (its header through msgpack)."""
-    got = decode_flit(msgpack.unpackb(msgpack.packb(flit.to_wire(), use_bin_type=True), raw=False))
+    got = decode_flit(as_received(flit.to_wire()))
     assert isinstance(got, Flit), got
     return got
 

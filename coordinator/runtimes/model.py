@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-import msgpack
-
 from coordinator.runtimes.records import Arrival, RawRun, RunSettings
 from coordinator.runtimes.wormhole_model import run_wormhole_model
 from coordinator.workloads.plan import Plan
@@ -21,15 +19,12 @@ from node.routing import UnknownAlgorithm, registry
 from node.routing.base import HeaderError
 from node.switching.factory import check_switching
 from node.topology import PORTS, Coord
+from node.transport.wire import as_received
 
 __all__ = ["run_model"]
 
 # a packet in the model: [mc, alg, header, hops, startups]
 Pkt = list[Any]
-
-
-def _wire(header: Any) -> Any:
-    return msgpack.unpackb(msgpack.packb(header, use_bin_type=True), raw=False)
 
 
 def run_model(plan: Plan, settings: RunSettings) -> RawRun:
@@ -78,7 +73,7 @@ def run_model(plan: Plan, settings: RunSettings) -> RawRun:
                 raw.errors.append({"node": list(node), "kind": "bad-send", "cause": port, "mc": mc})
                 continue
             out.setdefault("*" if one_port else port, deque()).append(
-                (port, [mc, alg, _wire(header), hops, st])
+                (port, [mc, alg, as_received(header), hops, st])
             )
 
     def route(node: Coord, pkt: Pkt) -> Any:

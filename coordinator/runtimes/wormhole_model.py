@@ -48,8 +48,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import msgpack
-
 from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
@@ -59,6 +57,7 @@ from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings, RouterTiming
 from node.switching.wormhole import VcState
 from node.topology import PORTS, Coord
+from node.transport.wire import as_received
 
 __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
@@ -132,10 +131,6 @@ class _Bits(dict[int, tuple[int, ...]]):
 
 def _vc_name(port: str, v: int) -> str:
     return port if v == 0 else f"{port}.{v}"
-
-
-def _wire(obj: Any) -> Any:
-    return msgpack.unpackb(msgpack.packb(obj, use_bin_type=True), raw=False)
 
 
 class _Model:
@@ -254,7 +249,7 @@ class _Model:
             self.err(self.nodes[r], "bad-send", port, mc)
             return
         ch = r * self.S + self.order[r].index("inj" if self.one else "inj" + port)
-        self.waiting[ch].append([mc, alg, port, _wire(header), hops, st, ready])
+        self.waiting[ch].append([mc, alg, port, as_received(header), hops, st, ready])
         self.queued.add(ch)
         self.at(ready, r)
 
@@ -305,7 +300,7 @@ class _Model:
             on = [h2 for p2, h2 in fwd.sends[:cont] if p2 == p]
             if not on:
                 return False
-            h = _wire(on[0])
+            h = as_received(on[0])
         return False
 
     def bind(self, ch: int, rt: _Route) -> None:
@@ -464,7 +459,7 @@ class _Model:
                     elif port in rt.outs:
                         self.err(n, "bad-send", port, mc)
                     else:
-                        rt.outs[port] = (_wire(h), hops + 1, st_k)
+                        rt.outs[port] = (as_received(h), hops + 1, st_k)
                 rt.deliver = fwd.deliver
                 rt.absorb = fwd.deliver or bool(rt.later)
                 self.bind(ch, rt)
