@@ -2,7 +2,8 @@
 
 It implements the conventions of ``docs/wormhole.md`` (and ``node/switching/wormhole.py``'s docstring) as
 one loop over cycles with network-wide tables — channel owners, buffers, credits — and shares no
-code with the node engine: only the routing rules, the topology and the router's vocabulary (the
+code with the node engine: only the routing rules, the topology, the wire's codec and the router's
+vocabulary (the
 VC states of :class:`~node.switching.wormhole.VcState` and the stage names of
 :data:`~node.switching.wormhole.STAGES`). Headers go through msgpack at every hop, as on the wire.
 Agreement of its arrival records with the engines' lockstep network (``tests/test_wormhole.py``)
@@ -52,7 +53,7 @@ from coordinator.runtimes.records import Arrival, RawRun
 from coordinator.workloads.plan import Multicast, Plan
 from node import defaults
 from node.routing import UnknownAlgorithm, registry
-from node.routing.base import HeaderError
+from node.routing.base import HEADER_ERRORS
 from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings, RouterTiming
 from node.switching.wormhole import VcState
@@ -63,15 +64,7 @@ __all__ = ["SEED004_PREP", "run_wormhole_model"]
 
 SEED004_PREP: Mapping[str, int] = defaults.PREP
 
-_RULE_ERRORS: Final = (
-    UnknownAlgorithm,
-    HeaderError,
-    ValueError,
-    TypeError,
-    KeyError,
-    IndexError,
-    AttributeError,
-)
+_RULE_ERRORS: Final = (UnknownAlgorithm, *HEADER_ERRORS)
 """What a rule may raise on a bad header: the worm's error, never the model's."""
 
 _STILL: Final = 2

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from node.topology import PORTS, Coord, Topology
 
 __all__ = [
+    "HEADER_ERRORS",
     "Algorithm",
     "Forward",
     "Header",
@@ -41,6 +42,11 @@ Send = tuple[str, Header]
 
 class HeaderError(ValueError):
     """A header that this rule cannot obey (malformed, or from a foreign peer): a remote error."""
+
+
+HEADER_ERRORS: Final = (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError)
+"""What running a rule on a header it cannot obey may raise: the packet's error (``bad-header``),
+never the node's."""
 
 
 class PlanError(ValueError):

@@ -23,7 +23,7 @@ from typing import Any
 from node import defaults
 from node.choices import Clock, Contention, Policy
 from node.routing import Registry, UnknownAlgorithm
-from node.routing.base import HeaderError
+from node.routing.base import HEADER_ERRORS
 from node.settings import NodeSettings
 from node.topology import PORT_BITS, PORTS, Coord, Topology
 from node.transport.wire import TEL_HEAD, TEL_SEND, Credits, Packet
@@ -305,7 +305,7 @@ class Engine:
             return forward(self.topology, self.here, packet.header)
         except UnknownAlgorithm as exc:
             return NodeError("unknown-algorithm", str(exc), packet.mc)
-        except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        except HEADER_ERRORS as exc:
             return NodeError("bad-header", f"{packet.alg}: {type(exc).__name__}: {exc}", packet.mc)
 
     def _take_in(self, packet: Packet, step: int, fwd: Any = None) -> list[_Queued]:

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from node import defaults
 from node.routing import Registry, UnknownAlgorithm
-from node.routing.base import HeaderError
+from node.routing.base import HEADER_ERRORS
 from node.topology import Coord, Topology
 from node.transport.wire import Worm, as_received
 
@@ -55,7 +55,7 @@ def crosses_wrap(
             return False
         try:
             fwd = rule(topology, nxt, h)
-        except (UnknownAlgorithm, HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        except (UnknownAlgorithm, *HEADER_ERRORS):
             return False
         cont = fwd.carried if fwd.startup else len(fwd.sends)
         ahead = [h2 for p2, h2 in fwd.sends[:cont] if p2 == port]

@@ -105,7 +105,7 @@ from typing import Any, Final
 from node import defaults
 from node.choices import Dateline, VcClasses
 from node.routing import Registry, UnknownAlgorithm
-from node.routing.base import HeaderError
+from node.routing.base import HEADER_ERRORS
 from node.routing.unicast import UNICASTS
 from node.settings import NodeSettings
 from node.switching.engine import Delivery, Injection, NodeError
@@ -595,7 +595,7 @@ class WormholeEngine:
         except UnknownAlgorithm as exc:
             self.errors.append(NodeError("unknown-algorithm", str(exc), head.mc))
             return sink
-        except (HeaderError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        except HEADER_ERRORS as exc:
             self.errors.append(NodeError("bad-header", f"{head.alg}: {type(exc).__name__}: {exc}", head.mc))
             return sink
         sts = fwd.startups_of(head.startups)
