@@ -258,20 +258,19 @@ class _Model:
         if topo.is_torus:
             half = a + (b - a) // 2
             n = self.nodes[r]
-            # the link leaving n on p closes a torus ring (from the last column or row to the first)
-            after = {
-                "+x": n[0] == topo.cols - 1,
-                "-x": n[0] == 0,
-                "+y": n[1] == topo.rows - 1,
-                "-y": n[1] == 0,
-            }[p]
             straight = i < len(self.links[r]) * V and topo.opposite(self.in_port[r][i]) == p
             if self.ring:  # BookSim2's: the upper half for a whole ring the worm will cross the wrap link of
                 after = i % V >= half if straight else self.crosses(n, p, alg, rt.outs[p][0])
             else:  # past the dateline: this link is a wrap link, or it goes straight on from an upper VC
-                after = after or (straight and i % V >= half)
+                after = self.closes_ring(n, p) or (straight and i % V >= half)
             a, b = (half, b) if after else (a, half)
         return [base + v for v in range(a, b)]
+
+    def closes_ring(self, n: Coord, p: str) -> bool:
+        """Whether the link leaving ``n`` on ``p`` closes a torus ring (from the last column or row to
+        the first, or back)."""
+        axis = 0 if p[1] == "x" else 1
+        return n[axis] == ((self.topo.cols if axis == 0 else self.topo.rows) - 1 if p[0] == "+" else 0)
 
     def crosses(self, n: Coord, p: str, alg: str, header: Any) -> bool:
         """``--dateline ring``: whether a worm leaving ``n`` on ``p`` with ``header`` takes that ring's
@@ -279,10 +278,9 @@ class _Model:
         headers as they arrive; a rule that fails ahead: no)."""
         topo, forward = self.topo, registry.get(alg).forward
         axis, sign = (0 if p[1] == "x" else 1), (1 if p[0] == "+" else -1)
-        size = topo.cols if axis == 0 else topo.rows
         h = header
-        for _ in range(size):
-            if n[axis] == (size - 1 if sign > 0 else 0):  # the link leaving n on p closes the ring
+        for _ in range(topo.cols if axis == 0 else topo.rows):
+            if self.closes_ring(n, p):
                 return True
             n = (n[0] + sign, n[1]) if axis == 0 else (n[0], n[1] + sign)
             try:
