@@ -11,7 +11,7 @@ one, so each link of a ring carries the same share of half-ring traffic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from node.routing.base import Algorithm, Forward, Header, HeaderError, Params, Send, as_coord
 from node.topology import Coord, Topology
@@ -36,15 +36,23 @@ def dor_next(topology: Topology, here: Coord, dest: Coord) -> str | None:
     return None
 
 
-def _order(topology: Topology, source: Coord, destinations: Sequence[Coord]) -> list[Coord]:
-    """Farthest destination first (one-port: longest path first)."""
-    return sorted(destinations, key=lambda d: (-topology.distance(source, d), d))
+def _sends(
+    topology: Topology,
+    source: Coord,
+    destinations: Sequence[Coord],
+    step: Callable[[Topology, Coord, Coord], str | None],
+) -> list[Send]:
+    """One copy per destination, farthest first (one-port: longest path first), on ``step``'s port."""
+    sends: list[Send] = []
+    for d in sorted(destinations, key=lambda d: (-topology.distance(source, d), d)):
+        port = step(topology, source, d)
+        assert port is not None  # the source is never a destination
+        sends.append((port, [d[0], d[1]]))
+    return sends
 
 
 def prepare(topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params) -> list[Send]:
-    return [
-        (_first(topology.xy_next(source, d)), [d[0], d[1]]) for d in _order(topology, source, destinations)
-    ]
+    return _sends(topology, source, destinations, Topology.xy_next)
 
 
 def forward(topology: Topology, here: Coord, header: Header) -> Forward:
@@ -56,20 +64,13 @@ def forward(topology: Topology, here: Coord, header: Header) -> Forward:
 def dor_prepare(
     topology: Topology, source: Coord, destinations: Sequence[Coord], params: Params
 ) -> list[Send]:
-    return [
-        (_first(dor_next(topology, source, d)), [d[0], d[1]]) for d in _order(topology, source, destinations)
-    ]
+    return _sends(topology, source, destinations, dor_next)
 
 
 def dor_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     return _hop(
         topology, here, header, dor_next(topology, here, as_coord(header, topology, "unicast destination"))
     )
-
-
-def _first(port: str | None) -> str:
-    assert port is not None  # the source is never a destination
-    return port
 
 
 def _hop(topology: Topology, here: Coord, header: Header, port: str | None) -> Forward:
