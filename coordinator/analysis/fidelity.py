@@ -98,12 +98,19 @@ def judge(
 def judge_run(records: Iterable[MulticastResult], settings: RunSettings, raw: RawRun) -> Fidelity:
     """:func:`judge` on a run's kept records with its settings' link model, thresholds and message
     size, and what its raw run sampled (CPU idle, load average, dilation): the one call every
-    free-clock command makes."""
-    return judge(
+    free-clock command makes. Nodes on several hosts stamp with several clocks
+    (:attr:`Fidelity.clocks`): the deliveries off their source's clock are counted, not judged."""
+    records = list(records)
+    verdict = judge(
         records, settings.link_model, idle=raw.host_idle, loadavg=raw.loadavg, dilation=raw.dilation,
         share_max=settings.fidelity_share, per_hop_max=settings.fidelity_per_hop,
         message_bytes=settings.flits * settings.flit_bytes,
     )  # fmt: skip
+    clocks = len(set(raw.hosts.values())) or 1
+    if clocks == 1:
+        return verdict
+    unpaired = sum(1 for r in records for a in r.arrivals if a.wall_ns is None and a.hops > 0)
+    return replace(verdict, clocks=clocks, unpaired=unpaired)
 
 
 def judge_groups(

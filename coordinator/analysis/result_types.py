@@ -562,6 +562,8 @@ class RunInfo:
     coordinator_startup_s: float | None = None
     time_dilation: float | None = None
     """``--time-dilation K`` (None: 1): wall-clock latencies were divided by K; ``wall_s`` was not."""
+    placement: Mapping[str, Mapping[str, str]] | None = None
+    """Swarm: per node ("x,y"), the swarm node that ran it: ``{"host": name, "id": node ID}``."""
 
     def to_json(self) -> Json:
         d: Json = {
@@ -595,6 +597,8 @@ class RunInfo:
             d["coordinator_startup_s"] = self.coordinator_startup_s
         if self.time_dilation is not None:
             d["time_dilation"] = self.time_dilation
+        if self.placement is not None:
+            d["placement"] = {k: dict(v) for k, v in self.placement.items()}
         return d
 
     @classmethod
@@ -622,6 +626,7 @@ class RunInfo:
             started_at_unix=d.get("started_at_unix"),
             coordinator_startup_s=d.get("coordinator_startup_s"),
             time_dilation=d.get("time_dilation"),
+            placement=d.get("placement"),
         )
 
 
@@ -646,6 +651,13 @@ class Fidelity:
     advised_dilation: float | None = None
     """On a NOT-ok verdict, the --time-dilation that would bring the hosts' figures under the
     thresholds if their costs stayed as they are (the line's "try --time-dilation K")."""
+    clocks: int = 1
+    """The host clocks the nodes stamped their times with (each host's monotonic clock: none is
+    synchronised with another's). A wall latency, its telemetry split and so the verdict exist
+    only for a delivery on its source's clock; link time needs both ends of a link on one clock
+    (or the path back on it), residence is always local."""
+    unpaired: int = 0
+    """Deliveries left out of the verdict: their node's clock is not their source's."""
 
     def line(self) -> str:
         """The one line a run prints."""
@@ -654,6 +666,11 @@ class Fidelity:
             load = f"; CPU idle {self.cpu_idle_mean:.0%} (least {self.cpu_idle_min:.0%} in a second)"
         if self.loadavg is not None:
             load += f", load {self.loadavg[0]:.1f}"
+        if self.clocks > 1:
+            load += (
+                f"; {self.clocks} host clocks, unsynchronised: judged on the deliveries on their"
+                f" source's host, {self.unpaired} on other hosts have no latency"
+            )
         if self.ok is None:
             return f"fidelity: {self.reason}{load}"
         dil = f" at --time-dilation {self.dilation:g}" if self.dilation != 1 else ""
@@ -680,7 +697,8 @@ class Fidelity:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Fidelity:
-        values = {f.name: d[f.name] for f in fields(cls)}
+        later = {"clocks": 1, "unpaired": 0}  # written since: absent from older run.json files
+        values = {f.name: d.get(f.name, later[f.name]) if f.name in later else d[f.name] for f in fields(cls)}
         if values["loadavg"] is not None:
             values["loadavg"] = tuple(values["loadavg"])
         return cls(**values)
