@@ -123,7 +123,15 @@ def check_cell(
 CELLS = list(itertools.product(CLOCKS, SWITCHINGS, SYNCS, PORT_MODELS))
 
 
-@pytest.mark.parametrize("runtime", [r for r in runtimes.names("run") if r not in DEPLOYED])
+# the swarm runtime needs a swarm of hosts: tests/test_swarm.py runs it on the lab's
+IN_THIS_PROCESS = [
+    r
+    for r in runtimes.names("run")
+    if r not in DEPLOYED and runtimes.get(r).nodes is not runtimes.Nodes.SWARM
+]
+
+
+@pytest.mark.parametrize("runtime", IN_THIS_PROCESS)
 def test_matrix_in_this_process(runtime: str, capsys: pytest.CaptureFixture[str]) -> None:
     for cell in CELLS:
         check_cell(["--runtime", runtime], runtime, cell, capsys)

@@ -261,6 +261,9 @@ def run_result(plan: Plan, settings: RunSettings, raw: RawRun, timing: Timing | 
         link_model=settings.link_model.describe() if settings.link_model is not None else None,
         sync=settings.sync,  # when asked for: how lockstep was synchronized
         time_dilation=settings.time_dilation if settings.time_dilation != 1 else None,
+        placement={f"{x},{y}": {"host": h, "id": i} for (x, y), (h, i) in sorted(raw.placement.items())}
+        if raw.placement
+        else None,
         switching=switching,
         timing=None
         if timing is None

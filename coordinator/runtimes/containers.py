@@ -416,8 +416,8 @@ def _scalar(v: Any) -> str:
 
 
 def render_yaml(doc: Any, header: str = "") -> str:
-    """Block-style YAML for plain dicts, lists and scalars (strings quoted: single quotes for one
-    holding double quotes and no single quote, else double)."""
+    """Block-style YAML for plain dicts, lists (of scalars or flat dicts) and scalars (strings
+    quoted: single quotes for one holding double quotes and no single quote, else double)."""
     lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
 
     def emit(v: Any, indent: int) -> None:
@@ -433,6 +433,11 @@ def render_yaml(doc: Any, header: str = "") -> str:
                     lines.append(f"{pad}{k}: {_scalar(item) if not isinstance(item, (dict, list)) else '{}'}")
         else:
             for item in v:
+                if isinstance(item, dict) and not any(isinstance(i, (dict, list)) for i in item.values()):
+                    # a flat mapping (a stack's config entry): one flow mapping
+                    pairs = ", ".join(f"{k}: {_scalar(i)}" for k, i in item.items())
+                    lines.append(f"{pad}- {{{pairs}}}")
+                    continue
                 if isinstance(item, (dict, list)):
                     raise ValueError("nested collections in lists are not needed here")
                 lines.append(f"{pad}- {_scalar(item)}")

@@ -250,6 +250,8 @@ class RawRun:
     errors: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[int, tuple[int, str]] = field(default_factory=dict)
     hosts: dict[Coord, str] = field(default_factory=dict)
+    placement: dict[Coord, tuple[str, str]] = field(default_factory=dict)
+    """Swarm: the swarm node (host name, node ID) whose engine ran each node (empty elsewhere)."""
     node_status: dict[Coord, str] = field(default_factory=dict)
     peak_queue: dict[Coord, int] = field(default_factory=dict)
     node_stats: dict[Coord, dict[str, float]] = field(default_factory=dict)

@@ -38,6 +38,7 @@ class Nodes(enum.Enum):
     TASKS = "trio tasks in this process (or in its shard processes)"
     PROCESSES = "OS processes on this host: tracked by pid, linked over loopback ports"
     CONTAINERS = "containers of a compose project: tracked by project, linked by service name"
+    SWARM = "services of a swarm stack, spread over the swarm's hosts, linked over its overlay network"
 
 
 def _attribute(module: str, name: str) -> Any:
@@ -201,6 +202,18 @@ RUNTIMES: Final[Mapping[str, Runtime]] = {
             networks="NETWORK_MODES",
             deployable=True,
             warm_by_deployment=True,
+        ),
+        Runtime(
+            "swarm",
+            "one service per node on a Docker swarm's hosts (docker stack), TCP links, MQTT control",
+            "coordinator.runtimes.swarm",
+            "run_swarm",
+            syncs=SYNCS,
+            max_nodes=256,
+            needs="a Docker swarm manager and the image on every host (deploy/swarm-lab.sh)",
+            commands=("run", "sweep"),
+            nodes=Nodes.SWARM,
+            needs_broker=True,
         ),
         Runtime(
             "model",
