@@ -24,6 +24,7 @@ __all__ = [
     "need_browser",
     "need_docker",
     "need_image",
+    "need_swarm_lab",
 ]
 
 
@@ -94,6 +95,31 @@ def need_image(image: str) -> None:
             " (deploy/build-offline-image.sh, or docker build -f deploy/Dockerfile)",
             "MESHCAST_REQUIRE_DOCKER",
         )
+
+
+SWARM_LAB_TOOLS = {
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "setsid": "util-linux",
+    "ip": "iproute2",
+    "dockerd": "docker.io",
+    "containerd": "containerd",
+}
+"""What deploy/swarm-lab.sh runs, and the Debian package of each."""
+
+
+def need_swarm_lab() -> None:
+    """What deploy/swarm-lab.sh needs: a Docker engine (need_docker), root, and its tools; or skip,
+    naming what is missing (fail under MESHCAST_REQUIRE_DOCKER=1, as the other Docker tests)."""
+    need_docker()
+    if os.geteuid() != 0:
+        _missing(
+            "the swarm lab needs root (network namespaces, a dockerd per host): run as root",
+            "MESHCAST_REQUIRE_DOCKER",
+        )
+    missing = [f"{tool} ({pkg})" for tool, pkg in SWARM_LAB_TOOLS.items() if shutil.which(tool) is None]
+    if missing:
+        _missing(f"the swarm lab needs {', '.join(missing)}: not installed", "MESHCAST_REQUIRE_DOCKER")
 
 
 def docker_client():  # type: ignore[no-untyped-def]
