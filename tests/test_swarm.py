@@ -94,7 +94,8 @@ def test_lost_nodes_are_named_with_the_swarm_node_that_ran_them() -> None:
     raw = RawRun()
     raw.placement = {(0, 0): ("lab1", "id1aaaaaaaaaaaaa"), (0, 1): ("lab3", "id3bbbbbbbbbbbbb"),
                      (1, 1): ("lab3", "id3bbbbbbbbbbbbb")}  # fmt: skip
-    raw.node_status = {(0, 0): "ok", (0, 1): "lost: no heartbeat"}  # (1, 1) never reported
+    raw.node_status = {(0, 0): "stopped while waiting for 'plan'", (0, 1): "lost: no heartbeat",
+                       (1, 1): "lost: its broker connection died"}  # fmt: skip
     assert lost_by_host(raw) == ["swarm node lab3 (id3bbbbbbbbb) lost 2 node(s): (0,1), (1,1)"]
     raw.node_status[(1, 1)] = raw.node_status[(0, 1)] = "ok"
     assert lost_by_host(raw) == []

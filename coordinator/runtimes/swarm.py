@@ -230,11 +230,12 @@ def stack_document(
 
 
 def lost_by_host(raw: RawRun) -> list[str]:
-    """One line per swarm node whose nodes stopped early or never reported: the host and its nodes."""
+    """One line per swarm node whose nodes were lost (their final status ``lost: …``, or a stop
+    that a host going down gives its containers: ``signal``): the host and those nodes."""
     gone: dict[tuple[str, str], list[Coord]] = {}
     for node, where in sorted(raw.placement.items()):
-        status = raw.node_status.get(node)
-        if status is None or status != "ok":
+        status = raw.node_status.get(node) or ""
+        if status.startswith("lost") or "signal" in status:
             gone.setdefault(where, []).append(node)
     return [
         f"swarm node {name} ({hid[:12]}) lost {len(ns)} node(s): " + ", ".join(f"({x},{y})" for x, y in ns)
