@@ -414,7 +414,7 @@ signal_and_wait() {  # signal_and_wait SECONDS PID...: SIGTERM, wait, then SIGKI
         for p in "$@"; do [ -d "/proc/$p" ] && left+=("$p"); done
         [ ${#left[@]} -gt 0 ] || return 0
         if [ $SECONDS -ge $deadline ]; then
-            say "killing ${left[*]} (still running after SIGTERM and $secs s)"
+            [ -n "${QUIET:-}" ] || say "killing ${left[*]} (still running after SIGTERM and $secs s)"
             kill -KILL "${left[@]}" 2>/dev/null || true
             sleep 0.5
             return 0
@@ -439,14 +439,11 @@ remove_services() {  # remove_services DOCKER_HOST: every service, if that host 
     [ -z "$ids" ] || timeout 20 docker -H "$host" service rm $ids >/dev/null 2>&1 || true
 }
 
-quiesce() {  # quiesce DOCKER_HOST: one lab host's containers killed, the host out of the swarm (best effort)
-    local host=$1 ids round
-    for round in 1 2; do  # again after leaving: a task the swarm restarted meanwhile
-        ids=$(timeout 10 docker -H "$host" ps -aq 2>/dev/null) || ids=""
-        # shellcheck disable=SC2086  # one argument per container
-        [ -z "$ids" ] || timeout 20 docker -H "$host" rm -f $ids >/dev/null 2>&1 || true
-        [ $round = 2 ] || timeout 10 docker -H "$host" swarm leave --force >/dev/null 2>&1 || true
-    done
+quiesce() {  # quiesce DOCKER_HOST: one lab host's containers killed (best effort)
+    local host=$1 ids
+    ids=$(timeout 10 docker -H "$host" ps -aq 2>/dev/null) || ids=""
+    # shellcheck disable=SC2086  # one argument per container
+    [ -z "$ids" ] || timeout 20 docker -H "$host" rm -f $ids >/dev/null 2>&1 || true
 }
 
 cmd_down() {
@@ -455,9 +452,9 @@ cmd_down() {
     need_tools ip
     local h pids m ns cg
     lap_start
-    # 1. while the daemons answer: services removed (on the managers), containers killed (SIGKILL:
-    #    no stop timeout to wait for), every host out of the swarm (else each daemon waits 6 s for
-    #    the ingress network on shutdown); the hosts in parallel
+    # 1. while the daemons answer: services removed (on the managers), then every container killed
+    #    (SIGKILL: no stop timeout to wait for; the hosts in parallel), so that nothing of theirs
+    #    is mounted or running when the daemons stop
     for h in $(host_dirs); do
         [ ! -S "$h/docker.sock" ] || remove_services "unix://$h/docker.sock"
     done
@@ -468,10 +465,12 @@ cmd_down() {
     # these jobs only: a failed up's daemons are this shell's background jobs too
     for m in "${pids[@]}"; do wait "$m" || true; done
     lap emptied
-    # 2. the daemons (they unmount their layers and namespaces as they stop), then their containerds
+    # 2. the daemons, then their containerds. A swarm node's dockerd takes 6-8 s to stop (leaving
+    #    the swarm or not: it waits for the ingress network's removal), which an empty lab host that
+    #    is about to vanish does not need: SIGKILL after 2 s; what it leaves, 3-5 remove
     pids=()
     for h in $(host_dirs); do m=$(pid_of "$h/dockerd.pid"); [ -z "$m" ] || pids+=("$m"); done
-    signal_and_wait 30 "${pids[@]}"
+    QUIET=1 signal_and_wait 2 "${pids[@]}"
     lap dockerd
     pids=()
     for h in $(host_dirs); do m=$(pid_of "$h/containerd.pid"); [ -z "$m" ] || pids+=("$m"); done
@@ -495,6 +494,9 @@ cmd_down() {
     # 6. the containers' cgroups (empty now), the state dir, the shims' sockets
     for cg in $(lab_cgroups); do rmdir "$cg" 2>/dev/null || true; done
     if [ -d "$LAB_DIR" ]; then
+        pids=()  # the hosts' image layers, in parallel (seconds each for the node image)
+        for h in $(host_dirs); do rm -rf --one-file-system "$h" 2>/dev/null & pids+=($!); done
+        for m in "${pids[@]}"; do wait "$m" || true; done
         rm -rf --one-file-system "$LAB_DIR" 2>/dev/null || say "cannot remove all of $LAB_DIR"
     fi
     lap files

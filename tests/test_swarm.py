@@ -112,7 +112,7 @@ def test_unsynchronised_host_clocks_never_leak_an_offset_into_latency_or_link_ti
 
     offset = 7_000_000_000
     topo = Topology.parse("mesh:3x1")  # ids x * rows + y: (0,0) 0, (1,0) 1, (2,0) 2
-    plan = Plan(topo, [Multicast(i, "vh", (0, 0), ((2, 0), (1, 0)), 0) for i in range(3)])
+    plan = Plan(topo, tuple(Multicast(i, "vh", (0, 0), ((2, 0), (1, 0)), 0) for i in range(3)))
     raw = RawRun()
     raw.hosts = {(0, 0): "a", (1, 0): "b", (2, 0): "a"}  # the middle node on the other host
     for i in range(3):
