@@ -9,7 +9,7 @@
 # Usage: deploy/swarm-lab.sh up N [--image NAME]... [--managers M]
 #          N daemons (N >= 1). lab1 runs `swarm init`; lab2..labM join as managers (default M=1),
 #          the others as workers. Each --image is moved from the host's main daemon onto every
-#          lab host (docker save | docker -H unix://SOCK load). Prints one line per host:
+#          lab host (docker save, then docker -H unix://SOCK load). Prints one line per host:
 #          NAME DOCKER_HOST ADDRESS NODE_ID; writes the same to $LAB_DIR/hosts.json and hosts.env.
 #        deploy/swarm-lab.sh down     everything of the lab removed; then `check` (idempotent)
 #        deploy/swarm-lab.sh check    exits 1 naming each leftover of a lab, 0 when nothing is left
@@ -31,6 +31,8 @@ LAB_NAME=${MESHCAST_SWARM_LAB_NAME:-meshcast-lab}
 TIMEOUT=${MESHCAST_SWARM_LAB_TIMEOUT:-60}
 NET=10.213.0          # the lab's /24: host K is $NET.K, inside the namespaces only
 HUB=$LAB_NAME-hub     # the namespace of the bridge
+MARK=$LAB_DIR/.meshcast-swarm-lab   # up's mark: down removes only a dir that has it
+LAB_RE=${LAB_DIR//./[.]}            # LAB_DIR as a regular expression
 PROG=${0##*/}
 
 die() { echo "$PROG: error: $*" >&2; exit 1; }
@@ -70,8 +72,9 @@ need_tools() {
 
 # ---------------------------------------------------------------- what belongs to the lab
 
-host_dirs() {  # the per-host dirs of the lab's state, lab1 lab2 ...
+host_dirs() {  # the per-host dirs of the lab's state, lab1 lab2 ... (in a dir up made)
     local d
+    [ -f "$MARK" ] || return 0
     for d in "$LAB_DIR"/lab[0-9]*; do [ -d "$d" ] && echo "$d"; done
     return 0
 }
@@ -92,10 +95,10 @@ lab_cgroups() {  # the lab's cgroup dirs (v1: one per controller; v2: one), deep
     return 0
 }
 
-cmdline_pids() {  # processes whose command line names the state dir (dockerd, containerd, shims, fuse-overlayfs)
+cmdline_pids() {  # processes whose command line names a host's state dir (dockerd, containerd, shims, fuse-overlayfs)
     local files f p
     # grep's own command line names it too: only the processes still there once grep is done count
-    files=$(grep -laF -- "$LAB_DIR/" /proc/[0-9]*/cmdline 2>/dev/null) || return 0
+    files=$(grep -laE -- "$LAB_RE/lab[0-9]+/" /proc/[0-9]*/cmdline 2>/dev/null) || return 0
     for f in $files; do
         p=${f#/proc/}
         p=${p%/cmdline}
@@ -131,9 +134,9 @@ descendants() {  # stdin: pids; stdout: those still running and all their descen
         }' | sort -n
 }
 
-lab_mounts() {  # mount points of the lab (under the state dir, or its /run/netns entries), deepest first
-    awk -v dir="$LAB_DIR/" -v ns="^(/var)?/run/netns/$LAB_NAME([0-9]+|-hub)\$" '
-        index($5 "/", dir) == 1 || $5 ~ ns { print length($5), $5 }
+lab_mounts() {  # mount points of the lab (under a host's state dir, or its /run/netns entries), deepest first
+    awk -v dir="^$LAB_RE/lab[0-9]+(/|\$)" -v ns="^(/var)?/run/netns/$LAB_NAME([0-9]+|-hub)\$" '
+        $5 ~ dir || $5 ~ ns { print length($5), $5 }
     ' /proc/self/mountinfo | sort -rn | cut -d' ' -f2- | uniq
 }
 
@@ -278,6 +281,9 @@ cmd_up() {
     if [ -n "$(host_dirs)" ] || [ -n "$(lab_netns)" ] || [ -n "$(cmdline_pids)" ]; then
         die "a lab is already up (or its leftovers are): '$PROG down' first ('$PROG check' names them)"
     fi
+    if [ -d "$LAB_DIR" ] && [ ! -f "$MARK" ] && [ -n "$(ls -A "$LAB_DIR")" ]; then
+        die "$LAB_DIR is not empty and not a lab's state dir: set MESHCAST_SWARM_LAB_DIR to a new or empty dir"
+    fi
     local img
     for img in "${images[@]}"; do
         docker image inspect "$img" >/dev/null 2>&1 \
@@ -292,6 +298,7 @@ cmd_up() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     mkdir -p "$LAB_DIR"
+    echo "the state of deploy/swarm-lab.sh; its down removes this dir" >"$MARK"
     # `ip netns add` makes /run/netns (and a bind mount of it onto itself) when absent: down undoes that
     [ -d /run/netns ] || echo dir >>"$LAB_DIR/run-netns-made"
     mountpoint -q /run/netns 2>/dev/null || echo mount >>"$LAB_DIR/run-netns-made"
@@ -493,11 +500,20 @@ cmd_down() {
     fi
     # 6. the containers' cgroups (empty now), the state dir, the shims' sockets
     for cg in $(lab_cgroups); do rmdir "$cg" 2>/dev/null || true; done
-    if [ -d "$LAB_DIR" ]; then
+    if [ -f "$MARK" ]; then
         pids=()  # the hosts' image layers, in parallel (seconds each for the node image)
         for h in $(host_dirs); do rm -rf --one-file-system "$h" 2>/dev/null & pids+=($!); done
         for m in "${pids[@]}"; do wait "$m" || true; done
-        rm -rf --one-file-system "$LAB_DIR" 2>/dev/null || say "cannot remove all of $LAB_DIR"
+        # the mark last: what cannot be removed keeps it, and check names the dir
+        find "$LAB_DIR" -mindepth 1 -maxdepth 1 ! -name "${MARK##*/}" -exec rm -rf --one-file-system {} + 2>/dev/null || true
+        if [ -z "$(find "$LAB_DIR" -mindepth 1 -maxdepth 1 ! -name "${MARK##*/}" -print -quit)" ]; then
+            rm -f "$MARK"
+            rmdir "$LAB_DIR" 2>/dev/null || say "cannot remove $LAB_DIR"
+        else
+            say "cannot remove all of $LAB_DIR"
+        fi
+    elif [ -d "$LAB_DIR" ]; then
+        say "$LAB_DIR has no ${MARK##*/}: not a lab's state dir, left as it is"
     fi
     lap files
     say "down in $(elapsed) s ($LAPS)"
@@ -527,7 +543,7 @@ cmd_check() {
     done < <(ip -o addr show 2>/dev/null | grep -F " $NET." | awk '{print $2, $4}' || true)
     while read -r line; do [ -z "$line" ] || found+=("rule $line"); done < <(lab_rules)
     for line in $(lab_cgroups); do found+=("cgroup $line"); done
-    [ ! -e "$LAB_DIR" ] || found+=("directory $LAB_DIR")
+    [ ! -e "$MARK" ] || found+=("directory $LAB_DIR (with ${MARK##*/})")
     if [ ${#found[@]} -eq 0 ]; then
         echo "nothing of the lab is left (processes, namespaces, links, addresses, mounts, rules, cgroups, $LAB_DIR)"
         return 0
@@ -541,7 +557,7 @@ cmd_status() {
     need_root
     local h name p state
     if [ -z "$(host_dirs)" ] && [ -z "$(lab_netns)" ]; then
-        echo "no lab is up ($LAB_DIR absent)"
+        echo "no lab is up (no state in $LAB_DIR, no namespace $LAB_NAME*)"
         return 0
     fi
     for h in $(host_dirs); do

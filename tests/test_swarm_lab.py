@@ -11,9 +11,9 @@ finds nothing of the lab left.
 Needs root, Docker, nsenter, unshare, ip, dockerd and containerd: skipped with the reason on a
 laptop without them, failing instead under CI's MESHCAST_REQUIRE_DOCKER=1. The lab of this
 module has its own state dir and namespace names, so a lab a user has up is not touched.
-Measured on the project's 2-core machine (7 Dec 2026, Engine 20.10.24, fuse-overlayfs): 35-40 s
-with the node image (`up 3` 23 s, of which 21 s load the 477 MB image on the three hosts; `down`
-7 s), 10 s with the 2 MB image (`up 3` 2.0 s, `down` 4.4 s).
+Measured on the project's 2-core machine (7 Dec 2026, Engine 20.10.24, fuse-overlayfs): 28-40 s
+with the node image (`up 3` 18-23 s, of which 16-21 s load the 477 MB image on the three hosts;
+`down` 6-7 s), 10 s with the 2 MB image (`up 3` 2.0 s, `down` 4.4 s).
 """
 
 from __future__ import annotations
