@@ -399,6 +399,8 @@ write_hosts() {  # write_hosts N MANAGERS NODE_ID...: hosts.json and hosts.env f
         echo "LAB_DIR=$LAB_DIR"
         echo "LAB_HOSTS=\"$(for k in $(seq 1 "$n"); do printf 'lab%d ' "$k"; done | sed 's/ $//')\""
         echo "LAB_MANAGER=unix://$LAB_DIR/lab1/docker.sock"
+        # every host's endpoint, comma-separated: the swarm runtime's MESHCAST_SWARM_HOSTS
+        echo "LAB_DOCKER_HOSTS=$(for k in $(seq 1 "$n"); do printf 'unix://%s/lab%d/docker.sock,' "$LAB_DIR" "$k"; done | sed 's/,$//')"
         for k in $(seq 1 "$n"); do
             echo "LAB${k}_DOCKER_HOST=unix://$LAB_DIR/lab$k/docker.sock"
             echo "LAB${k}_ADDRESS=$NET.$k"

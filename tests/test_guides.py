@@ -67,6 +67,14 @@ NOT_HERE = {
     "--rates 0.05 --duration 300 --warmup 50 --out results/load": (
         "needs the deployment lab: docs/deploy.md runs the same line after its `meshcast deploy --name lab`"
     ),
+    "docs/guide/swarm.md|export DOCKER_HOST=ssh://you@manager-host": (
+        "a real swarm's manager: the page's lab block runs on the lab's"
+    ),
+    "docs/guide/swarm.md|export MESHCAST_SWARM_HOSTS=ssh://you@h1,ssh://you@h2,ssh://you@h3": (
+        "a real swarm's hosts: the page's lab block runs the same with the lab's"
+    ),
+    "docs/guide/swarm.md|meshcast run --topology torus:8x8 --algorithm vh --random-dests 10 --repeat 5 "
+    "--runtime swarm --out results/": "needs the real swarm above: the page's lab block runs a swarm run",
 }
 """Commands not run here (by command, or by ``page|command`` for one page's), and why."""
 
@@ -158,7 +166,7 @@ def _git_status() -> str | None:
 @pytest.mark.parametrize("page", _runnable_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_command_of_the_page_runs_from_a_scratch_folder(page: Path, tmp_path: Path) -> None:
     cmds = [c for c in commands(page) if _reason(page, c) is None]
-    if any("containers" in c or "docker" in c for c in cmds):
+    if any("containers" in c or "docker" in c or "swarm" in c for c in cmds):
         need_docker()
         need_image(IMAGE)
     if any("processes" in c for c in cmds):
@@ -172,6 +180,7 @@ def test_every_command_of_the_page_runs_from_a_scratch_folder(page: Path, tmp_pa
     )
     (tmp_path / ".venv").symlink_to(BIN.parent)
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # the tour's experiment files, read-only
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")  # the swarm page's lab script
     try:
         for cmd in cmds:
             if cmd.removeprefix(".venv/bin/") == PLUGIN_INSTALL.removeprefix(".venv/bin/"):
