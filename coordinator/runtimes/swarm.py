@@ -324,6 +324,10 @@ class SwarmRun:
         doc = stack_document(self.plan.topology, self.run_id, constraints=constraints, directory=self.workdir)
         path = self.workdir / "stack.yaml"
         path.write_text(render_yaml(doc, f"meshcast swarm run {self.run_id} (generated)"))
+        broker = {**doc, "services": {"broker": doc["services"]["broker"]}}  # deployed first
+        (self.workdir / "broker.yaml").write_text(
+            render_yaml(broker, f"meshcast swarm run {self.run_id}: its broker")
+        )
         return path
 
     # -- running -----------------------------------------------------------------------------
@@ -338,25 +342,33 @@ class SwarmRun:
         return 1
 
     async def deploy(self) -> None:
-        """``docker stack deploy``, then wait until every task runs; records the placement."""
+        """``docker stack deploy`` the broker, wait until it runs, then the nodes, and wait until every
+        task runs; records the placement. The broker goes first, as compose's ``depends_on`` has it
+        (a stack ignores that): nodes that reached for it while its container was starting had their
+        first sessions taken over, and the coordinator heard their wills as losses."""
         t0 = time.perf_counter()
-        stack_file = str(self.workdir / "stack.yaml")
-        args = ["docker", "stack", "deploy", "--resolve-image", "never", "-c", stack_file, self.stack]
-        if await self._run(args, "stack.log", START_BUDGET) != 0:
-            raise RuntimeError(f"docker stack deploy failed; see {self.workdir / 'stack.log'}")
-        with trio.move_on_after(START_BUDGET):
+        for name, tasks in (("broker.yaml", 1), ("stack.yaml", self.plan.topology.size + 1)):
+            args = ["docker", "stack", "deploy", "--resolve-image", "never", "-c", str(self.workdir / name),
+                    self.stack]  # fmt: skip
+            if await self._run(args, "stack.log", START_BUDGET) != 0:
+                raise RuntimeError(f"docker stack deploy failed; see {self.workdir / 'stack.log'}")
+            await self._wait_running(tasks, START_BUDGET - (time.perf_counter() - t0))
+        self.timings["deploy_s"] = time.perf_counter() - t0
+        self.say(f"stack {self.stack}: running in {self.timings['deploy_s']:.1f} s")
+
+    async def _wait_running(self, expected: int, budget: float) -> None:
+        """Until ``expected`` tasks of the stack run; RuntimeError on a task that failed, TimeoutError
+        after ``budget`` s."""
+        with trio.move_on_after(max(budget, 1.0)):
             while True:
                 tasks = await trio.to_thread.run_sync(self._tasks)
                 failed = [t for t in tasks if t["state"] in ("failed", "rejected", "orphaned")]
                 if failed:
                     t = failed[0]
                     raise RuntimeError(f"task of {t['service']} {t['state']} on {t['host']}: {t['error']}")
-                if len(tasks) == self.plan.topology.size + 1 and all(t["state"] == "running" for t in tasks):
-                    break
+                if len(tasks) == expected and all(t["state"] == "running" for t in tasks):
+                    return
                 await trio.sleep(POLL)
-            self.timings["deploy_s"] = time.perf_counter() - t0
-            self.say(f"stack {self.stack}: {len(tasks)} tasks running in {self.timings['deploy_s']:.1f} s")
-            return
         raise TimeoutError(f"the stack's tasks were not all running within {START_BUDGET:g} s")
 
     def _tasks(self) -> list[dict[str, str]]:
