@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests._env import _missing, need_image
+from tests._env import need_image, need_swarm_lab
 
 pytestmark = pytest.mark.slow
 
@@ -35,18 +34,10 @@ TOPOLOGY = "torus:4x4"
 PLAN = ["--topology", TOPOLOGY, "--algorithm", "vh", "--random-dests", "6", "--repeat", "2", "--seed", "5"]
 
 
-def _need_lab_tools() -> None:
-    missing = [t for t in ("nsenter", "unshare", "ip", "dockerd", "containerd") if shutil.which(t) is None]
-    if os.geteuid() != 0:
-        _missing("the swarm lab needs root (network namespaces, daemons)", "MESHCAST_REQUIRE_DOCKER")
-    if missing:
-        _missing(f"the swarm lab needs {', '.join(missing)}", "MESHCAST_REQUIRE_DOCKER")
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    need_swarm_lab()
     need_image(IMAGE)
-    _need_lab_tools()
     env = {**os.environ, "MESHCAST_SWARM_LAB_DIR": str(tmp_path_factory.mktemp("swarm-lab")),
            "MESHCAST_SWARM_LAB_NAME": "meshcast-runs"}  # fmt: skip
     up = subprocess.run([str(LAB), "up", "3", "--image", IMAGE], env=env, capture_output=True, text=True,
