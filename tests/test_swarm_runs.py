@@ -96,16 +96,31 @@ def test_lockstep_records_equal_the_model_with_nodes_spread_over_three_hosts(
     print(f"swarm lockstep run on 3 hosts: {took:.1f} s wall", file=sys.stderr)
 
 
-def test_a_free_clock_run_completes_and_names_its_clocks(lab: dict[str, Any]) -> None:
-    p = _meshcast(
-        lab, ["run", *PLAN, "--runtime", "swarm", "--clock", "free", "--link-delay", "2ms", "--json"]
-    )
+def test_a_free_clock_run_completes_and_names_its_clocks(lab: dict[str, Any], tmp_path: Path) -> None:
+    # placed by the lab's labels (lab=lab1 ...): one block of nodes per label value
+    args = [
+        "run",
+        *PLAN,
+        "--runtime",
+        "swarm",
+        "--clock",
+        "free",
+        "--link-delay",
+        "2ms",
+        "--out",
+        f"{tmp_path}",
+    ]
+    p = _meshcast(lab, [*args, "--json"], MESHCAST_SWARM_PLACEMENT="label:lab")
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     assert doc["run"]["complete"], doc["run"]["incomplete"]
     fidelity = doc["fidelity"]
     assert fidelity["clocks"] == 3, fidelity  # one per host: lab1, lab2, lab3
     assert "3 host clocks, unsynchronised" in fidelity["line"]
+    placement = json.loads((tmp_path / "run.json").read_text())["run"]["placement"]
+    blocks = [placement[f"{x},{y}"]["host"] for x in range(4) for y in range(4)]  # row-major, as placed
+    assert blocks == sorted(blocks)
+    assert {b: blocks.count(b) for b in blocks} == {"lab1": 6, "lab2": 5, "lab3": 5}
 
 
 def test_an_image_that_differs_on_a_host_is_refused_before_anything_starts(lab: dict[str, Any]) -> None:
