@@ -137,6 +137,39 @@ def test_a_ring_deadlock_with_injections_to_come_ends_the_run() -> None:
     assert model.last_step < 500 and engines.last_step < 500
 
 
+CI_7_DEC = [
+    ((2, 2), ((1, 2), (0, 0), (2, 0), (2, 1)), 79), ((2, 0), ((2, 1), (0, 1), (0, 2), (2, 2)), 101),
+    ((2, 2), ((2, 0), (0, 1), (0, 2)), 96), ((1, 2), ((2, 0), (1, 1), (2, 1), (1, 0)), 86),
+    ((0, 1), ((2, 1), (0, 0), (1, 0)), 90), ((0, 2), ((0, 0), (1, 1)), 99), ((0, 1), ((1, 0), (2, 1)), 101),
+    ((0, 0), ((0, 2), (1, 2), (2, 2), (1, 0)), 107), ((1, 2), ((0, 1), (0, 2), (0, 0)), 96),
+    ((1, 2), ((0, 0), (2, 2), (2, 0), (2, 1)), 73), ((0, 1), ((1, 0), (1, 1), (1, 2), (2, 0)), 80),
+    ((0, 1), ((1, 1), (2, 2), (1, 2), (2, 0)), 29), ((1, 2), ((1, 0), (0, 2)), 84),
+    ((2, 1), ((1, 1), (1, 0)), 75),
+    ((2, 0), ((0, 0), (2, 1), (1, 1), (0, 2)), 116),
+]  # fmt: skip
+"""TASNEM worms on a 3x3 torus (source, destinations, step), CI's counterexample of 7 Dec 2026, made
+smaller: the network stops, and the deadlock holds first at cycle 116, the very cycle of the last
+injection."""
+
+
+def test_an_injection_at_the_deadlock_s_own_cycle_is_made_on_both_runtimes() -> None:
+    """The verdict is the end of its cycle's state, that cycle's injections made: the model, which
+    judges the cycles of a stopped network without stepping them, makes that injection first, as
+    the engines runtime, which steps to it, does (it used to stop at the cycle before it)."""
+    topo = Topology.parse("torus:3x3")
+    plan = Plan(
+        topo, tuple(Multicast(i, "tasnem", src, dests, t) for i, (src, dests, t) in enumerate(CI_7_DEC))
+    )
+    s = RunSettings(switching="wormhole", contention="shared", port_model="one-port", flits=2, ts=0,
+                    buffer_flits=1, max_steps=20_000)  # fmt: skip
+    engines, model = _runs(plan, s)
+    assert model.incomplete[0].startswith("deadlock at cycle 116:")
+    assert engines.incomplete == model.incomplete
+    last = len(CI_7_DEC) - 1
+    assert model.traffic.get(last, 0) >= 1 and engines.traffic == model.traffic
+    assert engines.logical_arrivals() == model.logical_arrivals()
+
+
 def test_the_torus_load_example_says_deadlock_on_both_runtimes() -> None:
     """docs/wormhole.md's 6x6 torus at 0.03 (one VC): the same point, a deadlock, on both."""
     topo = Topology.parse("torus:6x6")

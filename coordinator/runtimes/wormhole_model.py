@@ -44,6 +44,7 @@ counting down for more than two cycles — and a stall leaves one ``deadlock`` e
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -856,6 +857,7 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
     for m in plan.multicasts:
         by_step.setdefault(m.step, []).append(m)
     last_inj = max(by_step, default=0)
+    inj_steps = sorted(by_step)
     stalled = 0
     held, peak = net.held, net.peak
     verdict: str | None = None
@@ -899,14 +901,22 @@ def run_wormhole_model(plan: Plan, settings: NodeSettings) -> RawRun:
             break
         if busy and stalled > 2:
             # the network has stopped; a worm granted a channel in the last cycles becomes still
-            # later, and with it the verdict (the tables stand still: judged at those cycles)
-            for at in range(t + 1, t + net.still + 2):
+            # later, and with it the verdict (the tables stand still: judged at those cycles, up
+            # to the next injection's, which is made, as the engines runtime makes it, before
+            # that cycle is judged)
+            coming = None
+            if verdict is None:
+                k = bisect.bisect_right(inj_steps, t)
+                coming = inj_steps[k] if k < len(inj_steps) else None
+            last = t + net.still + 1 if coming is None else min(t + net.still + 1, coming - 1)
+            for at in range(t + 1, last + 1):
                 if verdict is None:
                     verdict = net.verdict(at)
                     if verdict is not None:
                         raw.incomplete.append(verdict)
-            net.deadlock(verdict is not None)
-            break
+            if verdict is not None or coming is None:
+                net.deadlock(verdict is not None)
+                break
         if t >= max_steps:
             raw.incomplete.append(f"step budget of {max_steps} cycles ran out")
             break
