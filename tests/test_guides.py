@@ -35,6 +35,10 @@ BIN = Path(sys.executable).parent
 IMAGE = os.environ.get("MESHCAST_IMAGE", "meshcast-local/meshcast:latest")
 PLUGIN_INSTALL = ".venv/bin/pip install --no-deps -e examples/meshcast-example-plugin"
 
+SWARM_LAB = (
+    "tests/test_swarm_runs.py runs the same lab (up 3 with the image, swarm runs with the lab's hosts, down,"
+    " check) with more runs on it: a second lab here would add a minute to CI"
+)
 NOT_HERE = {
     "make demo": "tests/test_readme.py::test_demo_runs runs `meshcast demo`",
     "make test": "CI (.ci/run) runs it; it is this suite",
@@ -73,6 +77,12 @@ NOT_HERE = {
     "docs/guide/swarm.md|export MESHCAST_SWARM_HOSTS=ssh://you@h1,ssh://you@h2,ssh://you@h3": (
         "a real swarm's hosts: the page's lab block runs the same with the lab's"
     ),
+    "docs/guide/swarm.md|deploy/swarm-lab.sh up 3 --image meshcast-local/meshcast:latest": SWARM_LAB,
+    "docs/guide/swarm.md|. /tmp/meshcast-swarm-lab/hosts.env && DOCKER_HOST=$LAB_MANAGER "
+    "MESHCAST_SWARM_HOSTS=$LAB_DOCKER_HOSTS meshcast run --topology torus:4x4 --algorithm vh "
+    "--random-dests 6 --repeat 2 --runtime swarm": SWARM_LAB,
+    "docs/guide/swarm.md|deploy/swarm-lab.sh down": SWARM_LAB,
+    "docs/guide/swarm.md|deploy/swarm-lab.sh check": SWARM_LAB,
     "docs/guide/swarm.md|meshcast run --topology torus:8x8 --algorithm vh --random-dests 10 --repeat 5 "
     "--runtime swarm --out results/": "needs the real swarm above: the page's lab block runs a swarm run",
 }
