@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
@@ -63,6 +63,7 @@ __all__ = [
     "ContainerRun",
     "LoopbackPorts",
     "authenticated_broker_conf",
+    "collected",
     "compose_cli",
     "compose_document",
     "engine_name",
@@ -907,9 +908,23 @@ async def run_containers(
                 await run.down()
         return rc_box[0]
 
+    return await collected(up, run.collect, plan, workdir, temporary, progress)
+
+
+async def collected(
+    go: Callable[[], Awaitable[int]],
+    collect: Callable[..., RawRun],
+    plan: Plan,
+    workdir: Path,
+    temporary: bool,
+    progress: Callable[[int, int], None] | None,
+) -> RawRun:
+    """Run ``go`` (its exit status) under SIGINT/SIGTERM and ``collect`` the raw results; a temporary
+    run directory is removed after a complete run or a signal, and kept (for its logs) otherwise.
+    The tail of every runtime whose coordinator runs in a container (containers, swarm)."""
     try:
-        rc = await run_interruptible(up, lambda: run.collect(-1, interrupted=True))
-        raw = run.collect(rc)
+        rc = await run_interruptible(go, lambda: collect(-1, interrupted=True))
+        raw = collect(rc)
     except Interrupted:
         if temporary:
             shutil.rmtree(workdir, ignore_errors=True)

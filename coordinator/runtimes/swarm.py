@@ -42,13 +42,14 @@ from typing import Any, Final
 
 import trio
 
-from coordinator.errors import Interrupted, UsageError
+from coordinator.errors import UsageError
 from coordinator.runtimes.brokerauth import Credentials
 from coordinator.runtimes.containers import (
     BROKER_PASSWORD_FILE,
     DEFAULT_IMAGE,
     AuthFiles,
     authenticated_broker_conf,
+    collected,
     compose_document,
     plan_to_json,
     raw_from_json,
@@ -59,7 +60,6 @@ from coordinator.runtimes.containers import (
     write_auth_files,
 )
 from coordinator.runtimes.records import RawRun, RunSettings
-from coordinator.runtimes.signals import run_interruptible
 from coordinator.workloads.plan import Plan
 from node.topology import Coord, Topology
 
@@ -257,6 +257,10 @@ class SwarmRun:
     timings: dict[str, float] = field(default_factory=dict)
     placement: dict[Coord, tuple[str, str]] = field(default_factory=dict)
     """Where each node's task ran: (swarm node host name, swarm node ID)."""
+    failure: str | None = None
+    """Why the stack never ran its coordinator to the end (a deploy that failed or timed out)."""
+    host_names: dict[str, str] = field(default_factory=dict)
+    """Swarm node ID → host name, as :meth:`check` found them (IDs and names do not change)."""
 
     @property
     def stack(self) -> str:
@@ -285,6 +289,7 @@ class SwarmRun:
             raise UsageError(f"image {self.image} is not on the manager's engine: build it (make image)")
         want = mine.stdout.strip()
         hosts = swarm_hosts(self.env)
+        self.host_names = {h.id: h.hostname for h in hosts}
         checked: set[str] = set()
         for endpoint in filter(None, (e.strip() for e in self.env.get(HOSTS_ENV, "").split(","))):
             env = {**self.env, "DOCKER_HOST": endpoint}
@@ -381,7 +386,7 @@ class SwarmRun:
         p = _docker(["inspect", "--type", "task", *ids.stdout.split()], self.env)
         if p.returncode != 0:
             return []
-        names = {h.id: h.hostname for h in swarm_hosts(self.env)}
+        names = self.host_names
         services = {s["ID"]: s["Spec"]["Name"] for s in self._services()}
         out = []
         for t in json.loads(p.stdout):
@@ -467,6 +472,8 @@ class SwarmRun:
         raw_path = self.workdir / "results" / "raw.json"
         if raw_path.exists():
             raw = raw_from_json(raw_path.read_text())
+        elif self.failure is not None:
+            raw = RawRun(incomplete=[self.failure])
         elif interrupted:
             raw = RawRun()
         else:
@@ -505,12 +512,7 @@ async def run_swarm(
         except (RuntimeError, TimeoutError) as exc:
             rc_box.append(-1)
             run.say(str(exc))
-            (run.workdir / "results").mkdir(exist_ok=True)
-            if not (run.workdir / "results" / "raw.json").exists():
-                failure = RawRun(incomplete=[str(exc)])
-                from coordinator.runtimes.containers import raw_to_json
-
-                (run.workdir / "results" / "raw.json").write_text(raw_to_json(failure))
+            run.failure = str(exc)
         finally:
             with trio.CancelScope(shield=True):
                 if not rc_box:
@@ -518,17 +520,4 @@ async def run_swarm(
                 await run.down()
         return rc_box[0]
 
-    try:
-        rc = await run_interruptible(go, lambda: run.collect(-1, interrupted=True))
-        raw = run.collect(rc)
-    except Interrupted:
-        if temporary:
-            shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    if temporary and not raw.incomplete:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if progress is not None:
-        progress(
-            len({(a.mc, a.node) for a in raw.arrivals}), sum(len(m.destinations) for m in plan.multicasts)
-        )
-    return raw
+    return await collected(go, run.collect, plan, workdir, temporary, progress)
