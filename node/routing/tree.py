@@ -141,35 +141,60 @@ def encode_ids(
         i += 1
     t = [0] * len(kids)
     records: list[bytes] = [b""] * len(kids)
+    rows = topology.rows
+    leaf_plain, leaf_marked = _LEAF[0], _LEAF[0x80]
     for j in range(len(order) - 1, -1, -1):
         v = order[j]
         ks = kids[v]
         mark = 0x80 if v in marked else 0
         if not ks:
-            records[v] = _LEAF[mark]
+            records[v] = leaf_marked if mark else leaf_plain
             continue
-        if len(ks) == 1:
-            ordered = ks
-            t[v] = t[ks[0]] + 1
-        else:
-            ordered = sorted(ks, key=lambda c: (-t[c], c))
-            best = 0
-            for n, c in enumerate(ordered):
-                if n + 1 + t[c] > best:
-                    best = n + 1 + t[c]
-            t[v] = best
+        if v == root:  # the source sends the branches; its own record is never written
+            ordered = sorted(ks, key=lambda c: (-t[c], c)) if len(ks) > 1 else ks
+            if len(ordered) > 4:
+                raise ValueError(
+                    f"node {divmod(v, rows)} has {len(ordered)} children: not a tree of a 2D network"
+                )
+            return [(_id_port(topology, v, c), records[c]) for c in ordered]
+        if len(ks) == 1:  # a path's inner node, most of a tree's: its one branch, written at once
+            c = ks[0]
+            t[v] = t[c] + 1
+            rec = records[c]
+            n = len(rec)
+            if n > _MAX_RECORD:
+                raise ValueError(f"a subtree record of {n} bytes exceeds the tree header's {_MAX_RECORD}")
+            # the port by the ids' difference (a torus's sides are 3 or more, so +1 is never -1);
+            # _id_port for the rest: wrap-arounds, and what is not a neighbour
+            d = c - v
+            if d == rows:
+                index = 0
+            elif d == -rows:
+                index = 1
+            elif d == 1 and c % rows:
+                index = 2
+            elif d == -1 and v % rows:
+                index = 3
+            else:
+                index = _PORT_INDEX[_id_port(topology, v, c)]
+            records[v] = bytes((mark | 1, index, n >> 16, (n >> 8) & 0xFF, n & 0xFF)) + rec
+            continue
+        ordered = sorted(ks, key=lambda c: (-t[c], c))
+        best = 0
+        for n, c in enumerate(ordered):
+            if n + 1 + t[c] > best:
+                best = n + 1 + t[c]
+        t[v] = best
         if len(ordered) > 4:
             raise ValueError(
-                f"node {divmod(v, topology.rows)} has {len(ordered)} children: not a tree of a 2D network"
+                f"node {divmod(v, rows)} has {len(ordered)} children: not a tree of a 2D network"
             )
-        if v == root:  # the source sends the branches; its own record is never written
-            return [(_id_port(topology, v, c), records[c]) for c in ordered]
-        head = bytearray((mark | len(ordered),))
+        head = [mark | len(ordered)]
         for c in ordered:
             n = len(records[c])
             if n > _MAX_RECORD:
                 raise ValueError(f"a subtree record of {n} bytes exceeds the tree header's {_MAX_RECORD}")
-            head += bytes((_PORT_INDEX[_id_port(topology, v, c)], n >> 16, (n >> 8) & 0xFF, n & 0xFF))
+            head += (_PORT_INDEX[_id_port(topology, v, c)], n >> 16, (n >> 8) & 0xFF, n & 0xFF)
         records[v] = bytes(head) + b"".join([records[c] for c in ordered])
     return []
 
@@ -214,7 +239,7 @@ def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
         n = head & 0x07
         size = len(header)
         if head & 0x78 == 0 and n <= 4 and size >= 1 + 4 * n:
-            mesh = not topology.is_torus
+            mesh = topology.kind != "torus"  # is_torus, without its call
             sends: list[Send] = []
             used = 0
             off = 1 + 4 * n

@@ -42,14 +42,6 @@ def _take(link: PolledLink) -> bytes | None:
     return link.receive_nowait()
 
 
-def _put(link: PolledLink, data: bytes) -> None:
-    """Send ``data`` without waiting; to a QueueLink (in-process) by a direct compiled call."""
-    if isinstance(link, QueueLink):
-        link.send_nowait(data)
-    else:
-        link.send_nowait(data)
-
-
 def polled_frames(
     t: int,
     ports: tuple[str, ...],
@@ -62,17 +54,26 @@ def polled_frames(
     A frame that is not a usable step frame is passed to ``bad`` (port, cause) and skipped.
     """
     frames: dict[str, StepFrame] = {}
+    prev = t - 1
     for p in ports:
         frame = early.pop(p, None) if early else None
         if frame is None:
             link = links[p]
-            data = _take(link)
+            if isinstance(link, QueueLink):  # _take, inline (once a port a node-step): no call
+                waiting = link.waiting
+                data = waiting.pop(0) if waiting else None
+            else:
+                data = link.receive_nowait()
             while data is not None:
-                got = usable(decode_link(data), t - 1, ahead=True)
-                if isinstance(got, StepFrame):
+                got = decode_link(data)
+                if type(got) is StepFrame and (got.step == prev or got.step == t):  # usable(), inline
                     frame = got
                     break
-                bad(p, got)
+                why = usable(got, prev, ahead=True)
+                if isinstance(why, StepFrame):
+                    frame = why
+                    break
+                bad(p, why)
                 data = _take(link)
         if frame is None:
             continue
@@ -99,8 +100,12 @@ def polled_step(
     frames = polled_frames(t, clock.ports, links, early, bad) if t > 0 else {}
     sent: list[Hashable] = []
     for p, frame in clock.work(t, frames).items():
-        try:
-            _put(links[p], encode_link(frame))
+        link = links[p]
+        try:  # _put, inline
+            if isinstance(link, QueueLink):
+                link.send_nowait(encode_link(frame))
+            else:
+                link.send_nowait(encode_link(frame))
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
             raise LinkDown(f"link {p} is down ({type(exc).__name__})") from None
         sent.append(neighbours[p])

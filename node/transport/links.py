@@ -11,6 +11,7 @@ and they exchange their non-empty frames over :class:`PolledLink` ends without w
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ import trio
 from node.switching.lockstep import Lockstep, Schedule
 
 __all__ = [
+    "CHECKPOINT_S",
     "Control",
     "DirectLink",
     "Exchange",
@@ -113,11 +115,13 @@ class QueueLink:
     frame per port per step, and its neighbour takes it the next step.
     """
 
-    __slots__ = ("_rx", "_tx")
+    __slots__ = ("_rx", "_tx", "waiting")
 
     def __init__(self, tx: _Pipe, rx: _Pipe) -> None:
         self._tx = tx
         self._rx = rx
+        self.waiting: list[bytes] = rx.frames
+        """The frames that came in and wait, oldest first (the sparse step reads it without a call)."""
 
     def send_nowait(self, data: bytes) -> None:
         tx = self._tx
@@ -239,6 +243,11 @@ step, send its frames; the ports it sent a non-empty frame on, each with its nei
 """A node's step, as the driving barrier calls it: do step ``t``; the neighbours sent a frame."""
 
 
+CHECKPOINT_S = 0.001
+"""The in-process step barrier's driver checkpoints once this many seconds have passed since its last
+one (at a step's end): cancellation and the coordinator's tasks wait no longer than that and a step."""
+
+
 class StepBarrier:
     """The step barrier of in-process lockstep: only the nodes with work at a step do it.
 
@@ -292,6 +301,8 @@ class StepBarrier:
         """Run every due node's step, step after step, until the run is over (the driver's task)."""
         steppers = self._steppers
         report = self._report
+        clock_s = time.perf_counter
+        last = clock_s()
         while True:
             nodes = await self._next(schedule)
             t = self._current
@@ -314,7 +325,12 @@ class StepBarrier:
                     break
                 report(n, clock, sent)
             else:
-                await trio.lowlevel.checkpoint()  # once a step: the coordinator and the rest go on
+                # the coordinator and the rest go on: at least every CHECKPOINT_S, not every step (a
+                # sparse run's step is a few node-steps, and a checkpoint costs as much as two)
+                now = clock_s()
+                if now - last >= CHECKPOINT_S:
+                    await trio.lowlevel.checkpoint()
+                    last = clock_s()
                 continue
             await trio.sleep_forever()  # a node failed: wait, as the others, until the run is stopped
 
