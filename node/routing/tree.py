@@ -250,7 +250,12 @@ def tree_forward(topology: Topology, here: Coord, header: Header) -> Forward:
                     break
                 used |= 1 << index
                 port = PORTS[index]
-                if mesh and topology.neighbour(here, port) is None:
+                if mesh and not (  # topology.neighbour(here, port) is not None, inline: +x, -x, +y, -y
+                    here[0] + 1 < topology.cols if index == 0
+                    else here[0] > 0 if index == 1
+                    else here[1] + 1 < topology.rows if index == 2
+                    else here[1] > 0
+                ):  # fmt: skip
                     break
                 end = off + ((header[e + 1] << 16) | (header[e + 2] << 8) | header[e + 3])
                 if end > size or end == off:
