@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-compiled lint bench ab image compiled plain docs clean
+.PHONY: demo test coverage test-compiled lint bench ab image compiled plain docs clean
 
 $(BIN)/meshcast: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,7 +18,12 @@ test: $(BIN)/meshcast
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest --durations=30 --cov=node --cov=coordinator --cov-branch --cov-report=term:skip-covered
+	$(BIN)/pytest --durations=30
+
+# Branch coverage of the same suite. Not part of `make test`: its tracer made the CPU-bound tests
+# three times slower (10.7 s against 31.8 s for two test files, 7 Dec 2026), and CI has 45 minutes.
+coverage: $(BIN)/meshcast
+	$(BIN)/pytest --cov=node --cov=coordinator --cov-branch --cov-report=term:skip-covered
 
 lint: $(BIN)/meshcast
 	$(BIN)/ruff check .

@@ -42,6 +42,7 @@ SWARM_LAB = (
 NOT_HERE = {
     "make demo": "tests/test_readme.py::test_demo_runs runs `meshcast demo`",
     "make test": "CI (.ci/run) runs it; it is this suite",
+    "make coverage": "this suite again under a coverage tracer (make test is the same tests without it)",
     "make image": "CI (.ci/run) builds the image before the suite",
     "make compiled": "CI (.ci/run: make test-compiled builds it, then runs the fast tests on it)",
     "make plain": "tests/test_compile.py (deploy/compile.py --remove, on a scratch package)",
