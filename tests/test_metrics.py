@@ -11,14 +11,36 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from coordinator.analysis.metrics import chi2_quantile, jitter, median_ci, quantile, sample_sd, sd_ci, spread
+from coordinator.analysis.metrics import (
+    chi2_quantile,
+    jitter,
+    median_ci,
+    pstdev,
+    quantile,
+    sample_sd,
+    sd_ci,
+    spread,
+)
 from coordinator.analysis.result_types import MulticastResult
 from coordinator.cli import main
 from tests.helpers import arrival_record, multicast_record
 
 RUN = ["run", "--topology", "mesh:8x8", "--algorithm", "vh", "--source", "3,3",
        "--dests", "0,0 7,7 1,6 6,1 4,4 0,5"]  # fmt: skip
+
+
+@given(st.lists(st.integers(min_value=-(10**15), max_value=10**15), min_size=1, max_size=60))
+def test_pstdev_of_integers_is_the_standard_librarys_float(values: list[int]) -> None:
+    """The CV's standard deviation, computed with integers, is bit for bit statistics.pstdev's."""
+    assert pstdev(values) == statistics.pstdev(values)
+
+
+def test_pstdev_of_other_numbers_is_the_standard_librarys() -> None:
+    assert pstdev([1.5, 2.5, 2.5, 2.75, 3.25, 4.75]) == statistics.pstdev([1.5, 2.5, 2.5, 2.75, 3.25, 4.75])
+    assert pstdev([True, 2, 3]) == statistics.pstdev([True, 2, 3])
 
 
 def test_quantiles_of_a_known_list() -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "jitter",
     "median_ci",
     "multicast_metrics",
+    "pstdev",
     "quantile",
     "sample_sd",
     "sd_ci",
@@ -220,12 +221,27 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+_SQRT_OF_FRACTION = getattr(statistics, "_float_sqrt_of_frac", None)
+"""The correctly rounded square root of n / m that :func:`statistics.pstdev` ends with (CPython 3.11+)."""
+
+
+def pstdev(values: Sequence[float]) -> float:
+    """:func:`statistics.pstdev`, the same float: of integers (steps, nanoseconds) computed with
+    integers, where the standard library's exact fractions took a tenth of a reproduction's metrics."""
+    if _SQRT_OF_FRACTION is None or not all(type(v) is int for v in values):
+        return statistics.pstdev(values)
+    n = len(values)
+    total = sum(values)
+    squares = sum([v * v for v in values])  # type: ignore[misc]  # ints, checked above
+    return float(_SQRT_OF_FRACTION(n * squares - total * total, n * n))
+
+
 def _cv(values: Sequence[float]) -> float | None:
     """Population SD / mean of the destinations' arrival latencies (seed 004's CV), or None."""
     if not values:
         return None
     mean = statistics.fmean(values)
-    return statistics.pstdev(values) / mean if mean else 0.0
+    return pstdev(values) / mean if mean else 0.0
 
 
 def multicast_metrics(
