@@ -232,7 +232,7 @@ def pstdev(values: Sequence[float]) -> float:
         return statistics.pstdev(values)
     n = len(values)
     total = sum(values)
-    squares = sum([v * v for v in values])  # type: ignore[misc]  # ints, checked above
+    squares = sum([v * v for v in values])  # ints, checked above
     return float(_SQRT_OF_FRACTION(n * squares - total * total, n * n))
 
 

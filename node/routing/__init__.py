@@ -70,6 +70,10 @@ class Registry:
     def __init__(self) -> None:
         self._by_name: dict[str, Algorithm] = {}
         self._order: tuple[str, ...] | None = None
+        self.forwards: dict[str, Any] = {}
+        """Each rule's forward function by name, filled on a node's first packet of that rule and
+        shared by every node of the process (a registered name never changes): a sparse run's
+        node takes one packet or two, and each looked its rule up anew."""
 
     def register(self, algorithm: Algorithm) -> None:
         if algorithm.name in self._by_name:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from node import defaults
@@ -104,6 +105,9 @@ class _Domain:
         return self.n_out
 
 
+_NO_CREDITS: Mapping[str, int] = MappingProxyType({})
+"""What :meth:`Engine.take_freed` returns when no packet was taken in (read-only: it is shared)."""
+
 _ONE_QUEUE: tuple[str] = ("*",)
 """The output queues' keys under one-port: all sends share one queue (all-port: :data:`PORTS`)."""
 
@@ -152,8 +156,8 @@ class Engine:
         """While a free-clock packet is taken in: its path so far and this node's id and receive time."""
         self._ports = topology.ports(here)
         self._port_set = frozenset(self._ports)
-        # each rule's forward function by name, looked up once (a registered name never changes)
-        self._forwards: dict[str, Any] = {}
+        # each rule's forward function by name, looked up once a process (Registry.forwards)
+        self._forwards: dict[str, Any] = registry.forwards
         # credit-based flow control: packets each downstream input buffer can still take
         self._credit: dict[str, int] | None = (
             {p: self.in_capacity for p in self._ports}
@@ -292,13 +296,17 @@ class Engine:
         if self._credit is not None and port in self._credit:
             self._credit[port] = min(self._credit[port] + n, self.in_capacity or 0)
 
-    def take_freed(self) -> dict[str, int]:
+    def take_freed(self) -> Mapping[str, int]:
         """Per input port, the packets taken in since the last call (credits for upstream).
 
         Always empty without credit flow (unbounded or dropping input buffers, the same at every
-        node): a frame that carried only such credits would wake its receiver for nothing.
+        node): a frame that carried only such credits would wake its receiver for nothing. Then
+        it is one shared empty mapping, not a new dict a node-step.
         """
-        freed, self.freed = self.freed, {}
+        freed = self.freed
+        if not freed:
+            return _NO_CREDITS
+        self.freed = {}
         return freed
 
     def _route(self, packet: Packet) -> Any:
