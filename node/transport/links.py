@@ -252,10 +252,11 @@ class StepBarrier:
     """The step barrier of in-process lockstep: only the nodes with work at a step do it.
 
     Each node joins (:meth:`drive`) with its step as a plain function and parks; the last to
-    join drives the run, calling the due nodes' steps one after the other, with one checkpoint
-    per step and no task switch per node-step. The sans-IO :class:`node.switching.lockstep.Schedule`
-    picks the steps and their nodes from what each step reports (its busy step, its next work,
-    whom it sent a non-empty frame), and ends the run at the step the α-synchronizer would.
+    join drives the run, calling the due nodes' steps one after the other, with a checkpoint
+    at a step's end once :data:`CHECKPOINT_S` has passed and no task switch per node-step. The
+    sans-IO :class:`node.switching.lockstep.Schedule` picks the steps and their nodes from what
+    each step reports (its busy step, its next work, whom it sent a non-empty frame), and ends
+    the run at the step the α-synchronizer would.
     """
 
     def __init__(self, nodes: Iterable[Hashable]) -> None:
