@@ -137,22 +137,26 @@ def test_matrix_in_this_process(runtime: str, capsys: pytest.CaptureFixture[str]
         check_cell(["--runtime", runtime], runtime, cell, capsys)
 
 
+def fresh_cells(runtime: str) -> list[tuple[str, str, str | None, str]]:
+    """The cells a deployed runtime walks with nodes started for each run: the default sync's,
+    and every refusal. The alpha and barrier cells run on the deployment's warm nodes
+    (test_matrix_on_a_deployment walks every cell): the same nodes and settings, without starting
+    nodes for each (160 s of CI on containers)."""
+    return [c for c in CELLS if c[2] is None or refusal(runtime, *c) is not None]
+
+
 @pytest.mark.slow
 def test_matrix_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     need_broker()
-    for cell in CELLS:
+    for cell in fresh_cells("processes"):
         check_cell(["--runtime", "processes"], "processes", cell, capsys)
 
 
 @pytest.mark.slow
 def test_matrix_containers(capsys: pytest.CaptureFixture[str]) -> None:
-    """Fresh containers for each cell of the default sync, and every refusal; the cells of the
-    other syncs run on warm containers (test_matrix_on_a_deployment): the same nodes and settings,
-    without 90 s of starting containers in CI."""
     need_image(IMAGE)
-    for cell in CELLS:
-        if cell[2] is None or refusal("containers", *cell) is not None:
-            check_cell(["--runtime", "containers"], "containers", cell, capsys)
+    for cell in fresh_cells("containers"):
+        check_cell(["--runtime", "containers"], "containers", cell, capsys)
 
 
 _MAIN = "import sys; from coordinator.cli import main; sys.exit(main(sys.argv[1:]))"
