@@ -728,7 +728,9 @@ def test_a_signalled_containers_run_leaves_nothing_behind(engine: None, tmp_path
         while time.monotonic() < deadline and not project:
             assert proc.poll() is None, proc.communicate()
             for d in tmp.glob("meshcast-containers-*/compose.yaml"):
-                project = "meshcast-" + d.read_text().split("meshcast run ")[1].split()[0]
+                text = d.read_text()
+                assert "meshcast run " in text, f"compose.yaml seen incomplete:\n{text}"
+                project = "meshcast-" + text.split("meshcast run ")[1].split()[0]
             time.sleep(0.5)
         assert project, "the run did not start"
         while time.monotonic() < deadline:

@@ -640,7 +640,11 @@ class ContainerRun:
             clock_host=self.clock_host,
             auth=AuthFiles(),
         )
-        self.compose_file.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
+        # written whole, then renamed: whoever reads it (docker-compose in another shell, a test
+        # looking for the project's name) sees no file or the whole file, never half of one
+        tmp = self.compose_file.with_name(".compose.yaml.tmp")
+        tmp.write_text(render_yaml(doc, f"meshcast run {self.run_id} (generated)"))
+        os.replace(tmp, self.compose_file)
         return self.compose_file
 
     def cmd(self, *args: str) -> list[str]:

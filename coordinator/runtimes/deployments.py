@@ -679,7 +679,9 @@ def deploy_containers(name: str, topo: Topology, *, log: Callable[[str], None] |
         f" of {topo.spec}.\nRuns attach from the host: meshcast run --deployment {name} ...\n"
         f"Inspect: docker-compose -p {dep.project} -f compose.yaml ps | logs node-1-1"
     )
-    (directory / "compose.yaml").write_text(render_yaml(doc, header))
+    tmp = directory / ".compose.yaml.tmp"  # whole, then renamed: no reader sees half a file
+    tmp.write_text(render_yaml(doc, header))
+    os.replace(tmp, directory / "compose.yaml")
     cmd = [*cli, "-p", dep.project, "-f", "compose.yaml", "up", "-d"]
     with (directory / "compose.log").open("ab") as out:
         rc = subprocess.run(
