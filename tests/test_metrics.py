@@ -219,3 +219,31 @@ def test_json_and_csv_carry_the_cis_and_the_tail_rule(
             <= float(r["wall_us_median_ci95_high"])
         )
         assert float(r["wall_us_sd_ci95_low"]) <= float(r["wall_us_sd"]) <= float(r["wall_us_sd_ci95_high"])
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 3)), max_size=25
+    ),  # (step, x, y): repeats are duplicates, nodes outside the destinations strays
+)
+def test_first_arrivals_without_order_when_each_destination_comes_once(
+    rows: list[tuple[int, int, int]],
+) -> None:
+    """:func:`_first_arrivals` gives the ordered reading's first arrivals and counts, whether the
+    arrivals are unique (no sort made) or not."""
+    from coordinator.analysis.metrics import _first_arrivals
+    from coordinator.runtimes.records import Arrival
+
+    dests = {(x, y) for x in range(3) for y in range(3)}
+    arrivals = [Arrival(1, (x, y), step, 1, 1) for step, x, y in rows]
+    first: dict[tuple[int, int], Arrival] = {}
+    duplicates = stray = 0
+    for a in sorted(arrivals, key=lambda r: (r.step, r.node)):
+        if a.node not in dests:
+            stray += 1
+        elif a.node in first:
+            duplicates += 1
+        else:
+            first[a.node] = a
+    got, got_duplicates, got_stray = _first_arrivals(dests, arrivals)
+    assert (got, got_duplicates, got_stray) == (first, duplicates, stray)

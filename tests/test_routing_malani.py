@@ -279,3 +279,37 @@ def test_source_headers_are_the_zoned_tree_encoded(
     assume(name != "vh" or topo.is_torus)
     tree = zoned_tree(topo, source, dests, MESH_RULES[name])
     assert RULES[name].prepare(topo, source, dests, {}) == encode_tree(topo, source, tree, dests)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    w=st.integers(2, 9),
+    h=st.integers(2, 9),
+    data=st.data(),
+)
+def test_vh_mesh_one_pass_forward_equals_the_plain_reading(w: int, h: int, data: st.DataObject) -> None:
+    """The one-pass mesh VH forward (a wire header: ``[x, y]`` lists) gives what the plain reading
+    does (coordinates, split, branch times, order), for headers in order or not, with the node
+    itself listed or not, duplicates included."""
+    topo = Topology.parse(f"mesh:{w}x{h}")
+    here = data.draw(st.tuples(st.integers(0, w - 1), st.integers(0, h - 1)))
+    coords = st.lists(st.tuples(st.integers(0, w - 1), st.integers(0, h - 1)), max_size=3 * w * h)
+    dests = data.draw(coords)
+    if data.draw(st.booleans()):
+        dests = sorted(dests)
+    header = [[x, y] for x, y in dests]
+    fast = malani._vh_mesh_forward(topo, here, header)
+    assert fast is not None
+    plain = malani.Forward(here in dests, malani.vh_mesh_sends(here, dests), False)
+    assert fast == plain
+
+
+@pytest.mark.parametrize(
+    "header",
+    [[(1, 1)], [[1, 1, 1]], [[1, True]], [[9, 1]], [[-1, 0]], "ab", [[1.0, 2]], ((1, 1),)],
+)
+def test_vh_mesh_one_pass_forward_leaves_anything_else_to_the_strict_reading(header: object) -> None:
+    """Tuples, wrong lengths, bools, floats, coordinates outside the mesh, a non-list: not the
+    fast path's (None); the strict reading then accepts the tuples and names the rest."""
+    topo = Topology.parse("mesh:4x4")
+    assert malani._vh_mesh_forward(topo, (0, 0), header) is None

@@ -245,10 +245,12 @@ def _cv(values: Sequence[float]) -> float | None:
 
 
 def multicast_metrics(
-    plan: Plan, raw: RawRun, trace: bool = False, worms: bool = False
+    plan: Plan, raw: RawRun, trace: bool = False, worms: bool = False, per_arrival: bool = True
 ) -> list[MulticastResult]:
     """One record per multicast of ``plan`` (``links`` with ``trace``; ``worms``: with a trace under
-    wormhole switching, each multicast's flit runs beside its ``links``)."""
+    wormhole switching, each multicast's flit runs beside its ``links``). Without ``per_arrival``
+    the records have no ``arrivals`` and no ``cv_wall``: a sweep's tidy rows use neither, and one
+    record per delivery was a sixth of its metrics' time."""
     by_mc: dict[int, list[Arrival]] = defaultdict(list)
     for a in raw.arrivals:
         by_mc[a.mc].append(a)
@@ -258,7 +260,8 @@ def multicast_metrics(
         for mc, node, port, step in sorted(raw.trace, key=lambda e: (e[0], e[3], e[1], e[2])):
             links_by_mc[mc].append(LinkUse(frm=(node[0], node[1]), to=topo.neighbour(node, port), step=step))
     out = [
-        _one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None) for m in plan.multicasts
+        _one(m, by_mc.get(m.id, []), raw, links_by_mc.get(m.id) if trace else None, per_arrival)
+        for m in plan.multicasts
     ]
     if trace and worms:
         runs = worm_runs(plan, raw)
@@ -288,9 +291,26 @@ def worm_runs(plan: Plan, raw: RawRun) -> dict[int, list[WormRun]]:
     return out
 
 
-def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[LinkUse] | None) -> MulticastResult:
-    dests = set(m.destinations)
+def _first_arrivals(
+    dests: set[tuple[int, int]], arrivals: list[Arrival]
+) -> tuple[dict[tuple[int, int], Arrival], int, int]:
+    """Each destination's first arrival (by step, then node), and the duplicate and stray counts.
+
+    Most multicasts reach each destination once: then no order is needed, and none is made.
+    """
     first: dict[tuple[int, int], Arrival] = {}
+    stray = 0
+    for a in arrivals:
+        node = a.node
+        if node not in dests:
+            stray += 1
+        elif node in first:
+            break  # a duplicate: which one came first needs the order
+        else:
+            first[node] = a
+    else:
+        return first, 0, stray
+    first = {}
     duplicates = stray = 0
     for a in sorted(arrivals, key=lambda r: (r.step, r.node)):
         if a.node not in dests:
@@ -299,12 +319,20 @@ def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[LinkUse
             duplicates += 1
         else:
             first[a.node] = a
+    return first, duplicates, stray
+
+
+def _one(
+    m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[LinkUse] | None, per_arrival: bool = True
+) -> MulticastResult:
+    dests = set(m.destinations)
+    first, duplicates, stray = _first_arrivals(dests, arrivals)
     steps = [a.step - m.step for a in first.values()]  # logical latency since injection
     inj = raw.injected.get(m.id)
     k = raw.dilation
     recs = []
     walls: list[int] = []  # wall-clock latency of the destinations that have one
-    for d in m.destinations:
+    for d in m.destinations if per_arrival else ():
         hit = first.get(d)
         if hit is None:
             continue
@@ -343,7 +371,7 @@ def _one(m: Multicast, arrivals: list[Arrival], raw: RawRun, links: list[LinkUse
         mean_arrival=statistics.fmean(steps) if steps else None,
         cv=_cv(steps),
         # over the same destinations in wall clock; None unless every one has a wall time
-        cv_wall=_cv(walls) if len(walls) == len(recs) else None,
+        cv_wall=_cv(walls) if len(walls) == len(recs) and per_arrival else None,
         missing=tuple(d for d in m.destinations if d not in first),
         duplicates=duplicates,
         stray=stray,

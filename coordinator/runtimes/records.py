@@ -307,12 +307,17 @@ class Collector:
         host = raw.hosts.get(node)
         if isinstance(msg, protocol.Report):
             self.received[node] = self.received.get(node, 0) + len(msg.arrivals)
-            for mc, step, hops, startups, wall, *tel in msg.arrivals:
-                raw.arrivals.append(
-                    Arrival(mc, node, step, hops, startups, wall, host, tel[0] if tel else None)
-                )
-                if node in self._dest_sets.get(mc, ()):
-                    self._reached.add((mc, node))
+            # every delivery of a run passes here: names bound once, no list per arrival for its tail
+            append, dest_sets, reached, no_dests = raw.arrivals.append, self._dest_sets, self._reached, ()
+            for arrival in msg.arrivals:
+                if len(arrival) == 5:
+                    mc, step, hops, startups, wall = arrival
+                    tel = None
+                else:
+                    mc, step, hops, startups, wall, tel = arrival
+                append(Arrival(mc, node, step, hops, startups, wall, host, tel))
+                if node in dest_sets.get(mc, no_dests):
+                    reached.add((mc, node))
             for kind, cause, mc_ in msg.errors:
                 if kind == protocol.REJECTED:  # a stranger at the link port: not the run's fault
                     raw.rejected.setdefault(node, []).append(cause)

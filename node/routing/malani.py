@@ -25,6 +25,7 @@ later choices (PAIR's A and B, MIN's minima, DIST's order) are made from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from node.routing.base import Algorithm, Forward, Header, Params, Send, as_coords
 from node.routing.tree import encode_ids, tree_forward
@@ -146,8 +147,91 @@ def vh_prepare(
 def vh_forward(topology: Topology, here: Coord, header: Header) -> Forward:
     if topology.is_torus:
         return tree_forward(topology, here, header)
+    fast = _vh_mesh_forward(topology, here, header)
+    if fast is not None:
+        return fast
     dests = as_coords(header, topology, "VH destination list")
     return Forward(here in dests, vh_mesh_sends(here, dests), False)
+
+
+def _vh_mesh_forward(topology: Topology, here: Coord, header: Header) -> Forward | None:
+    """:func:`vh_forward` on the mesh in one pass, for a header as the wire gives it (a list of
+    ``[x, y]`` lists inside the mesh); None for anything else, which the strict reading then
+    takes (and names what is wrong).
+
+    Every hop of a mesh VH multicast runs this, on a list as long as the branch's destinations
+    (hundreds near the source): the split, the branch times and the order come out of one pass,
+    with no tuple per destination, and a branch is sorted only if the header was not.
+    """
+    if type(header) is not list:
+        return None
+    hx, hy = here
+    cols, rows = topology.cols, topology.rows
+    px: list[Any] = []
+    mx: list[Any] = []
+    py: list[Any] = []
+    my: list[Any] = []
+    deliver = False
+    in_order = True
+    lx = ly = -1
+    for d in header:
+        if type(d) is not list or len(d) != 2:
+            return None
+        x, y = d
+        if not (type(x) is int and type(y) is int and 0 <= x < cols and 0 <= y < rows):
+            return None
+        if x < lx or (x == lx and y < ly):
+            in_order = False
+        lx, ly = x, y
+        if x > hx:
+            px.append(d)
+        elif x < hx:
+            mx.append(d)
+        elif y > hy:
+            py.append(d)
+        elif y < hy:
+            my.append(d)
+        else:
+            deliver = True
+    timed: list[tuple[int, int, list[Any]]] = []  # (-time, port index, destinations): the order
+    if px:
+        timed.append((-_x_branch_time(hx, hy, px), 0, px))
+    if mx:
+        timed.append((-_x_branch_time(hx, hy, mx), 1, mx))
+    if py:
+        timed.append((-(max([d[1] for d in py]) - hy - 1), 2, py))
+    if my:
+        timed.append((-(hy - min([d[1] for d in my]) - 1), 3, my))
+    if len(timed) > 1:
+        timed.sort()
+    if in_order:
+        return Forward(deliver, [(PORTS[i], ds) for _, i, ds in timed], False)
+    return Forward(deliver, [(PORTS[i], sorted(ds)) for _, i, ds in timed], False)
+
+
+def _x_branch_time(hx: int, hy: int, dests: list[Any]) -> int:
+    """:func:`_branch_time` of a ±x branch (``dests``: ``[x, y]`` lists, all on that side)."""
+    up: dict[int, int] = {}
+    down: dict[int, int] = {}
+    for d in dests:
+        a = d[0] - hx if d[0] > hx else hx - d[0]
+        dy = d[1] - hy
+        if a not in up:
+            up[a] = down[a] = 0
+        if dy > 0:
+            if dy > up[a]:
+                up[a] = dy
+        elif dy < 0 and -dy > down[a]:
+            down[a] = -dy
+    t_node = 0
+    nxt = 0
+    for a in sorted(up, reverse=True):
+        kids = [v - 1 for v in (up[a], down[a]) if v]  # _chain_time of the column's two chains
+        if nxt:
+            kids.append(t_node + (nxt - a - 1))
+        t_node = _best(kids)
+        nxt = a
+    return t_node + (nxt - 1)
 
 
 # -- growing a tree in a sub-mesh ------------------------------------------------------------

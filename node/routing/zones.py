@@ -118,7 +118,8 @@ def zoned_ids(
             edges.append((z.entry[0] * rows + z.entry[1], ox * rows + oy))
         dests = [d for d in local[z.number] if d != (0, 0)]
         if dests:
-            for a, b in rule(f.width, f.height, dests):  # Frame.to_global, inlined, as an id
-                edges.append((((ox + sx * a[0]) % cols) * rows + (oy + sy * a[1]) % rows,
-                              ((ox + sx * b[0]) % cols) * rows + (oy + sy * b[1]) % rows))  # fmt: skip
+            # Frame.to_global as an id, by table: a local column's x * rows, a local row's y
+            gx = [((ox + sx * u) % cols) * rows for u in range(f.width)]
+            gy = [(oy + sy * v) % rows for v in range(f.height)]
+            edges += [(gx[a[0]] + gy[a[1]], gx[b[0]] + gy[b[1]]) for a, b in rule(f.width, f.height, dests)]
     return id_children(topology.size, edges, lambda i: divmod(i, rows))
