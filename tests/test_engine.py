@@ -83,3 +83,19 @@ def test_credits_are_returned_only_under_credit_flow() -> None:
 def test_a_node_error_pickles_as_itself() -> None:
     for err in (NodeError("bad-header", "vh: KeyError", 3), NodeError("hop-limit", "exceeded")):
         assert pickle.loads(pickle.dumps(err)) == err
+
+
+def test_emptied_domains_are_pooled_by_thread() -> None:
+    """Engines made in one thread share one pool of emptied domains; another thread's engines get
+    their own (a test and a pop of one list from two threads could meet)."""
+    import threading
+
+    from node.switching.engine import _spare_pool
+
+    here = _spare_pool()
+    other: list[object] = []
+    t = threading.Thread(target=lambda: other.append(_spare_pool()))
+    t.start()
+    t.join()
+    assert _spare_pool() is here
+    assert other and other[0] is not here

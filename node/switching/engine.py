@@ -15,6 +15,7 @@ Under ``isolated`` contention each multicast has its own buffers and port capaci
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -108,11 +109,18 @@ class _Domain:
 _NO_CREDITS: Mapping[str, int] = MappingProxyType({})
 """What :meth:`Engine.take_freed` returns when no packet was taken in (read-only: it is shared)."""
 
-_SPARE: list[_Domain] = []
-"""Emptied domains for reuse, shared by the engines of a process (lockstep: a multicast's domain
-comes and goes with its packets; a sparse run's node sees one packet or two, and takes the domain
-an earlier node emptied instead of making one). At most :data:`_SPARE_CAP` are kept."""
+_SPARE: dict[int, list[_Domain]] = {}
+"""Emptied domains for reuse, by thread: shared by the engines made in one thread (lockstep: a
+multicast's domain comes and goes with its packets; a sparse run's node sees one packet or two,
+and takes the domain an earlier node emptied instead of making one). By thread, because a test
+and a pop of one list from two threads could meet. At most :data:`_SPARE_CAP` a thread."""
 _SPARE_CAP = 4096
+
+
+def _spare_pool() -> list[_Domain]:
+    """This thread's pool of emptied domains."""
+    return _SPARE.setdefault(threading.get_ident(), [])
+
 
 _ONE_QUEUE: tuple[str] = ("*",)
 """The output queues' keys under one-port: all sends share one queue (all-port: :data:`PORTS`)."""
@@ -189,7 +197,7 @@ class Engine:
         self.peak_in = 0
         self.peak_out = 0
         self._domains: dict[int, _Domain] = {}
-        self._spare = _SPARE
+        self._spare = _spare_pool()
         self.deliveries: list[Delivery] = []
         self.delivered = 0
         """Deliveries over the whole run (the final report says it, so lost reports show)."""
