@@ -101,6 +101,17 @@ def test_lost_nodes_are_named_with_the_swarm_node_that_ran_them() -> None:
     assert lost_by_host(raw) == []
 
 
+def test_a_silent_node_is_lost_with_the_others_of_its_host() -> None:
+    """A node with no final report, on a host that lost others, is named with them (its loss was
+    declared after the run's end); silent nodes on a host that lost none are not named."""
+    raw = RawRun()
+    lab3 = ("lab3", "id3bbbbbbbbbbbbb")
+    raw.placement = {(0, 0): ("lab1", "id1aaaaaaaaaaaaa"), (1, 0): ("lab1", "id1aaaaaaaaaaaaa"),
+                     (0, 1): lab3, (1, 1): lab3, (2, 1): lab3}  # fmt: skip
+    raw.node_status = {(0, 0): "ok", (1, 1): "lost: its broker connection died"}
+    assert lost_by_host(raw) == ["swarm node lab3 (id3bbbbbbbbb) lost 3 node(s): (0,1), (1,1), (2,1)"]
+
+
 def test_unsynchronised_host_clocks_never_leak_an_offset_into_latency_or_link_time() -> None:
     """Across real hosts every node stamps with its own host's monotonic clock. The lab's hosts
     share one kernel clock, so the offset is simulated: host b's clock reads 7 s ahead of a's."""
