@@ -231,19 +231,9 @@ def test_first_arrivals_without_order_when_each_destination_comes_once(
 ) -> None:
     """:func:`_first_arrivals` gives the ordered reading's first arrivals and counts, whether the
     arrivals are unique (no sort made) or not."""
-    from coordinator.analysis.metrics import _first_arrivals
+    from coordinator.analysis.metrics import _first_arrivals, _ordered_first_arrivals
     from coordinator.runtimes.records import Arrival
 
     dests = {(x, y) for x in range(3) for y in range(3)}
     arrivals = [Arrival(1, (x, y), step, 1, 1) for step, x, y in rows]
-    first: dict[tuple[int, int], Arrival] = {}
-    duplicates = stray = 0
-    for a in sorted(arrivals, key=lambda r: (r.step, r.node)):
-        if a.node not in dests:
-            stray += 1
-        elif a.node in first:
-            duplicates += 1
-        else:
-            first[a.node] = a
-    got, got_duplicates, got_stray = _first_arrivals(dests, arrivals)
-    assert (got, got_duplicates, got_stray) == (first, duplicates, stray)
+    assert _first_arrivals(dests, arrivals) == _ordered_first_arrivals(dests, arrivals)

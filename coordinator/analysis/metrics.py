@@ -310,7 +310,14 @@ def _first_arrivals(
             first[node] = a
     else:
         return first, 0, stray
-    first = {}
+    return _ordered_first_arrivals(dests, arrivals)
+
+
+def _ordered_first_arrivals(
+    dests: set[tuple[int, int]], arrivals: list[Arrival]
+) -> tuple[dict[tuple[int, int], Arrival], int, int]:
+    """:func:`_first_arrivals` by the arrivals' order (step, then node): what decides a duplicate."""
+    first: dict[tuple[int, int], Arrival] = {}
     duplicates = stray = 0
     for a in sorted(arrivals, key=lambda r: (r.step, r.node)):
         if a.node not in dests:

@@ -84,27 +84,7 @@ def _branch_time(here: Coord, port: str, dests: Sequence[Coord]) -> int:
     hx, hy = here
     if port in ("+y", "-y"):
         return _chain_time(max(abs(d[1] - hy) for d in dests))
-    up: dict[int, int] = {}
-    down: dict[int, int] = {}
-    for d in dests:
-        a = abs(d[0] - hx)
-        dy = d[1] - hy
-        up.setdefault(a, 0)
-        down.setdefault(a, 0)
-        if dy > 0:
-            up[a] = max(up[a], dy)
-        elif dy < 0:
-            down[a] = max(down[a], -dy)
-    t_node = 0
-    nxt: int | None = None
-    for a in sorted(up, reverse=True):
-        kids = [_chain_time(v) for v in (up[a], down[a]) if v]
-        if nxt is not None:
-            kids.append(t_node + (nxt - a - 1))
-        t_node = _best(kids)
-        nxt = a
-    assert nxt is not None
-    return t_node + (nxt - 1)
+    return _x_branch_time(hx, hy, dests)
 
 
 def vh_mesh_sends(here: Coord, dests: Sequence[Coord]) -> list[Send]:
@@ -209,8 +189,9 @@ def _vh_mesh_forward(topology: Topology, here: Coord, header: Header) -> Forward
     return Forward(deliver, [(PORTS[i], sorted(ds)) for _, i, ds in timed], False)
 
 
-def _x_branch_time(hx: int, hy: int, dests: list[Any]) -> int:
-    """:func:`_branch_time` of a ±x branch (``dests``: ``[x, y]`` lists, all on that side)."""
+def _x_branch_time(hx: int, hy: int, dests: Sequence[Any]) -> int:
+    """:func:`_branch_time` of a ±x branch (``dests``: coordinates or ``[x, y]`` lists, all on that
+    side): per column distance its chains up and down, then the columns from the farthest in."""
     up: dict[int, int] = {}
     down: dict[int, int] = {}
     for d in dests:
