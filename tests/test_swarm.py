@@ -112,6 +112,20 @@ def test_a_silent_node_is_lost_with_the_others_of_its_host() -> None:
     assert lost_by_host(raw) == ["swarm node lab3 (id3bbbbbbbbb) lost 3 node(s): (0,1), (1,1), (2,1)"]
 
 
+def test_a_node_that_reported_before_its_host_went_is_named_as_one_the_host_also_ran() -> None:
+    """CI on 7 Dec (after the silent-node mend): lab3 held five nodes, three were lost, and two
+    had answered the run's stop before lab3 went; the line names all five, and which were lost."""
+    raw = RawRun()
+    lab3 = ("lab3", "id3bbbbbbbbbbbbb")
+    raw.placement = {(0, 0): ("lab1", "id1aaaaaaaaaaaaa"), (0, 1): lab3, (1, 1): lab3, (2, 1): lab3,
+                     (3, 1): lab3}  # fmt: skip
+    raw.node_status = {(0, 0): "ok", (0, 1): "ok", (1, 1): "lost: its broker connection died",
+                       (3, 1): "stopped by the coordinator at step 7"}  # fmt: skip
+    assert lost_by_host(raw) == [
+        "swarm node lab3 (id3bbbbbbbbb) lost 2 node(s): (1,1), (2,1); it also ran (0,1), (3,1)"
+    ]
+
+
 def test_unsynchronised_host_clocks_never_leak_an_offset_into_latency_or_link_time() -> None:
     """Across real hosts every node stamps with its own host's monotonic clock. The lab's hosts
     share one kernel clock, so the offset is simulated: host b's clock reads 7 s ahead of a's."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -181,7 +182,10 @@ def test_a_host_stopped_mid_run_is_named_with_its_nodes_and_the_next_run_complet
     on_lab3 = sorted(n for n, where in run["placement"].items() if where["host"] == "lab3")
     named = [c for c in run["incomplete"] if "swarm node lab3" in c]
     assert len(on_lab3) >= 4 and len(named) == 1, run["incomplete"]
-    assert all(f"({n})" in named[0] for n in on_lab3), (named, on_lab3)
+    # every node lab3 held is in the line (those lost, then those that reported before it went)
+    assert all(f"({n})" in named[0] for n in on_lab3), (run["incomplete"], on_lab3)
+    lost = re.findall(r"\((\d+,\d+)\)", named[0].split("node(s): ")[1].split("; it also ran")[0])
+    assert lost and set(lost) <= set(on_lab3), run["incomplete"]
     assert lab3["node_id"][:12] in named[0]
     # the swarm marks lab3 down; the next run places its nodes on lab1 and lab2 and completes
     deadline = time.monotonic() + 120

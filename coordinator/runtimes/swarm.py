@@ -231,27 +231,36 @@ def stack_document(
 
 def lost_by_host(raw: RawRun) -> list[str]:
     """One line per swarm node whose nodes were lost (their final status ``lost: …``, or a stop
-    that a host going down gives its containers: ``signal``): the host and those nodes.
+    that a host going down gives its containers: ``signal``): the host, those nodes, and the
+    others it ran.
 
     A node with no final report at all, on a host that lost others, is lost with them: the first
     loss ends the run, and a node whose connection died without a word is declared lost only once
     the broker's keepalive runs out, which can be after the run's end (CI on 7 Dec: lab3 lost five
-    nodes, three declared in time, two silent)."""
+    nodes, three declared in time, two silent). A node of that host that did report (it answered
+    the run's stop before its host went) is named too, as one the host also ran: whoever reads the
+    line learns every node the lost host held, and which of them the run lost."""
     gone: dict[tuple[str, str], list[Coord]] = {}
     silent: dict[tuple[str, str], list[Coord]] = {}
+    held: dict[tuple[str, str], list[Coord]] = {}
     for node, where in sorted(raw.placement.items()):
+        held.setdefault(where, []).append(node)
         status = raw.node_status.get(node)
         if status is None:
             silent.setdefault(where, []).append(node)
         elif status.startswith("lost") or "signal" in status:
             gone.setdefault(where, []).append(node)
-    for where, ns in gone.items():
-        ns.extend(silent.get(where, ()))
-        ns.sort()
-    return [
-        f"swarm node {name} ({hid[:12]}) lost {len(ns)} node(s): " + ", ".join(f"({x},{y})" for x, y in ns)
-        for (name, hid), ns in sorted(gone.items())
-    ]
+    lines = []
+    for (name, hid), ns in sorted(gone.items()):
+        ns = sorted([*ns, *silent.get((name, hid), ())])
+        also = [n for n in held[(name, hid)] if n not in ns]
+        line = f"swarm node {name} ({hid[:12]}) lost {len(ns)} node(s): " + _coords(ns)
+        lines.append(line + (f"; it also ran {_coords(also)}" if also else ""))
+    return lines
+
+
+def _coords(nodes: list[Coord]) -> str:
+    return ", ".join(f"({x},{y})" for x, y in nodes)
 
 
 @dataclass
