@@ -8,7 +8,7 @@ reference model can share it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,6 +18,7 @@ __all__ = [
     "Coord",
     "Topology",
     "TopologyError",
+    "coords_text",
     "parse_coord",
     "parse_coords",
     "port_names",
@@ -230,6 +231,11 @@ def parse_coord(text: str) -> Coord:
         return (int(parts[0]), int(parts[1]))
     except ValueError:
         raise TopologyError(f"cannot read coordinate {text!r}: x and y must be integers") from None
+
+
+def coords_text(coords: Iterable[Coord]) -> str:
+    """``'(3,4), (0,2)'``: coordinates as the run's messages name them."""
+    return ", ".join(f"({x},{y})" for x, y in coords)
 
 
 def parse_coords(text: str) -> list[Coord]:

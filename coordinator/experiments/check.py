@@ -20,7 +20,7 @@ from coordinator.runtimes.model import run_model
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Multicast, Plan
 from node.routing import Algorithm, registry
-from node.topology import Coord, Topology
+from node.topology import Coord, Topology, coords_text
 
 __all__ = ["PROPERTIES", "Failure", "Instance", "check_algorithm", "instances"]
 
@@ -96,9 +96,7 @@ def _problems(inst: Instance, emulated: RawRun, modelled: RawRun) -> list[Failur
         found.append(Failure(inst, PROPERTIES[0], f"delivered {shown}"))
     strays = sorted(n for n in counts if n not in dests)
     if strays:
-        found.append(
-            Failure(inst, PROPERTIES[1], "reached " + ", ".join(f"({x},{y})" for x, y in strays[:5]))
-        )
+        found.append(Failure(inst, PROPERTIES[1], "reached " + coords_text(strays[:5])))
     if emulated.logical_arrivals() != modelled.logical_arrivals() or emulated.traffic != modelled.traffic:
         found.append(
             Failure(

@@ -30,7 +30,7 @@ from coordinator.runtimes.records import RunSettings
 from coordinator.wording import plural
 from node.routing.grouping import graph_cuts, graph_groups, graph_split, pattern_groups
 from node.routing.twolevel import with_leaders
-from node.topology import Coord, Topology
+from node.topology import Coord, Topology, coords_text
 
 __all__ = ["ALGORITHMS", "KS", "SCENARIOS", "TIMING", "draw_points", "proximity_destinations", "run_example"]
 
@@ -238,10 +238,6 @@ def _groups_text(groups: Sequence[Sequence[Coord]]) -> str:
     return ", ".join("{" + ",".join(f"({x},{y})" for x, y in sorted(g)) + "}" for g in groups)
 
 
-def _coords(cs: Sequence[Coord]) -> str:
-    return ", ".join(f"({x},{y})" for x, y in cs)
-
-
 def _us(ex: Example, reading: str, algorithm: str) -> str:
     return fmt((ex.rows[(reading, algorithm)].latency_max or math.nan) / 1000, 3)
 
@@ -251,15 +247,15 @@ def _example_section(ex: Example) -> str:
     columns: Sequence[tuple[str, str, Callable[[str], str]]] = (
         ("algorithm", "l", lambda a: LABELS[a]),
         ("groups (ours)", "l", lambda a: _groups_text(ex.groups[a]) if a != "dp" else "—"),
-        ("leaders (ours)", "l", lambda a: _coords(ex.leaders.get(a, [])) or "—"),
+        ("leaders (ours)", "l", lambda a: coords_text(ex.leaders.get(a, [])) or "—"),
         ("channels (ours)", "r", lambda a: str(ex.rows[("per-hop", a)].traffic)),
         ("channels (paper)", "r", lambda a: str(EXAMPLE_PAPER_CHANNELS[a])),
         *((f"latency, t_r {m} (µs)", "r", partial(_us, ex, m)) for m in READINGS),
     )
     heads, aligns, cells = zip(*columns, strict=True)
     table = markdown_table(list(heads), [[c(a) for c in cells] for a in ALGORITHMS], list(aligns))
-    paper = {"groups": _groups_text(EXAMPLE_PAPER_GROUPS), "leaders": _coords(EXAMPLE_PAPER_LEADERS)}
-    head = _text("example", paper, destinations=_coords(EXAMPLE))
+    paper = {"groups": _groups_text(EXAMPLE_PAPER_GROUPS), "leaders": coords_text(EXAMPLE_PAPER_LEADERS)}
+    head = _text("example", paper, destinations=coords_text(EXAMPLE))
     return f"{head}\n\n{table}\n{_text('example note')}\n"
 
 
@@ -320,7 +316,7 @@ def claims(readings: Mapping[str, wormhole.Summaries], ex: Example) -> list[Clai
     groups, leaders = ex.groups["group-graph"], ex.leaders["group-graph"]
     same = len({frozenset(g) for g in EXAMPLE_PAPER_GROUPS} & {frozenset(g) for g in groups})
     same += len(set(EXAMPLE_PAPER_LEADERS) & set(leaders))
-    out.append(_claim("groups", same, 6, {}, groups=_groups_text(groups), leaders=_coords(leaders)))
+    out.append(_claim("groups", same, 6, {}, groups=_groups_text(groups), leaders=coords_text(leaders)))
     w1, _, _, rest = graph_split(EXAMPLE)
     w = {"first": w1, "second": graph_split(rest)[0]}
     some = "some" if any(c.weight == 93 for c in graph_cuts(EXAMPLE)) else "no"

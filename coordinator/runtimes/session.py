@@ -39,7 +39,7 @@ from node import protocol
 from node.choices import Sync
 from node.protocol import Phase, ProtocolError
 from node.settings import NodeSettings
-from node.topology import Coord
+from node.topology import Coord, coords_text
 from node.transport.tcp import dials
 
 __all__ = ["ASSIGNED", "Session"]
@@ -393,7 +393,7 @@ class Session:
             if silent:
                 raw.incomplete.append(
                     "no final report from "
-                    + ", ".join(f"({x},{y})" for x, y in silent[:20])
+                    + coords_text(silent[:20])
                     + (f" and {len(silent) - 20} more" if len(silent) > 20 else "")
                 )
         lost_reports = self.collector.lost_reports()
@@ -449,7 +449,7 @@ class Session:
                 silent = sorted(leader.waiting)
                 self._stalled = (
                     f"step barrier: no step-done for step {leader.step} within {wait:g} s from "
-                    + ", ".join(f"({x},{y})" for x, y in silent[:10])
+                    + coords_text(silent[:10])
                     + (f" and {len(silent) - 10} more" if len(silent) > 10 else "")
                 )  # fmt: skip
                 raise _BarrierStalled

@@ -61,7 +61,7 @@ from coordinator.runtimes.containers import (
 )
 from coordinator.runtimes.records import RawRun, RunSettings
 from coordinator.workloads.plan import Plan
-from node.topology import Coord, Topology
+from node.topology import Coord, Topology, coords_text
 
 __all__ = [
     "HOSTS_ENV",
@@ -238,29 +238,26 @@ def lost_by_host(raw: RawRun) -> list[str]:
     loss ends the run, and a node whose connection died without a word is declared lost only once
     the broker's keepalive runs out, which can be after the run's end (CI on 7 Dec: lab3 lost five
     nodes, three declared in time, two silent). A node of that host that did report (it answered
-    the run's stop before its host went) is named too, as one the host also ran: whoever reads the
-    line learns every node the lost host held, and which of them the run lost."""
-    gone: dict[tuple[str, str], list[Coord]] = {}
-    silent: dict[tuple[str, str], list[Coord]] = {}
+    the run's stop before its host went, for one) is named too, as one the host also ran: whoever
+    reads the line learns every node the lost host held, and which of them the run lost."""
     held: dict[tuple[str, str], list[Coord]] = {}
     for node, where in sorted(raw.placement.items()):
         held.setdefault(where, []).append(node)
-        status = raw.node_status.get(node)
-        if status is None:
-            silent.setdefault(where, []).append(node)
-        elif status.startswith("lost") or "signal" in status:
-            gone.setdefault(where, []).append(node)
     lines = []
-    for (name, hid), ns in sorted(gone.items()):
-        ns = sorted([*ns, *silent.get((name, hid), ())])
-        also = [n for n in held[(name, hid)] if n not in ns]
-        line = f"swarm node {name} ({hid[:12]}) lost {len(ns)} node(s): " + _coords(ns)
-        lines.append(line + (f"; it also ran {_coords(also)}" if also else ""))
+    for (name, hid), nodes in sorted(held.items()):
+        status = [raw.node_status.get(n) for n in nodes]
+        if not any(s is not None and _gone(s) for s in status):
+            continue
+        lost = [n for n, s in zip(nodes, status, strict=True) if s is None or _gone(s)]
+        also = [n for n in nodes if n not in lost]
+        line = f"swarm node {name} ({hid[:12]}) lost {len(lost)} node(s): " + coords_text(lost)
+        lines.append(line + (f"; it also ran {coords_text(also)}" if also else ""))
     return lines
 
 
-def _coords(nodes: list[Coord]) -> str:
-    return ", ".join(f"({x},{y})" for x, y in nodes)
+def _gone(status: str) -> bool:
+    """A final status that says the node went with its host."""
+    return status.startswith("lost") or "signal" in status
 
 
 @dataclass
