@@ -238,11 +238,11 @@ async def _physics_on(settings: RunSettings) -> None:
     times; the draws are seeded, so a model that is wrong misses every time.
     """
     d, sigma, n = 0.002, 0.0005, 30
-    model = LinkModel(LinkSpec(delay=d, jitter=Jitter("normal", sigma)), seed=1)
+    spec = LinkSpec(delay=d, jitter=Jitter("normal", sigma))
+    model, other = LinkModel(spec, seed=1), LinkModel(spec, seed=2)
     attempts = []
     for _ in range(4):
         load = await _quiet_host()
-        other = LinkModel(LinkSpec(delay=d, jitter=Jitter("normal", sigma)), seed=2)
         base, raw = await interleaved(n + 1, settings, other, model)
         kept = replace(raw, arrivals=[a for a in raw.arrivals if a.mc > 1])
         base = replace(base, arrivals=[a for a in base.arrivals if a.mc > 1])
