@@ -173,6 +173,24 @@ class Lockstep:
         self.step = t
         return self._frames(t, self._do(frames), every_port=False)
 
+    def takes_one(self, t: int) -> bool:
+        """Sparse: whether step ``t`` can be done as :meth:`took_one` records it (no injection then)."""
+        return not self.finished and t >= self.step and t not in self._injections
+
+    def took_one(self, t: int, last_busy: int) -> int:
+        """Sparse: step ``t`` was done by the engine taking in one packet (a frame that knew of
+        ``last_busy``) with nothing else to do; the clock's side of :meth:`work`. Returns the last
+        busy step its frames carry."""
+        self.engine.steps += t - self.step
+        if last_busy < self.last_busy:
+            last_busy = self.last_busy
+        if t > last_busy:  # the node held a packet: busy
+            last_busy = t
+        self.last_busy = last_busy
+        self.busy = True
+        self.step = t + 1
+        return last_busy
+
     def finish(self, last: int) -> None:
         """Sparse: the run ended at step ``last``; count the idle steps up to and including it."""
         self.engine.steps += max(0, last + 1 - self.step)

@@ -58,8 +58,10 @@ __all__ = [
     "decode_link",
     "encode_control",
     "encode_link",
+    "encode_one",
     "encode_packet",
     "frame_bytes",
+    "one_packet",
     "tel_values",
 ]
 
@@ -514,6 +516,47 @@ def decode_link(data: object) -> LinkFrame | WireError:
         return _decode_link(_unpack(data))
     except _Invalid as exc:
         return WireError(str(exc))
+
+
+OnePacket = tuple[int, int, str, Any, int, int]
+"""A step frame holding one packet, as :func:`one_packet` reads it: the frame's last busy step,
+then the packet's multicast, algorithm, header, hops and start-ups."""
+
+
+def one_packet(data: bytes, due: int) -> OnePacket | None:
+    """``data`` read as a well-formed step frame of step ``due`` carrying exactly one packet
+    (no telemetry), without making the frame or the packet; None for anything else, which
+    :func:`decode_link` then reads (and names, if it is at fault). Its credits are not read:
+    a sparse step takes this path only where no link has credit flow."""
+    if type(data) is not bytes or len(data) > MAX_FRAME:
+        return None
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception:  # garbage: the general path decodes it again and says why
+        return None
+    if type(obj) is not list or len(obj) != 5 or obj[0] != "S":
+        return None
+    _, step, busy, items, freed = obj
+    if step != due or type(step) is not int or type(busy) is not int or busy < -1:
+        return None
+    if type(items) is not list or len(items) != 1 or type(freed) is not int or freed < 0:
+        return None
+    pkt = items[0]
+    if type(pkt) is not list or len(pkt) != 6:
+        return None
+    mc, alg, header, hops, startups, sent = pkt
+    if (
+        type(mc) is int and mc >= 0 and type(alg) is str and alg
+        and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+        and type(sent) is int and sent >= 0
+    ):  # fmt: skip
+        return busy, mc, alg, header, hops, startups
+    return None
+
+
+def encode_one(step: int, last_busy: int, packet: list[Any]) -> bytes:
+    """The bytes of a step frame carrying one packet (its wire list), no credits, without the frame."""
+    return _packb(["S", step, last_busy, [packet], 0])
 
 
 def encode_control(msg: dict[str, Any]) -> bytes:
