@@ -114,9 +114,10 @@ def _walk(topo: Topology, alg: str, rng: random.Random) -> tuple[Coord, str, Any
     contention=st.sampled_from(["isolated", "shared"]),
     trace=st.booleans(),
     spoil=st.sampled_from([None, None, None, "algorithm", "header", "hops"]),
+    second=st.booleans(),
 )
 def test_the_fused_step_equals_the_general_one(
-    seed: int, kind: str, port_model: str, contention: str, trace: bool, spoil: str | None
+    seed: int, kind: str, port_model: str, contention: str, trace: bool, spoil: str | None, second: bool
 ) -> None:
     rng = random.Random(seed)
     alg = rng.choice([a for a in ALGORITHMS if kind in registry.get(a).kinds])
@@ -136,7 +137,10 @@ def test_the_fused_step_equals_the_general_one(
         header = rng.choice(["garbage", [[-1, 99]], {"a": 1}, 7, [[1]]])
     elif spoil == "hops":
         hops = 3 * topo.diameter + 1
-    frame = encode_link(StepFrame(t - 1, busy, (Packet(mc, alg, header, hops, startups, t - 1),)))
+    packets = [Packet(mc, alg, header, hops, startups, t - 1)]
+    if second and spoil is None:  # another multicast's packet beside it: the general step, read once
+        packets.append(Packet(mc + 1, alg, header, hops, startups, t - 1))
+    frame = encode_link(StepFrame(t - 1, busy, tuple(packets)))
     fused, general = _Node(topo, here, s), _Node(topo, here, s)
     for node in (fused, general):
         node.engine.steps = node.clock.step = rng.randint(0, t)  # idle steps the sparse run skipped
@@ -148,7 +152,9 @@ def test_the_fused_step_equals_the_general_one(
     assert not general.bad
     e = general.engine
     kinds = sorted({x.kind for x in e.errors})
-    event(f"errors {kinds}, delivered {e.delivered}, sent {e.sent}, busy {e.busy()}")
+    event(
+        f"{len(packets)} packet(s): errors {kinds}, delivered {e.delivered}, sent {e.sent}, busy {e.busy()}"
+    )
     # what the step left queued goes out the same way, step after step
     for u in range(t + 1, t + 12):
         if not general.engine.busy():
@@ -173,9 +179,20 @@ def test_one_packet_reads_what_decode_link_reads_and_encode_one_writes_what_enco
     "obj",
     [
         ["S", 6, 5, [], 0],  # no packet
-        ["S", 6, 5, [[3, "vh", [], 2, 1, 6], [3, "vh", [], 2, 1, 6]], 0],  # two
+        ["S", 6, 5, [[3, "vh", [], 2, 1, 6], [4, "vh", [], 2, 1, 6]], 0],  # two
+        ["S", 6, 5, [[3, "vh", [], 2, 1, 6, bytes(20)]], 0],  # telemetry (a hop's)
+    ],
+)
+def test_one_packet_gives_any_other_step_frame_of_the_step_as_decode_link_does(obj: Any) -> None:
+    data = msgpack.packb(obj)
+    assert one_packet(data, 6) == decode_link(data)
+    assert isinstance(one_packet(data, 6), StepFrame)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
         ["S", 7, 5, [[3, "vh", [], 2, 1, 6]], 0],  # another step
-        ["S", 6, 5, [[3, "vh", [], 2, 1, 6, b"tel"]], 0],  # telemetry
         ["S", 6, 5, [[3, "vh", [], 0, 1, 6]], 0],  # hops 0
         ["S", 6, 5, [[-1, "vh", [], 2, 1, 6]], 0],  # a negative multicast
         ["S", 6, 5, [[3, "", [], 2, 1, 6]], 0],  # no algorithm

@@ -130,6 +130,17 @@ def layered_step(
     """:func:`polled_step` through the general layers: the frames decoded, the clock's
     :meth:`Lockstep.work` (its engine's whole step), each frame encoded."""
     frames = polled_frames(t, clock.ports, links, early, bad) if t > 0 else {}
+    return _work(t, clock, links, frames, neighbours)
+
+
+def _work(
+    t: int,
+    clock: Lockstep,
+    links: dict[str, PolledLink],
+    frames: dict[str, StepFrame],
+    neighbours: dict[str, Hashable],
+) -> list[Hashable]:
+    """Step ``t`` with ``frames`` through :meth:`Lockstep.work`; its frames encoded and sent."""
     sent: list[Hashable] = []
     for p, frame in clock.work(t, frames).items():
         link = links[p]
@@ -152,11 +163,13 @@ def one_packet_step(
     ``t - 1``, with one packet. The frame's bytes are read and the sends' written without making
     a frame or packet object, and the engine's and clock's general steps are not entered
     (:meth:`node.switching.engine.Engine.take_one`, :meth:`Lockstep.took_one`); the records are
-    the same (tests/test_one_packet_step.py)."""
+    the same (tests/test_one_packet_step.py). A frame of that step with other items (several
+    multicasts' packets, isolated) goes through the general step, read once."""
     engine = clock.engine
     if type(engine) is not Engine or not engine.takes_one or not clock.takes_one(t):
         return None
     found: list[bytes] | None = None
+    port = ""
     for p in clock.ports:
         link = links[p]
         if type(link) is not QueueLink:
@@ -165,13 +178,16 @@ def one_packet_step(
         if waiting:
             if found is not None or len(waiting) != 1:
                 return None
-            found = waiting
+            found, port = waiting, p
     if found is None:
         return None
     got = one_packet(found[0], t - 1)
     if got is None:
         return None
     found.clear()
+    if type(got) is StepFrame:  # of step t - 1, with other items than one packet: read once
+        return _work(t, clock, links, {port: got}, neighbours)
+    assert type(got) is tuple
     busy, mc, alg, header, hops, startups = got
     sends = engine.take_one(t, mc, alg, header, hops, startups)
     busy = clock.took_one(t, busy)

@@ -523,11 +523,13 @@ OnePacket = tuple[int, int, str, Any, int, int]
 then the packet's multicast, algorithm, header, hops and start-ups."""
 
 
-def one_packet(data: bytes, due: int) -> OnePacket | None:
-    """``data`` read as a well-formed step frame of step ``due`` carrying exactly one packet
-    (no telemetry), without making the frame or the packet; None for anything else, which
-    :func:`decode_link` then reads (and names, if it is at fault). Its credits are not read:
-    a sparse step takes this path only where no link has credit flow."""
+def one_packet(data: bytes, due: int) -> OnePacket | StepFrame | None:
+    """``data`` read as a well-formed step frame of step ``due``: if it carries exactly one packet
+    (without telemetry), that packet's fields and the frame's last busy step, with no frame or
+    packet made; if it carries other items, the :class:`StepFrame` (read once, not again by
+    :func:`decode_link`); None for anything else, which :func:`decode_link` then reads (and names,
+    if it is at fault). A one-packet frame's credits are not read: a sparse step reads it so only
+    where no link has credit flow."""
     if type(data) is not bytes or len(data) > MAX_FRAME:
         return None
     try:
@@ -539,19 +541,22 @@ def one_packet(data: bytes, due: int) -> OnePacket | None:
     _, step, busy, items, freed = obj
     if step != due or type(step) is not int or type(busy) is not int or busy < -1:
         return None
-    if type(items) is not list or len(items) != 1 or type(freed) is not int or freed < 0:
+    if type(items) is not list or type(freed) is not int or freed < 0:
         return None
-    pkt = items[0]
-    if type(pkt) is not list or len(pkt) != 6:
+    if len(items) == 1:
+        pkt = items[0]
+        if type(pkt) is list and len(pkt) == 6:
+            mc, alg, header, hops, startups, sent = pkt
+            if (
+                type(mc) is int and mc >= 0 and type(alg) is str and alg
+                and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+                and type(sent) is int and sent >= 0
+            ):  # fmt: skip
+                return busy, mc, alg, header, hops, startups
+    try:
+        return StepFrame(step, busy, _items(items), freed)
+    except _Invalid:
         return None
-    mc, alg, header, hops, startups, sent = pkt
-    if (
-        type(mc) is int and mc >= 0 and type(alg) is str and alg
-        and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-        and type(sent) is int and sent >= 0
-    ):  # fmt: skip
-        return busy, mc, alg, header, hops, startups
-    return None
 
 
 def encode_one(step: int, last_busy: int, packet: list[Any]) -> bytes:
