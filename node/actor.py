@@ -39,13 +39,16 @@ from node.transport.links import Control, DirectLink, Link, PolledLink, StepBarr
 from node.transport.shaping import ShapedLink
 from node.transport.wire import (
     ByeFrame,
+    FreePacket,
     LinkFrame,
     PacketFrame,
     StepFrame,
     WireError,
     decode_link,
+    encode_free,
     encode_link,
     encode_packet,
+    free_packet,
 )
 
 SYNCS = defaults.SYNCS
@@ -75,7 +78,10 @@ def handshake_timeout(default: float = 60.0) -> float:
 HANDSHAKE_TIMEOUT = handshake_timeout()
 
 
-InboxItem = tuple[str, LinkFrame | WireError | None]
+Arrived = tuple[FreePacket, int]
+"""A free-clock packet frame off a link, read without making it (:func:`node.transport.wire.free_packet`),
+and when it came off (monotonic ns, if it carries telemetry; else 0)."""
+InboxItem = tuple[str, Arrived | LinkFrame | WireError | None]
 """A frame off a link (or why it could not be read; None: the link ended), by port."""
 Inbox = tuple[trio.MemorySendChannel[InboxItem], trio.MemoryReceiveChannel[InboxItem]]
 
@@ -137,10 +143,14 @@ def take_report(e: AnyEngine, here: Coord, errors_from: int) -> protocol.Report:
     return protocol.Report(here, arrivals, tuple((x.kind, x.cause, x.mc) for x in e.errors[errors_from:]))
 
 
-def _received(data: bytes) -> LinkFrame | WireError:
-    """A frame off a link, decoded; a packet that carries telemetry is stamped with the moment it
-    came off the link (before it waits in the inbox: that wait is the node's, not the link's)."""
+def _received(data: bytes) -> Arrived | LinkFrame | WireError:
+    """A frame off a link, decoded (a free-clock packet as its fields); a packet that carries
+    telemetry is stamped with the moment it came off the link (before it waits in the inbox: that
+    wait is the node's, not the link's)."""
     now = time.monotonic_ns()
+    got = free_packet(data)
+    if got is not None:
+        return got, (now if got[6] is not None else 0)
     frame = decode_link(data)
     if isinstance(frame, PacketFrame) and frame.packet.tel is not None:
         frame.packet.rx = now
@@ -651,10 +661,21 @@ class Node:
         # in one process a frame is handed to the neighbour's inbox without awaiting (per hop)
         direct = _direct_senders(links)
         while True:
-            item: tuple[str, LinkFrame | WireError | None] | None = await inbox.receive()
+            item: InboxItem | None = await inbox.receive()
             while item is not None:  # then every frame already waiting, without a task switch each
                 port, frame = item
-                if frame is None:
+                if type(frame) is tuple:  # a packet, read without making it (every hop but a bad one)
+                    (mc, alg, header, hops, startups, sent, tel), rx = frame
+                    for out_port, wire in engine.take_free(mc, alg, header, hops, startups, sent, tel, rx):
+                        data = encode_free(wire)
+                        send = direct.get(out_port)
+                        if send is not None:
+                            send(data)
+                        else:
+                            await self._transmit(links, out_port, data)
+                    if len(engine.deliveries) >= REPORT_BATCH:
+                        await self._flush()
+                elif frame is None:
                     if port not in self._ended and not self._stopping:
                         engine.error("link-down", f"link {port} closed before the run's end")
                     self._link_ended(port)

@@ -607,6 +607,81 @@ class Engine:
         finally:
             self._tel = None
 
+    def take_free(
+        self, mc: int, alg: str, header: Any, hops: int, startups: int, sent: int, tel: bytes | None, rx: int
+    ) -> list[tuple[str, list[Any]]]:
+        """Free clock: :meth:`receive_free` of the packet these fields make (``rx``: when it came
+        off the link, telemetry), with its sends as their wire lists (``Packet.to_wire``), not
+        packets: :meth:`_take_in`, :meth:`_schedule_free` and :meth:`_emit` written out, since
+        every free-clock packet-hop passes here. The tests hold it equal to receive_free."""
+        if self.telemetry:
+            self._tel = (tel or b"") + TEL_HEAD.pack(self._node_id, rx or self._now())
+        self.received += 1
+        dom = self._domain(mc)
+        t = sent + 1
+        if self.one_port and dom.in_free > t:
+            t = dom.in_free
+        dom.in_free = t + 1
+        try:
+            if hops > self.hop_limit:
+                limit = self.hop_limit
+                self.errors.append(NodeError("hop-limit", f"packet exceeded the hop limit {limit}", mc))
+                return []
+            forward = self._forwards.get(alg)
+            try:
+                if forward is None:
+                    forward = self._forwards[alg] = self.registry.get(alg).forward
+                fwd = forward(self.topology, self.here, header)
+            except UnknownAlgorithm as exc:
+                self.errors.append(NodeError("unknown-algorithm", str(exc), mc))
+                return []
+            except HEADER_ERRORS as exc:
+                self.errors.append(NodeError("bad-header", f"{alg}: {type(exc).__name__}: {exc}", mc))
+                return []
+            deliver = fwd.deliver
+            if deliver:
+                self.deliveries.append(Delivery(mc, t, hops, startups, self._now(), self._tel))
+                self.delivered += 1
+            sends = fwd.sends
+            if not sends:
+                return []
+            n = len(sends)
+            if n + deliver > 1:
+                self.copies += n + deliver - 1
+            bumped = startups + 1 if fwd.startup else startups
+            carried = fwd.carried
+            ports = self._port_set
+            for port, _ in sends:  # _enqueue_sends: every bad send named before any leaves
+                if port not in ports:
+                    self.error("bad-send", f"rule {alg!r} sent on {port!r}, not a link of {self.here}", mc)
+            hops += 1
+            one_port, credit, tel_now = self.one_port, self._credit, self._tel
+            out_free, link_sends, traffic, used = dom.out_free, self.link_sends, self.traffic, self.links_used
+            out: list[tuple[str, list[Any]]] = []
+            for i, (port, header) in enumerate(sends):
+                if port not in ports:
+                    continue
+                key = "*" if one_port else port
+                at = out_free.get(key, 0)
+                if at < t:
+                    at = t
+                out_free[key] = at + 1
+                self.sent += 1
+                link_sends[port] = link_sends.get(port, 0) + 1
+                if credit is not None:
+                    credit[port] -= 1
+                traffic[mc] = traffic.get(mc, 0) + 1
+                used[mc] = used.get(mc, 0) | PORT_BITS[port]
+                if self.trace:
+                    self.link_trace.append((mc, port, at))
+                wire = [mc, alg, header, hops, bumped if i >= carried else startups, at]
+                if tel_now is not None:  # each copy its own path: this node's send time closes its triple
+                    wire.append(tel_now + TEL_SEND.pack(self._now()))
+                out.append((port, wire))
+            return out
+        finally:
+            self._tel = None
+
     def receive_free(self, packet: Packet) -> list[tuple[str, Packet]]:
         """Free clock: take a packet in at once (Lamport time) and return its sends."""
         if self.telemetry:  # this node's receive time: when its reader took the frame off the link

@@ -57,10 +57,12 @@ __all__ = [
     "decode_flit",
     "decode_link",
     "encode_control",
+    "encode_free",
     "encode_link",
     "encode_one",
     "encode_packet",
     "frame_bytes",
+    "free_packet",
     "one_packet",
     "tel_values",
 ]
@@ -557,6 +559,50 @@ def one_packet(data: bytes, due: int) -> OnePacket | StepFrame | None:
         return StepFrame(step, busy, _items(items), freed)
     except _Invalid:
         return None
+
+
+FreePacket = tuple[int, str, Any, int, int, int, bytes | None]
+"""A free-clock packet frame as :func:`free_packet` reads it: the packet's multicast, algorithm,
+header, hops, start-ups, send step and telemetry."""
+
+
+def free_packet(data: object) -> FreePacket | None:
+    """``data`` read as a well-formed free-clock packet frame (``["P", packet]``), its packet's
+    fields without the frame or the packet made; None for anything else, which
+    :func:`decode_link` then reads (and names, if it is at fault)."""
+    if type(data) is not bytes or len(data) > MAX_FRAME:
+        return None
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception:  # garbage: the general path decodes it again and says why
+        return None
+    if type(obj) is not list or len(obj) != 2 or obj[0] != "P":
+        return None
+    pkt = obj[1]
+    if type(pkt) is not list:
+        return None
+    n = len(pkt)
+    if n == 6:
+        mc, alg, header, hops, startups, sent = pkt
+        tel = None
+    elif n == 7:
+        mc, alg, header, hops, startups, sent, tel = pkt
+        if type(tel) is not bytes or len(tel) % TEL_HOP or len(tel) > MAX_TELEMETRY:
+            return None
+    else:
+        return None
+    if (
+        type(mc) is int and mc >= 0 and type(alg) is str and alg
+        and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+        and type(sent) is int and sent >= 0
+    ):  # fmt: skip
+        return mc, alg, header, hops, startups, sent, tel
+    return None
+
+
+def encode_free(packet: list[Any]) -> bytes:
+    """The bytes of a free-clock packet frame of ``packet`` (its wire list), without the frame."""
+    return _packb(["P", packet])
 
 
 def encode_one(step: int, last_busy: int, packet: list[Any]) -> bytes:
