@@ -43,7 +43,7 @@ compiled: $(BIN)/meshcast  # opt-in: the node's hot modules and the flit-level m
 COMPILED_TESTS := $(wildcard tests/test_actor.py tests/test_alarm.py tests/test_barrier.py \
 	tests/test_buffers.py tests/test_compile.py tests/test_emulation_vs_model.py tests/test_engine.py tests/test_free_take.py \
 	tests/test_engines_flits.py tests/test_inprocess.py tests/test_link_runs.py tests/test_linkmodel.py \
-	tests/test_links.py tests/test_mcast.py tests/test_one_packet_step.py tests/test_polled.py tests/test_processes.py \
+	tests/test_links.py tests/test_mcast.py tests/test_fused_step.py tests/test_polled.py tests/test_processes.py \
 	tests/test_protocol.py tests/test_router_stages.py tests/test_routing_*.py tests/test_shaping.py \
 	tests/test_shards.py tests/test_step_barrier.py tests/test_switching.py tests/test_tcp_links.py \
 	tests/test_telemetry.py tests/test_topology.py tests/test_vcs.py tests/test_warmup.py \

@@ -32,7 +32,7 @@ from node.transport.wire import (
     encode_packet,
     free_packet,
 )
-from tests.test_one_packet_step import ALGORITHMS, _walk
+from tests.test_fused_step import ALGORITHMS, _walk
 
 
 def _engine(topo: Topology, here: Coord, s: NodeSettings) -> Engine:

@@ -10,10 +10,11 @@ in-process lockstep run passes through :func:`polled_step`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import trio
 
-from node.switching.engine import Engine
+from node.switching.engine import Arrival, Engine
 from node.switching.lockstep import Lockstep
 from node.transport.links import PolledLink, QueueLink
 from node.transport.wire import (
@@ -22,15 +23,16 @@ from node.transport.wire import (
     WireError,
     decode_link,
     encode_link,
-    encode_one,
-    one_packet,
+    encode_step,
+    step_head,
+    step_packets,
 )
 
-__all__ = ["FUSED", "LinkDown", "layered_step", "one_packet_step", "polled_frames", "polled_step", "usable"]
+__all__ = ["FUSED", "LinkDown", "fused_step", "layered_step", "polled_frames", "polled_step", "usable"]
 
 
 FUSED = True
-"""Whether :func:`polled_step` takes :func:`one_packet_step` where it can (the tests turn it off
+"""Whether :func:`polled_step` takes :func:`fused_step` where it can (the tests turn it off
 to compare the records of both ways)."""
 
 
@@ -109,11 +111,11 @@ def polled_step(
     """Do step ``t`` of ``clock`` with the frames waiting on ``links`` and send the non-empty ones;
     the neighbours sent one (``neighbours``: who is across each port), as the barrier wants them.
 
-    :class:`LinkDown` if a link it sends on is down. The common case of a sparse run, one packet
-    at an idle node, takes :func:`one_packet_step`; the rest :func:`layered_step`.
+    :class:`LinkDown` if a link it sends on is down. The common case, packets at an idle node,
+    takes :func:`fused_step`; the rest :func:`layered_step`.
     """
     if FUSED and t > 0 and not early:
-        fused = one_packet_step(t, clock, links, neighbours)
+        fused = fused_step(t, clock, links, neighbours)
         if fused is not None:
             return fused
     return layered_step(t, clock, links, early, bad, neighbours)
@@ -155,47 +157,67 @@ def _work(
     return sent
 
 
-def one_packet_step(
+def fused_step(
     t: int, clock: Lockstep, links: dict[str, PolledLink], neighbours: dict[str, Hashable]
 ) -> list[Hashable] | None:
-    """Step ``t`` in one pass where it is a sparse run's common case, else None (nothing read):
-    an idle packet engine without credit flow, no injection, and one frame waiting, of step
-    ``t - 1``, with one packet. The frame's bytes are read and the sends' written without making
-    a frame or packet object, and the engine's and clock's general steps are not entered
-    (:meth:`node.switching.engine.Engine.take_one`, :meth:`Lockstep.took_one`); the records are
-    the same (tests/test_one_packet_step.py). A frame of that step with other items (several
-    multicasts' packets, isolated) goes through the general step, read once."""
+    """Step ``t`` in one pass where it is the common case, else None (nothing read): an idle
+    packet engine without credit flow, no injection, a frame of step ``t - 1`` first on each
+    link that has any, carrying packets only, one packet in all or (isolated contention) one
+    per multicast. The frames' bytes are read and the sends' written without frame or packet
+    objects, and the engine's and clock's general steps are not entered
+    (:meth:`node.switching.engine.Engine.take_each`, :meth:`Lockstep.took_one`); the records are
+    the same (tests/test_fused_step.py)."""
     engine = clock.engine
     if type(engine) is not Engine or not engine.takes_one or not clock.takes_one(t):
         return None
-    found: list[bytes] | None = None
-    port = ""
+    found: list[list[bytes]] = []
+    head = b""
     for p in clock.ports:
         link = links[p]
         if type(link) is not QueueLink:
             return None
         waiting = link.waiting
-        if waiting:
-            if found is not None or len(waiting) != 1:
+        if waiting:  # the first is of step t - 1, or the neighbour sent none then (one of t: early)
+            if not head:
+                head = step_head(t - 1)
+            if not waiting[0].startswith(head):
                 return None
-            found, port = waiting, p
-    if found is None:
+            found.append(waiting)
+    if not found:
         return None
-    got = one_packet(found[0], t - 1)
-    if got is None:
+    busy = -1
+    arrivals: list[Arrival] = []
+    for waiting in found:
+        got = step_packets(waiting[0], t - 1)
+        if got is None:
+            return None
+        if got[0] > busy:
+            busy = got[0]
+        arrivals += got[1]
+    if not arrivals:
         return None
-    found.clear()
-    if type(got) is StepFrame:  # of step t - 1, with other items than one packet: read once
-        return _work(t, clock, links, {port: got}, neighbours)
-    assert type(got) is tuple
-    busy, mc, alg, header, hops, startups = got
-    sends = engine.take_one(t, mc, alg, header, hops, startups)
+    if len(arrivals) > 1 and (not engine.isolated or len({a[0] for a in arrivals}) < len(arrivals)):
+        return None  # two packets in one domain: one waits (the general step)
+    for waiting in found:
+        del waiting[0]  # a frame of step t behind it (a neighbour that went first) waits for step t + 1
+    sends = engine.take_each(t, arrivals)
     busy = clock.took_one(t, busy)
-    sent: list[Hashable] = []
+    if not sends:
+        return []
+    by_port: dict[str, list[list[Any]]] = {}
     for port, packet in sends:
-        link = links[port]
+        got_port = by_port.get(port)
+        if got_port is None:
+            by_port[port] = [packet]
+        else:
+            got_port.append(packet)
+    sent: list[Hashable] = []
+    for port in clock.ports:
+        packets = by_port.get(port)
+        if packets is None:
+            continue
         try:
-            link.send_nowait(encode_one(t, busy, packet))
+            links[port].send_nowait(encode_step(t, busy, packets))
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
             raise LinkDown(f"link {port} is down ({type(exc).__name__})") from None
         sent.append(neighbours[port])

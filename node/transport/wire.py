@@ -59,11 +59,12 @@ __all__ = [
     "encode_control",
     "encode_free",
     "encode_link",
-    "encode_one",
     "encode_packet",
+    "encode_step",
     "frame_bytes",
     "free_packet",
-    "one_packet",
+    "step_head",
+    "step_packets",
     "tel_values",
 ]
 
@@ -520,18 +521,12 @@ def decode_link(data: object) -> LinkFrame | WireError:
         return WireError(str(exc))
 
 
-OnePacket = tuple[int, int, str, Any, int, int]
-"""A step frame holding one packet, as :func:`one_packet` reads it: the frame's last busy step,
-then the packet's multicast, algorithm, header, hops and start-ups."""
-
-
-def one_packet(data: bytes, due: int) -> OnePacket | StepFrame | None:
-    """``data`` read as a well-formed step frame of step ``due``: if it carries exactly one packet
-    (without telemetry), that packet's fields and the frame's last busy step, with no frame or
-    packet made; if it carries other items, the :class:`StepFrame` (read once, not again by
-    :func:`decode_link`); None for anything else, which :func:`decode_link` then reads (and names,
-    if it is at fault). A one-packet frame's credits are not read: a sparse step reads it so only
-    where no link has credit flow."""
+def step_packets(data: bytes, due: int) -> tuple[int, list[tuple[int, str, Any, int, int]]] | None:
+    """``data`` read as a well-formed step frame of step ``due`` whose items are all packets
+    without telemetry: the frame's last busy step and each packet's multicast, algorithm,
+    header, hops and start-ups, with no frame or packet made; None for anything else, which
+    :func:`decode_link` then reads (and names, if it is at fault). The frame's credits are not
+    read: a sparse step reads frames so only where no link has credit flow."""
     if type(data) is not bytes or len(data) > MAX_FRAME:
         return None
     try:
@@ -545,20 +540,39 @@ def one_packet(data: bytes, due: int) -> OnePacket | StepFrame | None:
         return None
     if type(items) is not list or type(freed) is not int or freed < 0:
         return None
-    if len(items) == 1:
-        pkt = items[0]
-        if type(pkt) is list and len(pkt) == 6:
-            mc, alg, header, hops, startups, sent = pkt
-            if (
-                type(mc) is int and mc >= 0 and type(alg) is str and alg
-                and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-                and type(sent) is int and sent >= 0
-            ):  # fmt: skip
-                return busy, mc, alg, header, hops, startups
-    try:
-        return StepFrame(step, busy, _items(items), freed)
-    except _Invalid:
-        return None
+    packets: list[tuple[int, str, Any, int, int]] = []
+    for pkt in items:
+        if type(pkt) is not list or len(pkt) != 6:
+            return None
+        mc, alg, header, hops, startups, sent = pkt
+        if not (
+            type(mc) is int and mc >= 0 and type(alg) is str and alg
+            and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+            and type(sent) is int and sent >= 0
+        ):  # fmt: skip
+            return None
+        packets.append((mc, alg, header, hops, startups))
+    return busy, packets
+
+
+_HEAD: list[tuple[int, bytes]] = [(-1, b"")]
+"""The last :func:`step_head` made (one entry: the step barrier runs a step's nodes one after another)."""
+
+
+def step_head(step: int) -> bytes:
+    """The first bytes of every encoded step frame of ``step`` (``["S", step, ...``): a frame of
+    another step, or of no step, does not start with them (msgpack writes an int one way only)."""
+    last = _HEAD[0]
+    if last[0] == step:
+        return last[1]
+    head = b"\x95\xa1S" + _packb(step)
+    _HEAD[0] = (step, head)
+    return head
+
+
+def encode_step(step: int, last_busy: int, packets: list[list[Any]]) -> bytes:
+    """The bytes of a step frame carrying ``packets`` (their wire lists), no credits, without the frame."""
+    return _packb(["S", step, last_busy, packets, 0])
 
 
 FreePacket = tuple[int, str, Any, int, int, int, bytes | None]
@@ -603,11 +617,6 @@ def free_packet(data: object) -> FreePacket | None:
 def encode_free(packet: list[Any]) -> bytes:
     """The bytes of a free-clock packet frame of ``packet`` (its wire list), without the frame."""
     return _packb(["P", packet])
-
-
-def encode_one(step: int, last_busy: int, packet: list[Any]) -> bytes:
-    """The bytes of a step frame carrying one packet (its wire list), no credits, without the frame."""
-    return _packb(["S", step, last_busy, [packet], 0])
 
 
 def encode_control(msg: dict[str, Any]) -> bytes:

@@ -1,17 +1,19 @@
-"""The fused sparse node-step (one frame of one packet at an idle node) equals the general one.
+"""The fused in-process lockstep node-step (packets at an idle node) equals the general one.
 
-:func:`node.sync.polled.one_packet_step` reads the frame's bytes and writes the sends' without
+:func:`node.sync.polled.fused_step` reads the frames' bytes and writes the sends' without
 frame or packet objects and without the engine's and clock's general steps. Here two copies of
-one node take the same frame, one through it and one through the general path
+one node take the same frames, one through it and one through the general path
 (:func:`node.sync.polled.layered_step`), and must agree on the bytes
 each link carries, the clock and every record the engine keeps, then on every step after it
-while packets the fused step left queued go out. Packets come from real headers (a rule's
+while packets the fused step left queued go out; where packets share a domain, it must decline
+and read nothing. Packets come from real headers (a rule's
 ``prepare`` and ``forward`` along a random walk), sometimes spoiled (an unknown algorithm, a
 garbage header, a hop count past the limit), so the error branches are compared too.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Hashable
 from typing import Any
@@ -32,7 +34,7 @@ from node.switching.lockstep import Lockstep
 from node.sync import polled
 from node.topology import PORTS, Coord, Topology
 from node.transport.links import QueueLink, queue_link_pair
-from node.transport.wire import Packet, StepFrame, decode_link, encode_link, encode_one, one_packet
+from node.transport.wire import Packet, StepFrame, decode_link, encode_link, encode_step, step_packets
 
 ALGORITHMS = sorted(a.name for a in registry)
 
@@ -53,7 +55,7 @@ class _Node:
 
     def step(self, t: int, fused: bool) -> list[Hashable]:
         if fused:
-            got = polled.one_packet_step(t, self.clock, self.links, self.neighbours)
+            got = polled.fused_step(t, self.clock, self.links, self.neighbours)
             assert got is not None, "the fused step declined a frame it should take"
             return got
         return polled.layered_step(t, self.clock, self.links, {}, self.bad.append, self.neighbours)  # type: ignore[arg-type]
@@ -106,18 +108,28 @@ def _walk(topo: Topology, alg: str, rng: random.Random) -> tuple[Coord, str, Any
     return arrived if hops else None
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**32 - 1),
     kind=st.sampled_from(["mesh", "torus"]),
     port_model=st.sampled_from(["one-port", "all-port"]),
-    contention=st.sampled_from(["isolated", "shared"]),
+    contention=st.sampled_from(["isolated", "isolated", "shared"]),
     trace=st.booleans(),
     spoil=st.sampled_from([None, None, None, "algorithm", "header", "hops"]),
-    second=st.booleans(),
+    others=st.sampled_from([0, 0, 1, 2, 3]),
+    same_mc=st.integers(0, 9),
+    behind=st.booleans(),
 )
 def test_the_fused_step_equals_the_general_one(
-    seed: int, kind: str, port_model: str, contention: str, trace: bool, spoil: str | None, second: bool
+    seed: int,
+    kind: str,
+    port_model: str,
+    contention: str,
+    trace: bool,
+    spoil: str | None,
+    others: int,
+    same_mc: int,
+    behind: bool,
 ) -> None:
     rng = random.Random(seed)
     alg = rng.choice([a for a in ALGORITHMS if kind in registry.get(a).kinds])
@@ -130,68 +142,75 @@ def test_the_fused_step_equals_the_general_one(
         return
     here, port_in, header, hops = walked
     s = NodeSettings(port_model=port_model, contention=contention, trace=trace, hop_limit=3 * topo.diameter)
-    mc, startups, t, busy = rng.randint(0, 50), rng.randint(1, 5), rng.randint(1, 40), rng.randint(-1, 40)
+    mc, startups, t = rng.randint(0, 50), rng.randint(1, 5), rng.randint(1, 40)
     if spoil == "algorithm":
         alg = "no-such-rule"
     elif spoil == "header":
         header = rng.choice(["garbage", [[-1, 99]], {"a": 1}, 7, [[1]]])
     elif spoil == "hops":
         hops = 3 * topo.diameter + 1
-    packets = [Packet(mc, alg, header, hops, startups, t - 1)]
-    if second and spoil is None:  # another multicast's packet beside it: the general step, read once
-        packets.append(Packet(mc + 1, alg, header, hops, startups, t - 1))
-    frame = encode_link(StepFrame(t - 1, busy, tuple(packets)))
+    # the packet, and others beside it (other multicasts, the same header: on any link, in one frame
+    # or apart; now and then one of the same multicast, which must wait for the first)
+    by_port: dict[str, list[Packet]] = {port_in: [Packet(mc, alg, header, hops, startups, t - 1)]}
+    ports = [p for p in PORTS if topo.neighbour(here, p) is not None]
+    for i in range(others):
+        other = mc if same_mc == 0 and i == 0 else mc + 1 + i
+        by_port.setdefault(rng.choice(ports), []).append(Packet(other, alg, header, hops, startups, t - 1))
+    frames = {p: encode_link(StepFrame(t - 1, rng.randint(-1, 40), tuple(pk))) for p, pk in by_port.items()}
+    # a neighbour that did step t before this node: its frame of step t waits behind, for step t + 1
+    late = (rng.choice(list(frames)), encode_link(StepFrame(t, t, (Packet(99, alg, header, hops, 1, t),))))
     fused, general = _Node(topo, here, s), _Node(topo, here, s)
     for node in (fused, general):
         node.engine.steps = node.clock.step = rng.randint(0, t)  # idle steps the sparse run skipped
-        node.links[port_in].waiting.append(frame)
+        for p, frame in frames.items():
+            node.links[p].waiting.append(frame)
+        if behind:
+            node.links[late[0]].waiting.append(late[1])
         assert node.engine.takes_one and node.clock.takes_one(t)
-    assert fused.step(t, True) == general.step(t, False)
+    mcs = [pk.mc for pk in itertools.chain(*by_port.values())]
+    if len(mcs) > 1 and (contention == "shared" or len(set(mcs)) < len(mcs)):
+        before = fused.state()
+        assert polled.fused_step(t, fused.clock, fused.links, fused.neighbours) is None
+        assert fused.state() == before
+        assert all(fused.links[p].waiting[0] == frame for p, frame in frames.items())  # nothing read
+        event("declined: packets share a domain")
+        assert fused.step(t, False) == general.step(t, False)
+    else:
+        assert fused.step(t, True) == general.step(t, False)
     assert fused.wire() == general.wire()
     assert fused.state() == general.state()
     assert not general.bad
-    e = general.engine
-    kinds = sorted({x.kind for x in e.errors})
-    event(
-        f"{len(packets)} packet(s): errors {kinds}, delivered {e.delivered}, sent {e.sent}, busy {e.busy()}"
+    assert {p: link.waiting for p, link in fused.links.items()} == (
+        {p: link.waiting for p, link in general.links.items()}
     )
+    assert sum(len(link.waiting) for link in general.links.values()) == behind
+    e = general.engine
+    event(f"{len(mcs)} packet(s) on {len(frames)} link(s), errors {sorted({x.kind for x in e.errors})}")
+    event(f"delivered {e.delivered}, sent {e.sent}, left queued: {e.busy()}")
     # what the step left queued goes out the same way, step after step
     for u in range(t + 1, t + 12):
         if not general.engine.busy():
             break
-        assert polled.layered_step(u, fused.clock, fused.links, {}, fused.bad.append, fused.neighbours) == (  # type: ignore[arg-type]
-            polled.layered_step(u, general.clock, general.links, {}, general.bad.append, general.neighbours)  # type: ignore[arg-type]
-        )
+        assert fused.step(u, False) == general.step(u, False)
         assert fused.wire() == general.wire()
         assert fused.state() == general.state()
     assert not general.engine.busy()
 
 
-def test_one_packet_reads_what_decode_link_reads_and_encode_one_writes_what_encode_link_writes() -> None:
-    pkt = Packet(3, "vh", [[1, 2], [3, 4]], 2, 1, 6)
-    data = encode_link(StepFrame(6, 5, (pkt,)))
-    assert encode_one(6, 5, pkt.to_wire()) == data
-    assert one_packet(data, 6) == (5, 3, "vh", [[1, 2], [3, 4]], 2, 1)
-    assert decode_link(data) == StepFrame(6, 5, (Packet(3, "vh", [[1, 2], [3, 4]], 2, 1, 6),))
+def test_step_packets_reads_what_decode_link_reads_and_encode_step_writes_what_encode_link_writes() -> None:
+    pkts = (Packet(3, "vh", [[1, 2], [3, 4]], 2, 1, 6), Packet(4, "dor", [5, 5], 1, 2, 6))
+    data = encode_link(StepFrame(6, 5, pkts))
+    assert encode_step(6, 5, [p.to_wire() for p in pkts]) == data
+    assert step_packets(data, 6) == (5, [(3, "vh", [[1, 2], [3, 4]], 2, 1), (4, "dor", [5, 5], 1, 2)])
+    assert decode_link(data) == StepFrame(6, 5, pkts)
+    assert step_packets(encode_link(StepFrame(6, 5, ())), 6) == (5, [])
 
 
 @pytest.mark.parametrize(
     "obj",
     [
-        ["S", 6, 5, [], 0],  # no packet
-        ["S", 6, 5, [[3, "vh", [], 2, 1, 6], [4, "vh", [], 2, 1, 6]], 0],  # two
         ["S", 6, 5, [[3, "vh", [], 2, 1, 6, bytes(20)]], 0],  # telemetry (a hop's)
-    ],
-)
-def test_one_packet_gives_any_other_step_frame_of_the_step_as_decode_link_does(obj: Any) -> None:
-    data = msgpack.packb(obj)
-    assert one_packet(data, 6) == decode_link(data)
-    assert isinstance(one_packet(data, 6), StepFrame)
-
-
-@pytest.mark.parametrize(
-    "obj",
-    [
+        ["S", 6, 5, [[3, "vh", [], 2, 1, 6], [3, "vh", [], 0, 1, 6]], 0],  # one bad of two
         ["S", 7, 5, [[3, "vh", [], 2, 1, 6]], 0],  # another step
         ["S", 6, 5, [[3, "vh", [], 0, 1, 6]], 0],  # hops 0
         ["S", 6, 5, [[-1, "vh", [], 2, 1, 6]], 0],  # a negative multicast
@@ -199,18 +218,19 @@ def test_one_packet_gives_any_other_step_frame_of_the_step_as_decode_link_does(o
         ["S", 6, 5, [[3, "vh", [], 2, 1, 6]], -1],  # negative credits
         ["S", 6, -2, [[3, "vh", [], 2, 1, 6]], 0],  # last busy below -1
         ["S", 6, 5, [[3, "vh", [], 2, 1, 6]]],  # the 4-element form
+        ["S", 6, 5, [["H", 1, 2]], 0],  # a flit, not a packet
         ["P", [3, "vh", [], 2, 1, 6]],
         ["B"],
         "S",
     ],
 )
-def test_one_packet_declines_every_other_frame(obj: Any) -> None:
-    assert one_packet(msgpack.packb(obj), 6) is None
+def test_step_packets_declines_every_other_frame(obj: Any) -> None:
+    assert step_packets(msgpack.packb(obj), 6) is None
 
 
-def test_one_packet_declines_garbage() -> None:
-    assert one_packet(b"\xc1\xff", 0) is None
-    assert one_packet(bytearray(b"\x90"), 0) is None  # type: ignore[arg-type]
+def test_step_packets_declines_garbage() -> None:
+    assert step_packets(b"\xc1\xff", 0) is None
+    assert step_packets(bytearray(b"\x90"), 0) is None  # type: ignore[arg-type]
 
 
 def test_the_fused_step_declines_where_the_general_one_is_needed() -> None:
@@ -224,15 +244,19 @@ def test_the_fused_step_declines_where_the_general_one_is_needed() -> None:
 
     credited = node(contention="shared", buffer=2, policy="block")  # credit flow
     credited.links["+x"].waiting.append(frame)
-    two = node()  # two frames
+    two = node()  # two frames of one multicast: one packet waits for the other
     two.links["+x"].waiting.append(frame)
     two.links["-x"].waiting.append(frame)
+    injecting = node()  # an injection at the step
+    injecting.clock._injections[3] = []
+    injecting.links["+x"].waiting.append(frame)
     early = node()  # a frame of the step itself, from a neighbour that went first
     early.links["+x"].waiting.append(encode_link(StepFrame(3, 2, (Packet(0, "unicast", [3, 3], 1, 1, 3),))))
     none = node()
-    for n in (credited, two, early, none):
-        assert polled.one_packet_step(3, n.clock, n.links, n.neighbours) is None
-        assert n.state() == node().state()  # nothing read, nothing changed
+    for n in (credited, two, injecting, early, none):
+        before = (n.state(), {p: list(link.waiting) for p, link in n.links.items()})
+        assert polled.fused_step(3, n.clock, n.links, n.neighbours) is None
+        assert (n.state(), {p: list(link.waiting) for p, link in n.links.items()}) == before  # nothing read
     assert len(two.links["+x"].waiting) == len(two.links["-x"].waiting) == 1
 
 
