@@ -560,6 +560,18 @@ class Engine:
             hops += 1
             bumped = startups + 1 if fwd.startup else startups
             carried = fwd.carried
+            if n == 1 and sends[0][0] in ports:  # one send: it leaves now (most hops)
+                port, header = sends[0]
+                if self.peak_queue < 1:
+                    self.peak_queue = 1
+                link_sends[port] = link_sends.get(port, 0) + 1
+                used[mc] = used.get(mc, 0) | PORT_BITS[port]
+                if self.trace:
+                    self.link_trace.append((mc, port, t))
+                traffic[mc] = traffic.get(mc, 0) + 1
+                self.sent += 1
+                out.append((port, [mc, alg, header, hops, startups if carried > 0 else bumped, t]))
+                continue
             going: list[tuple[str, list[Any]]] = []
             rest: list[_Queued] = []
             taken: set[str] = set()  # all-port: the ports a send leaves on this step
