@@ -5,7 +5,12 @@ drift falls on both alike), each point in a fresh interpreter with that checkout
 it prints each point's best of the rounds in A and in B and their ratio, as one JSON object with
 the date, the load averages and the command. Figures, not assertions.
 
-    .venv/bin/python benchmarks/ab_rows.py A_DIR B_DIR [--rounds 5]
+``--relay``: the six in-process store-and-forward rows of ``meshcast bench`` instead, each as
+the bench measures it (``beside_relay``: the relay chain run just before and after the point in
+its process), and the figure is the row's ratio to that relay chain; every round's value and
+the median of each side are printed too.
+
+    .venv/bin/python benchmarks/ab_rows.py A_DIR B_DIR [--rounds 5] [--relay]
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -29,13 +35,25 @@ POINTS = [
 """(bench function, its arguments): (b)'s dense lockstep point and (e) its engines twin (store and
 forward), (c) the three wormhole points and (f) flit-level load, as ``meshcast bench`` runs them."""
 
+RELAY_POINTS = [
+    ("beside_relay", [spec, clock, m, k])
+    for spec, m, k in (("torus:20x20", 100, 50), ("torus:32x32", 100, 50), ("torus:64x64", 1, 10))
+    for clock in ("lockstep", "free")
+]
+"""``--relay``: (b)'s six in-process store-and-forward points, as ``meshcast bench`` runs them."""
+
 CHILD = """
 import json, sys
 from coordinator.experiments import bench
-row = getattr(bench, sys.argv[1])(*json.loads(sys.argv[2]))
-row = row.to_json() if hasattr(row, "to_json") else dict(row)
-rate = row.get("flit_hops_per_s") or row.get("packet_hops_per_s")
-print(json.dumps({"rate": rate, "complete": row.get("complete")}))
+args = json.loads(sys.argv[2])
+if sys.argv[1] == "beside_relay":
+    row = bench.beside_relay(bench.emulator_point, bench.Point(*args), (64, 5000))
+    print(json.dumps({"rate": row.rate / row.relay_hops_per_s, "complete": row.complete}))
+else:
+    row = getattr(bench, sys.argv[1])(*args)
+    row = row.to_json() if hasattr(row, "to_json") else dict(row)
+    rate = row.get("flit_hops_per_s") or row.get("packet_hops_per_s")
+    print(json.dumps({"rate": rate, "complete": row.get("complete")}))
 """
 
 
@@ -51,25 +69,32 @@ def measure(checkout: str, fn: str, args: list[object]) -> float:
     return float(got["rate"])
 
 
+def _row(point: str, a: list[float], b: list[float]) -> dict[str, object]:
+    """One point's figures: the best of each side and their ratio, each side's median and values."""
+    return {
+        "point": point, "best_a": max(a), "best_b": max(b), "b_over_a": round(max(b) / max(a), 4),
+        "median_a": statistics.median(a), "median_b": statistics.median(b), "a": a, "b": b,
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--relay", action="store_true", help="the in-process store-and-forward rows' ratios")
     args = ap.parse_args()
     start = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg())
-    best: dict[str, dict[str, float]] = {}
+    got: dict[str, dict[str, list[float]]] = {}
     for r in range(args.rounds):
         order = (args.a, args.b) if r % 2 == 0 else (args.b, args.a)
-        for fn, fargs in POINTS:
+        for fn, fargs in RELAY_POINTS if args.relay else POINTS:
             key = f"{fn}{tuple(fargs)}"
             for which in order:
                 rate = measure(which, fn, fargs)
-                side = "a" if which == args.a else "b"
-                best.setdefault(key, {})[side] = max(best.get(key, {}).get(side, 0.0), rate)
+                got.setdefault(key, {"a": [], "b": []})["a" if which == args.a else "b"].append(rate)
         print(f"round {r + 1} of {args.rounds} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
-    rows = [{"point": k, "best_a": v["a"], "best_b": v["b"], "b_over_a": round(v["b"] / v["a"], 4)}
-            for k, v in best.items()]  # fmt: skip
+    rows = [_row(k, v["a"], v["b"]) for k, v in got.items()]
     print(json.dumps({
         "command": "benchmarks/ab_rows.py " + " ".join(sys.argv[1:]), "a": args.a, "b": args.b,
         "rounds": args.rounds, "started": start[0], "loadavg_start": start[1], "loadavg_end": os.getloadavg(),

@@ -230,7 +230,7 @@ def test_step_packets_declines_every_other_frame(obj: Any) -> None:
 
 def test_step_packets_declines_garbage() -> None:
     assert step_packets(b"\xc1\xff", 0) is None
-    assert step_packets(bytearray(b"\x90"), 0) is None  # type: ignore[arg-type]
+    assert step_packets(bytearray(b"\x90"), 0) is None
 
 
 def test_the_fused_step_declines_where_the_general_one_is_needed() -> None:

@@ -521,12 +521,13 @@ def decode_link(data: object) -> LinkFrame | WireError:
         return WireError(str(exc))
 
 
-def step_packets(data: bytes, due: int) -> tuple[int, list[tuple[int, str, Any, int, int]]] | None:
+def step_packets(data: object, due: int) -> tuple[int, list[tuple[int, str, Any, int, int]]] | None:
     """``data`` read as a well-formed step frame of step ``due`` whose items are all packets
     without telemetry: the frame's last busy step and each packet's multicast, algorithm,
     header, hops and start-ups, with no frame or packet made; None for anything else, which
     :func:`decode_link` then reads (and names, if it is at fault). The frame's credits are not
-    read: a sparse step reads frames so only where no link has credit flow."""
+    read: a sparse step reads frames so only where no link has credit flow. ``data`` is ``object``:
+    compiled code checks an annotation at the call (see :func:`decode_link`)."""
     if type(data) is not bytes or len(data) > MAX_FRAME:
         return None
     try:
