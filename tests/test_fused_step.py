@@ -166,7 +166,7 @@ def test_the_fused_step_equals_the_general_one(
             node.links[p].waiting.append(frame)
         if behind:
             node.links[late[0]].waiting.append(late[1])
-        assert node.engine.takes_one and node.clock.takes_one(t)
+        assert node.engine.fusable and node.clock.fusable(t)
     mcs = [pk.mc for pk in itertools.chain(*by_port.values())]
     if len(mcs) > 1 and (contention == "shared" or len(set(mcs)) < len(mcs)):
         before = fused.state()

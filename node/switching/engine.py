@@ -511,13 +511,13 @@ class Engine:
         return out
 
     @property
-    def takes_one(self) -> bool:
+    def fusable(self) -> bool:
         """Whether :meth:`take_each` may stand for arrivals and a step now: the node holds nothing
         and no buffer is bounded (no credits to return, no input buffer to count)."""
         return not self._domains and self._credit is None and self.in_capacity is None
 
     def take_each(self, t: int, packets: list[Arrival]) -> list[tuple[str, list[Any]]]:
-        """Step ``t`` of an idle node (:attr:`takes_one` holds) whose arrivals are ``packets``: one,
+        """Step ``t`` of an idle node (:attr:`fusable` holds) whose arrivals are ``packets``: one,
         or one per multicast under isolated contention (each its own domain, none waiting for
         another). What :meth:`receive` of each then :meth:`step` do, with the sends as their wire
         lists (``Packet.to_wire``), not packets. Most packet-hops of a lockstep run in one process

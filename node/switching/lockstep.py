@@ -173,14 +173,14 @@ class Lockstep:
         self.step = t
         return self._frames(t, self._do(frames), every_port=False)
 
-    def takes_one(self, t: int) -> bool:
-        """Sparse: whether step ``t`` can be done as :meth:`took_one` records it (no injection then)."""
+    def fusable(self, t: int) -> bool:
+        """Sparse: whether step ``t`` can be done as :meth:`took_in` records it (no injection then)."""
         return not self.finished and t >= self.step and t not in self._injections
 
-    def took_one(self, t: int, last_busy: int) -> int:
-        """Sparse: step ``t`` was done by the engine taking in one packet (a frame that knew of
-        ``last_busy``) with nothing else to do; the clock's side of :meth:`work`. Returns the last
-        busy step its frames carry."""
+    def took_in(self, t: int, last_busy: int) -> int:
+        """Sparse: step ``t`` was done by the engine taking packets in and nothing else (frames
+        whose latest busy step was ``last_busy``); the clock's side of :meth:`work` then. Returns
+        the last busy step its frames carry."""
         self.engine.steps += t - self.step
         if last_busy < self.last_busy:
             last_busy = self.last_busy

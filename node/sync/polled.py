@@ -165,10 +165,10 @@ def fused_step(
     link that has any, carrying packets only, one packet in all or (isolated contention) one
     per multicast. The frames' bytes are read and the sends' written without frame or packet
     objects, and the engine's and clock's general steps are not entered
-    (:meth:`node.switching.engine.Engine.take_each`, :meth:`Lockstep.took_one`); the records are
+    (:meth:`node.switching.engine.Engine.take_each`, :meth:`Lockstep.took_in`); the records are
     the same (tests/test_fused_step.py)."""
     engine = clock.engine
-    if type(engine) is not Engine or not engine.takes_one or not clock.takes_one(t):
+    if type(engine) is not Engine or not engine.fusable or not clock.fusable(t):
         return None
     found: list[list[bytes]] = []
     head = step_head(t - 1)
@@ -205,7 +205,7 @@ def fused_step(
     for waiting in found:
         del waiting[0]  # a frame of step t behind it (a neighbour that went first) waits for step t + 1
     sends = engine.take_each(t, arrivals)
-    busy = clock.took_one(t, busy)
+    busy = clock.took_in(t, busy)
     if not sends:
         return []
     if len(sends) == 1:  # a sparse run's every hop
