@@ -32,7 +32,7 @@ from node.transport.wire import (
     encode_packet,
     free_packet,
 )
-from tests.test_fused_step import ALGORITHMS, _walk
+from tests.test_fused_step import SPOILS, _rule_on, _spoiled, _walk
 
 
 def _engine(topo: Topology, here: Coord, s: NodeSettings) -> Engine:
@@ -58,16 +58,13 @@ def _state(e: Engine) -> dict[str, Any]:
     contention=st.sampled_from(["isolated", "shared", "shared-buffered"]),
     telemetry=st.booleans(),
     trace=st.booleans(),
-    spoil=st.sampled_from([None, None, None, "algorithm", "header", "hops"]),
+    spoil=SPOILS,
 )
 def test_take_free_equals_receive_free(
     seed: int, kind: str, port_model: str, contention: str, telemetry: bool, trace: bool, spoil: str | None
 ) -> None:
     rng = random.Random(seed)
-    alg = rng.choice([a for a in ALGORITHMS if kind in registry.get(a).kinds])
-    topo = Topology(kind, rng.randint(4, 8), rng.randint(4, 8))
-    if registry.get(alg).unsupported(topo):
-        topo = Topology(kind, 8, 8)
+    alg, topo = _rule_on(kind, rng)
     walks = [w for w in (_walk(topo, alg, rng) for _ in range(4)) if w is not None]
     if not walks:
         event("no packet on the way")
@@ -92,12 +89,7 @@ def test_take_free_equals_receive_free(
         for p in earlier:
             e.receive_free(Packet(p.mc, p.alg, p.header, p.hops, p.startups, p.sent))
     _, _, header, hops = walks[-1]
-    if spoil == "algorithm":
-        alg = "no-such-rule"
-    elif spoil == "header":
-        header = rng.choice(["garbage", [[-1, 99]], {"a": 1}, 7, [[1]]])
-    elif spoil == "hops":
-        hops = 3 * topo.diameter + 1
+    alg, header, hops = _spoiled(spoil, alg, header, hops, topo.diameter, rng)
     tel = bytes(rng.randrange(256) for _ in range(TEL_HOP * rng.randint(1, 3))) if telemetry else None
     rx = rng.choice([0, 123_456])
     startups, sent = rng.randint(1, 5), rng.randint(0, 9)

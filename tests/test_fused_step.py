@@ -108,6 +108,31 @@ def _walk(topo: Topology, alg: str, rng: random.Random) -> tuple[Coord, str, Any
     return arrived if hops else None
 
 
+def _rule_on(kind: str, rng: random.Random) -> tuple[str, Topology]:
+    """A rule that runs on ``kind``, and a topology of that kind (4 to 8 a side) it supports."""
+    alg = rng.choice([a for a in ALGORITHMS if kind in registry.get(a).kinds])
+    topo = Topology(kind, rng.randint(4, 8), rng.randint(4, 8))
+    return alg, topo if not registry.get(alg).unsupported(topo) else Topology(kind, 8, 8)
+
+
+SPOILS = st.sampled_from([None, None, None, "algorithm", "header", "hops"])
+"""How a packet is spoiled, if at all (:func:`_spoiled`)."""
+
+
+def _spoiled(
+    spoil: str | None, alg: str, header: Any, hops: int, diameter: int, rng: random.Random
+) -> tuple[str, Any, int]:
+    """The packet's algorithm, header and hops, spoiled as ``spoil`` says (the hop limit is three
+    diameters): an unknown rule, a garbage header, or one hop too many."""
+    if spoil == "algorithm":
+        return "no-such-rule", header, hops
+    if spoil == "header":
+        return alg, rng.choice(["garbage", [[-1, 99]], {"a": 1}, 7, [[1]]]), hops
+    if spoil == "hops":
+        return alg, header, 3 * diameter + 1
+    return alg, header, hops
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -115,7 +140,7 @@ def _walk(topo: Topology, alg: str, rng: random.Random) -> tuple[Coord, str, Any
     port_model=st.sampled_from(["one-port", "all-port"]),
     contention=st.sampled_from(["isolated", "isolated", "shared"]),
     trace=st.booleans(),
-    spoil=st.sampled_from([None, None, None, "algorithm", "header", "hops"]),
+    spoil=SPOILS,
     others=st.sampled_from([0, 0, 1, 2, 3]),
     same_mc=st.integers(0, 9),
     behind=st.booleans(),
@@ -132,10 +157,7 @@ def test_the_fused_step_equals_the_general_one(
     behind: bool,
 ) -> None:
     rng = random.Random(seed)
-    alg = rng.choice([a for a in ALGORITHMS if kind in registry.get(a).kinds])
-    topo = Topology(kind, rng.randint(4, 8), rng.randint(4, 8))
-    if registry.get(alg).unsupported(topo):
-        topo = Topology(kind, 8, 8)
+    alg, topo = _rule_on(kind, rng)
     walked = _walk(topo, alg, rng)
     if walked is None:
         event("no packet on the way")
@@ -143,12 +165,7 @@ def test_the_fused_step_equals_the_general_one(
     here, port_in, header, hops = walked
     s = NodeSettings(port_model=port_model, contention=contention, trace=trace, hop_limit=3 * topo.diameter)
     mc, startups, t = rng.randint(0, 50), rng.randint(1, 5), rng.randint(1, 40)
-    if spoil == "algorithm":
-        alg = "no-such-rule"
-    elif spoil == "header":
-        header = rng.choice(["garbage", [[-1, 99]], {"a": 1}, 7, [[1]]])
-    elif spoil == "hops":
-        hops = 3 * topo.diameter + 1
+    alg, header, hops = _spoiled(spoil, alg, header, hops, topo.diameter, rng)
     # the packet, and others beside it (other multicasts, the same header: on any link, in one frame
     # or apart; now and then one of the same multicast, which must wait for the first)
     by_port: dict[str, list[Packet]] = {port_in: [Packet(mc, alg, header, hops, startups, t - 1)]}

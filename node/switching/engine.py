@@ -347,17 +347,21 @@ class Engine:
 
     def _route(self, packet: Packet) -> Any:
         """The rule's :class:`Forward` for ``packet``, or the NodeError that drops it."""
-        if packet.hops > self.hop_limit:
-            return NodeError("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", packet.mc)
+        return self._forward(packet.mc, packet.alg, packet.header, packet.hops)
+
+    def _forward(self, mc: int, alg: str, header: Any, hops: int) -> Any:
+        """The rule's :class:`Forward` for a packet of these fields, or the NodeError that drops it."""
+        if hops > self.hop_limit:
+            return NodeError("hop-limit", f"packet exceeded the hop limit {self.hop_limit}", mc)
         try:
-            forward = self._forwards.get(packet.alg)
+            forward = self._forwards.get(alg)
             if forward is None:
-                forward = self._forwards[packet.alg] = self.registry.get(packet.alg).forward
-            return forward(self.topology, self.here, packet.header)
+                forward = self._forwards[alg] = self.registry.get(alg).forward
+            return forward(self.topology, self.here, header)
         except UnknownAlgorithm as exc:
-            return NodeError("unknown-algorithm", str(exc), packet.mc)
+            return NodeError("unknown-algorithm", str(exc), mc)
         except HEADER_ERRORS as exc:
-            return NodeError("bad-header", f"{packet.alg}: {type(exc).__name__}: {exc}", packet.mc)
+            return NodeError("bad-header", f"{alg}: {type(exc).__name__}: {exc}", mc)
 
     def _take_in(self, packet: Packet, step: int, fwd: Any = None) -> list[_Queued]:
         """Run the rule on one packet taken in at ``step``; return the sends it produced."""
@@ -532,20 +536,9 @@ class Engine:
         out: list[tuple[str, list[Any]]] = []
         left = 0
         for mc, alg, header, hops, startups in packets:
-            if hops > self.hop_limit:
-                limit = self.hop_limit
-                self.errors.append(NodeError("hop-limit", f"packet exceeded the hop limit {limit}", mc))
-                continue
-            forward = self._forwards.get(alg)
-            try:
-                if forward is None:
-                    forward = self._forwards[alg] = self.registry.get(alg).forward
-                fwd = forward(self.topology, self.here, header)
-            except UnknownAlgorithm as exc:
-                self.errors.append(NodeError("unknown-algorithm", str(exc), mc))
-                continue
-            except HEADER_ERRORS as exc:
-                self.errors.append(NodeError("bad-header", f"{alg}: {type(exc).__name__}: {exc}", mc))
+            fwd = self._forward(mc, alg, header, hops)
+            if type(fwd) is NodeError:
+                self.errors.append(fwd)
                 continue
             deliver = fwd.deliver
             if deliver:
@@ -649,20 +642,9 @@ class Engine:
             t = dom.in_free
         dom.in_free = t + 1
         try:
-            if hops > self.hop_limit:
-                limit = self.hop_limit
-                self.errors.append(NodeError("hop-limit", f"packet exceeded the hop limit {limit}", mc))
-                return []
-            forward = self._forwards.get(alg)
-            try:
-                if forward is None:
-                    forward = self._forwards[alg] = self.registry.get(alg).forward
-                fwd = forward(self.topology, self.here, header)
-            except UnknownAlgorithm as exc:
-                self.errors.append(NodeError("unknown-algorithm", str(exc), mc))
-                return []
-            except HEADER_ERRORS as exc:
-                self.errors.append(NodeError("bad-header", f"{alg}: {type(exc).__name__}: {exc}", mc))
+            fwd = self._forward(mc, alg, header, hops)
+            if type(fwd) is NodeError:
+                self.errors.append(fwd)
                 return []
             deliver = fwd.deliver
             if deliver:

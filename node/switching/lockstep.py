@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from node.switching.engine import Injection
 from node.transport.wire import Credits, Item, StepFrame
 
-__all__ = ["Lockstep", "Schedule", "StepEngine", "quiescent"]
+__all__ = ["Lockstep", "Schedule", "StepEngine", "grouped", "quiescent"]
 
 
 class StepEngine(Protocol):
@@ -134,13 +134,7 @@ class Lockstep:
         return self._frames(t, sends, every_port=True)
 
     def _frames(self, t: int, sends: list[tuple[str, Item]], *, every_port: bool) -> dict[str, StepFrame]:
-        by_port: dict[str, list[Item]] = {}
-        for port, pkt in sends:
-            got = by_port.get(port)
-            if got is None:
-                by_port[port] = [pkt]
-            else:
-                got.append(pkt)
+        by_port = grouped(sends)
         freed = self.engine.take_freed()
         self.step = t + 1
         if not (every_port or by_port or freed):  # sparse: nothing to send (the common case of a quiet node)
@@ -202,6 +196,21 @@ class Lockstep:
         end = getattr(self.engine, "end", None)  # an engine that reports what it still holds
         if end is not None:
             end(t)
+
+
+T = TypeVar("T")
+
+
+def grouped(sends: list[tuple[str, T]]) -> dict[str, list[T]]:
+    """A step's sends by port, each port's in the order sent (a frame's items)."""
+    by_port: dict[str, list[T]] = {}
+    for port, item in sends:
+        got = by_port.get(port)
+        if got is None:
+            by_port[port] = [item]
+        else:
+            got.append(item)
+    return by_port
 
 
 N = TypeVar("N", bound=Hashable)

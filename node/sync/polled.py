@@ -10,12 +10,11 @@ in-process lockstep run passes through :func:`polled_step`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
 
 import trio
 
 from node.switching.engine import Engine
-from node.switching.lockstep import Lockstep
+from node.switching.lockstep import Lockstep, grouped
 from node.transport.links import PolledLink, QueueLink
 from node.transport.wire import (
     LinkFrame,
@@ -210,26 +209,21 @@ def fused_step(
         return []
     if len(sends) == 1:  # a sparse run's every hop
         port, packet = sends[0]
-        try:
-            links[port].send_nowait(encode_step(t, busy, [packet]))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
-            raise LinkDown(f"link {port} is down ({type(exc).__name__})") from None
+        _put(links, port, encode_step(t, busy, [packet]))
         return [neighbours[port]]
-    by_port: dict[str, list[list[Any]]] = {}
-    for port, packet in sends:
-        got_port = by_port.get(port)
-        if got_port is None:
-            by_port[port] = [packet]
-        else:
-            got_port.append(packet)
+    by_port = grouped(sends)
     sent: list[Hashable] = []
     for port in clock.ports:
         packets = by_port.get(port)
-        if packets is None:
-            continue
-        try:
-            links[port].send_nowait(encode_step(t, busy, packets))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
-            raise LinkDown(f"link {port} is down ({type(exc).__name__})") from None
-        sent.append(neighbours[port])
+        if packets is not None:
+            _put(links, port, encode_step(t, busy, packets))
+            sent.append(neighbours[port])
     return sent
+
+
+def _put(links: dict[str, PolledLink], port: str, data: bytes) -> None:
+    """Send ``data`` on ``port``; :class:`LinkDown` if the link is down."""
+    try:
+        links[port].send_nowait(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock) as exc:
+        raise LinkDown(f"link {port} is down ({type(exc).__name__})") from None

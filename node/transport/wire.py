@@ -136,6 +136,26 @@ def tel_values(blob: bytes) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _plain(mc: object, alg: object, hops: object, startups: object, sent: object) -> bool:
+    """Whether a packet's fields are well formed, in one test (every decoder of a packet-hop asks)."""
+    return (
+        type(mc) is int and mc >= 0 and type(alg) is str and alg != ""
+        and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
+        and type(sent) is int and sent >= 0
+    )  # fmt: skip
+
+
+def _unpacked(data: object) -> Any:
+    """``data``'s msgpack object, or None if it is not bytes within :data:`MAX_FRAME` that unpack
+    (the fused readers then leave it to :func:`decode_link`, which says why)."""
+    if type(data) is not bytes or len(data) > MAX_FRAME:
+        return None
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception:  # garbage
+        return None
+
+
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 4x slower, paid per hop
 class Packet:
     """One data packet: multicast id, algorithm, routing header, hops, start-ups, send step.
@@ -186,11 +206,7 @@ class Packet:
     def from_wire(cls, obj: object) -> Packet:
         if type(obj) is list and len(obj) == 6:  # the common case, checked in one expression
             mc, alg, header, hops, startups, sent = obj
-            if (
-                type(mc) is int and mc >= 0 and type(alg) is str and alg
-                and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-                and type(sent) is int and sent >= 0
-            ):  # fmt: skip
+            if _plain(mc, alg, hops, startups, sent):
                 return Packet(mc, alg, header, hops, startups, sent)  # not cls(): the native constructor
         if not isinstance(obj, list) or len(obj) not in (6, 7):
             raise _Invalid(f"packet must be a 6- or 7-element array, got {obj!r:.60}")
@@ -343,11 +359,7 @@ def _items(objs: list[Any]) -> tuple[Item, ...]:
     for obj in objs:
         if type(obj) is list and len(obj) == 6:
             mc, alg, header, hops, startups, sent = obj
-            if (
-                type(mc) is int and mc >= 0 and type(alg) is str and alg
-                and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-                and type(sent) is int and sent >= 0
-            ):  # fmt: skip
+            if _plain(mc, alg, hops, startups, sent):
                 items.append(Packet(mc, alg, header, hops, startups, sent))
                 continue
         items.append(_item(obj))
@@ -528,12 +540,7 @@ def step_packets(data: object, due: int) -> tuple[int, list[tuple[int, str, Any,
     :func:`decode_link` then reads (and names, if it is at fault). The frame's credits are not
     read: a sparse step reads frames so only where no link has credit flow. ``data`` is ``object``:
     compiled code checks an annotation at the call (see :func:`decode_link`)."""
-    if type(data) is not bytes or len(data) > MAX_FRAME:
-        return None
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception:  # garbage: the general path decodes it again and says why
-        return None
+    obj = _unpacked(data)
     if type(obj) is not list or len(obj) != 5 or obj[0] != "S":
         return None
     _, step, busy, items, freed = obj
@@ -546,11 +553,7 @@ def step_packets(data: object, due: int) -> tuple[int, list[tuple[int, str, Any,
         if type(pkt) is not list or len(pkt) != 6:
             return None
         mc, alg, header, hops, startups, sent = pkt
-        if not (
-            type(mc) is int and mc >= 0 and type(alg) is str and alg
-            and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-            and type(sent) is int and sent >= 0
-        ):  # fmt: skip
+        if not _plain(mc, alg, hops, startups, sent):
             return None
         packets.append((mc, alg, header, hops, startups))
     return busy, packets
@@ -585,12 +588,7 @@ def free_packet(data: object) -> FreePacket | None:
     """``data`` read as a well-formed free-clock packet frame (``["P", packet]``), its packet's
     fields without the frame or the packet made; None for anything else, which
     :func:`decode_link` then reads (and names, if it is at fault)."""
-    if type(data) is not bytes or len(data) > MAX_FRAME:
-        return None
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception:  # garbage: the general path decodes it again and says why
-        return None
+    obj = _unpacked(data)
     if type(obj) is not list or len(obj) != 2 or obj[0] != "P":
         return None
     pkt = obj[1]
@@ -606,11 +604,7 @@ def free_packet(data: object) -> FreePacket | None:
             return None
     else:
         return None
-    if (
-        type(mc) is int and mc >= 0 and type(alg) is str and alg
-        and type(hops) is int and hops >= 1 and type(startups) is int and startups >= 1
-        and type(sent) is int and sent >= 0
-    ):  # fmt: skip
+    if _plain(mc, alg, hops, startups, sent):
         return mc, alg, header, hops, startups, sent, tel
     return None
 
